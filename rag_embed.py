@@ -453,6 +453,8 @@ def _finish(
     for record, vector in zip(batch, vectors, strict=True):
         record["vector"] = vector
         record["model"] = embedder.name
+        if embedder.sha256:
+            record["model_sha256"] = embedder.sha256
         if not query:
             record["embed_headings"] = headings
         yield record

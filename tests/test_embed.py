@@ -104,7 +104,10 @@ class TestCli:
     def test_missing_model_folder(self, runner, tmp_path):
         result = runner.invoke(main, ["--model", str(tmp_path / "none")], input=jsonl({"text": "a"}))
         assert result.exit_code == 1
-        assert result.stderr == f"rag-embed: no model '{tmp_path / 'none'}': not a folder and not a known name (hash, all-MiniLM-L6-v2, bge-small-en-v1.5)\n"
+        assert (
+            result.stderr
+            == f"rag-embed: no model '{tmp_path / 'none'}': not a folder and not a known name (hash, all-MiniLM-L6-v2, bge-small-en-v1.5)\n"
+        )
 
     def test_incomplete_model_folder(self, runner, tmp_path):
         (tmp_path / "model.onnx").write_bytes(b"x")
@@ -186,7 +189,9 @@ def test_batching_does_not_change_vectors(minilm):
 
 @pytest.mark.model
 def test_related_sentences_score_above_unrelated(minilm):
-    v = minilm.embed(["when does the nightly settlement batch close", "the settlement sweep runs every night at 23:40", "my cat sleeps on the sofa"])
+    v = minilm.embed(
+        ["when does the nightly settlement batch close", "the settlement sweep runs every night at 23:40", "my cat sleeps on the sofa"]
+    )
     assert v.shape == (3, 384)
     assert v[0] @ v[1] > v[0] @ v[2] + 0.3
 

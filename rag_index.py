@@ -1,0 +1,403 @@
+"""rag-index: embedded chunk records -> an index directory (vectors, text, BM25).
+
+    rag-chunk corpus/ | rag-embed | rag-index --out build/idx
+
+Reads embedded chunk records (`id`, `text`, `vector`, `model`, and the chunk
+fields) and writes an index directory. `rag_index` owns the format: `write` and
+`load` live here and every reader goes through `load`.
+
+On disk, an index is a directory of generations and a pointer to the live one:
+
+    IDX/CURRENT                 the name of the live generation, replaced atomically
+    IDX/gen-<stamp>/vectors.npy float32 (chunks x dim), rows L2-normalised
+    IDX/gen-<stamp>/chunks.jsonl  the chunk records (no vectors), in row order
+    IDX/gen-<stamp>/bm25/*.npy  vocabulary, df, doc lengths, postings (CSR: indptr,
+                                doc ids, tf, precomputed BM25 weights)
+    IDX/gen-<stamp>/manifest.json  written last: model, dim, ONNX hash, chunking,
+                                counts, corpus digest, file sizes, ragline version
+
+A rebuild writes a new generation beside the live one, then replaces CURRENT
+(os.replace) and removes the old generation. A kill at any moment leaves CURRENT
+naming a complete generation; a generation without a manifest, or whose files
+disagree with it, is never loaded.
+
+BM25 is Okapi BM25 with Lucene's idf, idf(t) = ln(1 + (N - df + 0.5) / (df + 0.5)),
+and Lucene's (>= 8) term weight without the (k1 + 1) factor:
+w(t, d) = idf(t) * tf / (tf + k1 * (1 - b + b * |d| / avgdl)), k1 = 1.2, b = 0.75.
+Terms come from `ragline.tokenize` over the heading path joined to the text.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import sys
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import click
+import numpy as np
+import orjson
+
+import ragline
+from ragline import StageError
+
+STAGE = "rag-index"
+FORMAT = "ragline-index/1"
+K1 = 1.2
+B = 0.75
+CURRENT = "CURRENT"
+CHUNK_FIELDS = ("id", "doc", "path", "headings", "text", "start_line", "end_line", "words", "title")
+
+
+def index_text(record: dict[str, Any], headings: bool = True) -> str:
+    """The text BM25 and the reranker see: the heading path joined to the chunk text."""
+    path = record.get("headings") or []
+    if headings and path:
+        return " > ".join(path) + " :: " + record["text"]
+    return record["text"]
+
+
+def idf(n_docs: int, df: np.ndarray) -> np.ndarray:
+    """Lucene's BM25 idf: ln(1 + (N - df + 0.5) / (df + 0.5)); always positive."""
+    df = np.asarray(df, dtype=np.float64)
+    return np.log1p((n_docs - df + 0.5) / (df + 0.5))
+
+
+def term_weight(tf: np.ndarray, idf_t: np.ndarray, doc_len: np.ndarray, avgdl: float, k1: float = K1, b: float = B) -> np.ndarray:
+    """idf * tf / (tf + k1 * (1 - b + b * |d| / avgdl)); tf = 0 gives 0."""
+    tf = np.asarray(tf, dtype=np.float64)
+    norm = k1 * (1.0 - b + b * np.asarray(doc_len, dtype=np.float64) / (avgdl or 1.0))
+    return idf_t * tf / (tf + norm)
+
+
+@dataclass
+class Bm25:
+    """BM25 statistics: vocabulary, df, doc lengths and postings in CSR form."""
+
+    terms: np.ndarray  # (V,) str, sorted
+    df: np.ndarray  # (V,) int32
+    doc_len: np.ndarray  # (N,) int32
+    indptr: np.ndarray  # (V+1,) int64
+    docs: np.ndarray  # (nnz,) int32, ascending within a term
+    tf: np.ndarray  # (nnz,) int32
+    weights: np.ndarray  # (nnz,) float32: the term's BM25 contribution to that doc
+    k1: float = K1
+    b: float = B
+
+    @property
+    def n_docs(self) -> int:
+        return int(self.doc_len.shape[0])
+
+    @property
+    def avgdl(self) -> float:
+        return float(self.doc_len.mean()) if self.n_docs else 0.0
+
+    def term_ids(self, terms: Iterable[str]) -> tuple[list[str], np.ndarray]:
+        """(distinct terms in first-seen order, their ids or -1 where unknown)."""
+        seen = list(dict.fromkeys(terms))
+        if not seen or not len(self.terms):
+            return seen, np.full(len(seen), -1, dtype=np.int64)
+        arr = np.array(seen)
+        pos = np.searchsorted(self.terms, arr)
+        pos = np.clip(pos, 0, len(self.terms) - 1)
+        found = self.terms[pos] == arr
+        return seen, np.where(found, pos, -1)
+
+    def idf_of(self, ids: np.ndarray) -> np.ndarray:
+        """idf per term id; unknown terms (-1) get the idf of df = 0."""
+        df = np.where(ids >= 0, self.df[np.clip(ids, 0, None)] if len(self.df) else 0, 0)
+        return idf(self.n_docs, df)
+
+    def scores(self, ids: np.ndarray) -> np.ndarray:
+        """BM25 score of every document for the distinct known term ids."""
+        known = ids[ids >= 0]
+        if not len(known):
+            return np.zeros(self.n_docs, dtype=np.float64)
+        spans = [(self.indptr[t], self.indptr[t + 1]) for t in known]
+        docs = np.concatenate([self.docs[s:e] for s, e in spans])
+        weights = np.concatenate([self.weights[s:e] for s, e in spans]).astype(np.float64)
+        return np.bincount(docs, weights=weights, minlength=self.n_docs)
+
+    def tf_in(self, term: int, doc: int) -> int:
+        s, e = self.indptr[term], self.indptr[term + 1]
+        i = np.searchsorted(self.docs[s:e], doc)
+        return int(self.tf[s + i]) if i < e - s and self.docs[s + i] == doc else 0
+
+    def contains(self, term: int, rows: np.ndarray) -> np.ndarray:
+        """For each row in `rows`: does the document contain the term?"""
+        s, e = self.indptr[term], self.indptr[term + 1]
+        return np.isin(rows, self.docs[s:e])
+
+
+def build_bm25(texts: list[str], k1: float = K1, b: float = B) -> Bm25:
+    """BM25 statistics for documents in row order."""
+    vocab: dict[str, int] = {}
+    rows: list[int] = []
+    cols: list[int] = []
+    counts: list[int] = []
+    lengths = np.zeros(len(texts), dtype=np.int32)
+    for row, text in enumerate(texts):
+        terms = ragline.tokenize(text)
+        lengths[row] = len(terms)
+        tf: dict[int, int] = {}
+        for term in terms:
+            tid = vocab.setdefault(term, len(vocab))
+            tf[tid] = tf.get(tid, 0) + 1
+        rows.extend([row] * len(tf))
+        cols.extend(tf.keys())
+        counts.extend(tf.values())
+    names = np.array(list(vocab), dtype=str) if vocab else np.array([], dtype="<U1")
+    order = np.argsort(names, kind="stable")  # vocabulary sorted, for searchsorted
+    remap = np.empty(len(order), dtype=np.int64)
+    remap[order] = np.arange(len(order))
+    col = remap[np.asarray(cols, dtype=np.int64)] if cols else np.zeros(0, dtype=np.int64)
+    row = np.asarray(rows, dtype=np.int32)
+    tf_arr = np.asarray(counts, dtype=np.int32)
+    by = np.lexsort((row, col))  # by term, then doc
+    col, row, tf_arr = col[by], row[by], tf_arr[by]
+    df = np.bincount(col, minlength=len(names)).astype(np.int32)
+    indptr = np.zeros(len(names) + 1, dtype=np.int64)
+    np.cumsum(df, out=indptr[1:])
+    avgdl = float(lengths.mean()) if len(texts) else 0.0
+    idf_t = idf(len(texts), df)[col]
+    weights = term_weight(tf_arr, idf_t, lengths[row], avgdl, k1, b).astype(np.float32)
+    return Bm25(names[order], df, lengths, indptr, row, tf_arr, weights, k1, b)
+
+
+@dataclass
+class Index:
+    """A loaded index: vectors (memory-mapped), chunk records, BM25, manifest."""
+
+    path: Path
+    manifest: dict[str, Any]
+    vectors: np.ndarray
+    chunks: list[dict[str, Any]]
+    bm25: Bm25
+
+    @property
+    def ids(self) -> list[str]:
+        return [c["id"] for c in self.chunks]
+
+
+# --------------------------------------------------------------------------- building
+
+
+def collect(records: Iterable[tuple[ragline.Line, dict[str, Any]]]) -> tuple[list[dict[str, Any]], np.ndarray, dict[str, Any]]:
+    """Check the stream and gather (chunk records, vectors, embedding facts).
+
+    Refused, naming the line: a record without the chunk fields, a vector that is
+    not a list of finite numbers, a second model or dimension, a duplicate id.
+    """
+    chunks: list[dict[str, Any]] = []
+    rows: list[np.ndarray] = []
+    seen: dict[str, str] = {}
+    facts: dict[str, Any] = {}
+    for where, record in records:
+        at = str(where)
+        cid = ragline.field(record, "id", str, at)
+        ragline.field(record, "text", str, at)
+        vector = ragline.field(record, "vector", list, at)
+        model = ragline.field(record, "model", str, at)
+        if cid in seen:
+            raise StageError(f"duplicate chunk id '{cid}' (first at {seen[cid]})", at)
+        seen[cid] = at
+        try:
+            row = np.asarray(vector, dtype=np.float32)
+        except (TypeError, ValueError):
+            raise StageError("field 'vector' must be a list of numbers", at) from None
+        if row.ndim != 1 or not len(row):
+            raise StageError("field 'vector' must be a flat, non-empty list of numbers", at)
+        if not np.isfinite(row).all():
+            raise StageError("vector has a non-finite value (NaN or infinity)", at)
+        headings = bool(record.get("embed_headings", True))
+        sha = record.get("model_sha256")
+        if not facts:
+            facts = {"model": model, "sha256": sha, "dim": len(row), "headings": headings, "window": record.get("window"), "first": at}
+        elif sha != facts["sha256"]:
+            raise StageError(f"model_sha256 differs from the first record's at {facts['first']}: one index, one model file", at)
+        elif model != facts["model"]:
+            raise StageError(f"model '{model}' differs from '{facts['model']}' at {facts['first']}: one index, one model", at)
+        elif len(row) != facts["dim"]:
+            raise StageError(f"vector has {len(row)} values, the stream's first has {facts['dim']}", at)
+        elif headings != facts["headings"]:
+            raise StageError("embed_headings differs from the first record's: re-embed the whole corpus one way", at)
+        norm = float(np.linalg.norm(row))
+        rows.append(row / norm if norm > 0 else row)
+        chunks.append({k: record[k] for k in CHUNK_FIELDS if k in record} | {"text": record["text"]})
+    if not chunks:
+        raise StageError("no records: nothing to index")
+    return chunks, np.vstack(rows).astype(np.float32), facts
+
+
+def corpus_digest(chunks: list[dict[str, Any]]) -> str:
+    """sha256 over ids and texts in row order: same corpus and chunking, same digest."""
+    digest = hashlib.sha256()
+    for chunk in chunks:
+        digest.update(chunk["id"].encode() + b"\x00" + chunk["text"].encode() + b"\x00")
+    return digest.hexdigest()
+
+
+def write(out: Path, chunks: list[dict[str, Any]], vectors: np.ndarray, facts: dict[str, Any]) -> Path:
+    """Write a new generation of the index at `out` and make it live. Returns its folder."""
+    out.mkdir(parents=True, exist_ok=True)
+    _check_target(out)
+    _sweep(out)
+    gen = out / f"gen-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}-{time.monotonic_ns() % 1_000_000:06d}"
+    try:
+        (gen / "bm25").mkdir(parents=True)
+        headings = facts.get("headings", True)
+        bm25 = build_bm25([index_text(c, headings) for c in chunks])
+        np.save(gen / "vectors.npy", vectors, allow_pickle=False)
+        with open(gen / "chunks.jsonl", "wb") as handle:
+            ragline.write_records(chunks, handle, flush_every=1 << 30)
+        for name in ("terms", "df", "doc_len", "indptr", "docs", "tf", "weights"):
+            np.save(gen / "bm25" / f"{name}.npy", getattr(bm25, name), allow_pickle=False)
+        files = sorted(p.relative_to(gen).as_posix() for p in gen.rglob("*") if p.is_file())
+        manifest = {
+            "format": FORMAT,
+            "ragline": ragline.__version__,
+            "model": facts["model"],
+            "dim": int(vectors.shape[1]),
+            "model_sha256": facts.get("sha256"),
+            "embed_headings": headings,
+            "chunking": {"window": facts.get("window")},
+            "bm25": {"k1": bm25.k1, "b": bm25.b, "idf": "lucene: ln(1 + (N - df + 0.5) / (df + 0.5))", "tokeniser": "ragline.tokenize"},
+            "counts": {
+                "chunks": len(chunks),
+                "docs": len({c.get("doc") for c in chunks}),
+                "terms": len(bm25.terms),
+                "postings": len(bm25.docs),
+            },
+            "corpus_digest": corpus_digest(chunks),
+            "files": {f: (gen / f).stat().st_size for f in files},
+        }
+        for f in files:
+            _fsync(gen / f)
+        with ragline.atomic_file(gen / "manifest.json") as handle:
+            handle.write(orjson.dumps(manifest, option=orjson.OPT_INDENT_2))
+        ragline.fsync_dir(gen)
+        with ragline.atomic_file(out / CURRENT) as handle:
+            handle.write(gen.name.encode() + b"\n")
+        ragline.fsync_dir(out)
+    except BaseException:
+        shutil.rmtree(gen, ignore_errors=True)
+        raise
+    _sweep(out)
+    return gen
+
+
+def _fsync(path: Path) -> None:
+    with open(path, "rb") as handle:
+        os.fsync(handle.fileno())
+
+
+def _check_target(out: Path) -> None:
+    """Refuse to write into a directory that is neither empty nor a ragline index."""
+    entries = [p.name for p in out.iterdir()]
+    if entries and CURRENT not in entries and not all(e.startswith(("gen-", f".{CURRENT}")) for e in entries):
+        raise StageError("exists and is not a ragline index (refusing to write into it)", str(out))
+
+
+def _sweep(out: Path) -> None:
+    """Remove generations that are not live (left by an earlier kill or replaced)."""
+    live = _live_name(out)
+    for entry in out.iterdir():
+        if entry.is_dir() and entry.name.startswith("gen-") and entry.name != live:
+            shutil.rmtree(entry, ignore_errors=True)
+
+
+def _live_name(out: Path) -> str | None:
+    try:
+        return (out / CURRENT).read_text().strip() or None
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+
+
+# --------------------------------------------------------------------------- loading
+
+
+def load(path: str | os.PathLike[str], *, mmap: bool = True) -> Index:
+    """Load the live generation of an index; anything incomplete is a StageError.
+
+    Vectors are memory-mapped (`mmap_mode='r'`) and no file is read with pickle.
+    """
+    root = Path(path)
+    if not root.is_dir():
+        raise StageError("no index here (run rag-index --out first)", str(root))
+    live = _live_name(root)
+    if live is None:
+        raise StageError("not a ragline index, or one whose first build never finished (no CURRENT)", str(root))
+    gen = root / live
+    manifest_file = gen / "manifest.json"
+    try:
+        manifest = orjson.loads(manifest_file.read_bytes())
+    except FileNotFoundError:
+        raise StageError("index is half-written (no manifest): rebuild it", str(root)) from None
+    except orjson.JSONDecodeError:
+        raise StageError("index manifest is not valid JSON: rebuild it", str(manifest_file)) from None
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        raise StageError(
+            f"index format is {manifest.get('format') if isinstance(manifest, dict) else None!r}, expected {FORMAT!r}: rebuild it",
+            str(root),
+        )
+    for name, size in manifest["files"].items():
+        file = gen / name
+        if not file.is_file():
+            raise StageError(f"index file {name} is missing: rebuild it", str(root))
+        if file.stat().st_size != size:
+            raise StageError(f"index file {name} has {file.stat().st_size} bytes, the manifest says {size}: rebuild it", str(root))
+    try:
+        vectors = np.load(gen / "vectors.npy", mmap_mode="r" if mmap else None, allow_pickle=False)
+        arrays = {
+            name: np.load(gen / "bm25" / f"{name}.npy", allow_pickle=False)
+            for name in ("terms", "df", "doc_len", "indptr", "docs", "tf", "weights")
+        }
+    except (ValueError, OSError) as err:
+        raise StageError(f"index arrays cannot be read ({ragline._one_line(str(err), 120)}): rebuild it", str(root)) from None
+    chunks = [record for _, record in ragline.parse_lines(str(gen / "chunks.jsonl"), open(gen / "chunks.jsonl", "rb"))]  # noqa: SIM115
+    counts = manifest["counts"]
+    if (
+        vectors.shape != (counts["chunks"], manifest["dim"])
+        or len(chunks) != counts["chunks"]
+        or arrays["doc_len"].shape[0] != counts["chunks"]
+    ):
+        raise StageError(f"index arrays disagree with the manifest (vectors {vectors.shape}, {len(chunks)} chunks): rebuild it", str(root))
+    params = manifest["bm25"]
+    bm25 = Bm25(**arrays, k1=params["k1"], b=params["b"])
+    return Index(root, manifest, vectors, chunks, bm25)
+
+
+# --------------------------------------------------------------------------- the command
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument("inputs", nargs=-1, type=click.Path(dir_okay=False, allow_dash=True))
+@click.option(
+    "--out",
+    "-o",
+    envvar="RAG_INDEX",
+    required=True,
+    type=click.Path(file_okay=False),
+    help="The index directory to write (replaced atomically). Env: RAG_INDEX.",
+)
+@click.option("--quiet", "-q", is_flag=True, help="No notices on stderr.")
+def main(inputs: tuple[str, ...], out: str, quiet: bool) -> None:
+    """Build an index directory from embedded chunk records (files or stdin)."""
+    ragline.die_on_sigterm()
+    with ragline.stage(STAGE):
+        records = ragline.read_records(
+            inputs, usage="no input: pipe embedded chunks into rag-index (rag-chunk DIR | rag-embed | rag-index --out IDX)"
+        )
+        chunks, vectors, facts = collect(records)
+        gen = write(Path(out), chunks, vectors, facts)
+        if not quiet and sys.stderr.isatty():
+            ragline.note(f"{STAGE}: {len(chunks)} chunks, {vectors.shape[1]} dims, model {facts['model']} -> {gen}")
+
+
+if __name__ == "__main__":
+    main()

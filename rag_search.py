@@ -1,0 +1,486 @@
+"""rag-search: questions -> ranked hits, by dense retrieval, BM25, fusion and a lexical rerank.
+
+    echo '{"id":"q1","question":"when does the settlement sweep run"}' | rag-search --index build/idx
+    rag-search --index build/idx "NW-4021"                      # readable ranking on a terminal
+    rag-search --index build/idx --sparse --explain 03-error-codes#client-errors "NW-4021"
+
+Reads query records (`id`, `question`; other fields pass through) or questions as
+arguments, and writes each query back with:
+
+    hits        ranked [{rank, chunk_id, doc, path, start_line, end_line, headings,
+                text, score, signals}]; signals holds each retriever's own score and rank
+    confidence  the abstain signal in [0, 1] (BM25 statistics only; see `confidence`)
+    retrieval   the configuration that ran (model, dense, sparse, rerank, k, rrf_k)
+    ms          time spent on this query, its share of the batch's embedding included
+    explain     with --explain CHUNK_ID: per-term BM25 contributions for that chunk
+
+Dense retrieval embeds the question with the index's own model (with its query
+prefix); asking for another model is an error. BM25 (`--sparse`) is fused with
+dense by reciprocal rank fusion; `--no-dense` runs BM25 alone. The lexical rerank
+reorders the candidates by idf-weighted query-term overlap, headings weighted.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import click
+import numpy as np
+
+import rag_embed
+import rag_index
+import ragline
+from rag_index import Bm25, Index
+from ragline import StageError
+
+STAGE = "rag-search"
+DEFAULT_K = 5
+DEFAULT_RRF_K = 60
+CANDIDATES = 30  # each retriever's list length before fusion and rerank
+RERANK_WEIGHT = 0.5  # lexical overlap's weight against the min-max normalised base score
+HEADING_WEIGHT = 0.5  # a query term in the heading path counts this much on top of the text
+BATCH = 64
+
+
+@dataclass(frozen=True)
+class Config:
+    """What retrieval runs; recorded on every output record as `retrieval`."""
+
+    dense: bool = True
+    sparse: bool = False
+    rerank: str = "lexical"  # or "none"
+    k: int = DEFAULT_K
+    rrf_k: int = DEFAULT_RRF_K
+    candidates: int = CANDIDATES
+
+    def check(self) -> None:
+        if not (self.dense or self.sparse):
+            raise click.UsageError("both retrievers are off: use dense (the default), --sparse, or both")
+        if self.rerank not in ("lexical", "none"):
+            raise click.UsageError(f"--rerank must be 'lexical' or 'none', got {self.rerank!r}")
+
+
+# --------------------------------------------------------------------------- ranking primitives
+
+
+def topk(scores: np.ndarray, k: int, tiebreak: np.ndarray) -> np.ndarray:
+    """Row indices of the k best scores, best first; ties broken by `tiebreak` ascending.
+
+    np.argpartition finds the k-th best score; every row scoring at least that
+    much survives (so ties at the boundary are not cut arbitrarily), and only
+    the survivors are sorted. Equal to a full sort by (-score, tiebreak).
+    """
+    n = scores.shape[0]
+    if k <= 0 or n == 0:
+        return np.zeros(0, dtype=np.int64)
+    if k < n:
+        kth = np.partition(scores, n - k)[n - k]
+        rows = np.flatnonzero(scores >= kth)
+    else:
+        rows = np.arange(n)
+    order = np.lexsort((tiebreak[rows], -scores[rows]))
+    return rows[order][:k]
+
+
+def rrf(rankings: dict[str, list[int]], k: int = DEFAULT_RRF_K) -> dict[int, float]:
+    """Reciprocal rank fusion: score(d) = sum over rankings of 1 / (k + rank(d)), rank from 1.
+
+    A document absent from a ranking gets nothing from it (Cormack et al., 2009).
+    """
+    fused: dict[int, float] = {}
+    for ranking in rankings.values():
+        for rank, row in enumerate(ranking, 1):
+            fused[row] = fused.get(row, 0.0) + 1.0 / (k + rank)
+    return fused
+
+
+def query_terms(bm25: Bm25, question: str) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """(distinct terms, their ids or -1, their idf) for a question."""
+    terms, ids = bm25.term_ids(ragline.tokenize(question))
+    return terms, ids, bm25.idf_of(ids)
+
+
+def overlap(bm25: Bm25, ids: np.ndarray, weights: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """Per row: the idf-weighted share of the query's terms that the row's indexed text contains."""
+    total = weights.sum()
+    out = np.zeros(len(rows), dtype=np.float64)
+    if total <= 0:
+        return out
+    for tid, w in zip(ids, weights, strict=True):
+        if tid >= 0:
+            out += w * bm25.contains(int(tid), rows)
+    return out / total
+
+
+def heading_overlap(chunks: list[dict[str, Any]], terms: list[str], weights: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """Per row: the idf-weighted share of the query's terms found in the heading path."""
+    total = weights.sum()
+    out = np.zeros(len(rows), dtype=np.float64)
+    if total <= 0:
+        return out
+    index = {t: w for t, w in zip(terms, weights, strict=True)}
+    for i, row in enumerate(rows):
+        heads = ragline.term_set(" ".join(chunks[row].get("headings") or []))
+        out[i] = sum(w for t, w in index.items() if t in heads) / total
+    return out
+
+
+def confidence(bm25: Bm25, ids: np.ndarray, weights: np.ndarray, scores: np.ndarray, tiebreak: np.ndarray, depth: int = 3) -> float:
+    """The abstain signal, in [0, 1]: does the handbook cover this question?
+
+    From BM25 statistics alone, so it is the same whichever retrievers run:
+      best     = max_d BM25(q, d) / sum_t idf(t)   (the best document's share of the
+                 score a document holding every query term at saturation would get)
+      coverage = sum of idf(t) over query terms found in the top `depth` BM25
+                 documents / sum_t idf(t)   (terms absent from the corpus have df = 0
+                 and so the largest idf: a question about something the handbook never
+                 names loses most of its mass)
+      confidence = (best + coverage) / 2
+    A question with no terms (only stopwords) gets 0.0.
+    """
+    total = float(weights.sum())
+    if total <= 0 or not len(scores):
+        return 0.0
+    best = float(scores.max()) / total
+    top = topk(scores, depth, tiebreak)
+    top = top[scores[top] > 0]
+    found = 0.0
+    for tid, w in zip(ids, weights, strict=True):
+        if tid >= 0 and len(top) and bm25.contains(int(tid), top).any():
+            found += float(w)
+    return round(min(1.0, max(0.0, (best + found / total) / 2)), 6)
+
+
+def explain(index: Index, question: str, chunk_id: str) -> dict[str, Any]:
+    """Every query term's BM25 contribution to one chunk: tf, df, idf, contribution, and the total."""
+    try:
+        row = index.ids.index(chunk_id)
+    except ValueError:
+        raise StageError(f"--explain: no chunk '{chunk_id}' in the index") from None
+    bm25 = index.bm25
+    terms, ids, weights = query_terms(bm25, question)
+    doc_len = int(bm25.doc_len[row])
+    rows = []
+    for term, tid, w in zip(terms, ids, weights, strict=True):
+        tf = bm25.tf_in(int(tid), row) if tid >= 0 else 0
+        df = int(bm25.df[tid]) if tid >= 0 else 0
+        contribution = float(rag_index.term_weight(np.array([tf]), np.array([w]), np.array([doc_len]), bm25.avgdl, bm25.k1, bm25.b)[0])
+        rows.append({"term": term, "tf": tf, "df": df, "idf": round(float(w), 6), "contribution": round(contribution, 6)})
+    return {
+        "chunk_id": chunk_id,
+        "doc_len": doc_len,
+        "avgdl": round(bm25.avgdl, 3),
+        "k1": bm25.k1,
+        "b": bm25.b,
+        "terms": rows,
+        "total": round(sum(r["contribution"] for r in rows), 6),
+    }
+
+
+# --------------------------------------------------------------------------- the searcher
+
+
+class Searcher:
+    """Searches one index with one configuration; embeds queries with the index's model."""
+
+    def __init__(self, index: Index, config: Config, model: str | None = None, threads: int = 0):
+        config.check()
+        self.index = index
+        self.config = config
+        built = index.manifest["model"]
+        if model is not None and model != built and rag_embed.Path(model).name != built:
+            raise StageError(f"the index was built with model '{built}', not '{model}': rebuild it or drop --model")
+        self.embedder = None
+        if config.dense:
+            self.embedder = rag_embed.load_embedder(model or built, threads=threads)
+            if self.embedder.name != built:
+                raise StageError(f"the index was built with model '{built}', the query model is '{self.embedder.name}'")
+            want = index.manifest.get("model_sha256")
+            if want and self.embedder.sha256 and want != self.embedder.sha256:
+                raise StageError(
+                    f"the index was built with another {built} file (sha256 {want[:12]}..., this one {self.embedder.sha256[:12]}...)"
+                )
+            if self.embedder.dim != index.manifest["dim"]:
+                raise StageError(f"the query model gives {self.embedder.dim} dimensions, the index has {index.manifest['dim']}")
+        ids = index.ids
+        order = np.argsort(np.array(ids, dtype=str), kind="stable")
+        self.tiebreak = np.empty(len(ids), dtype=np.int64)
+        self.tiebreak[order] = np.arange(len(ids))
+
+    def retrieval(self) -> dict[str, Any]:
+        m = self.index.manifest
+        return {
+            "model": m["model"],
+            "index": str(self.index.path),
+            "embed_headings": m.get("embed_headings"),
+            "window": m.get("chunking", {}).get("window"),
+        } | asdict(self.config)
+
+    def search(self, questions: list[str]) -> list[dict[str, Any]]:
+        """Hits, confidence and timing for a batch of questions."""
+        start = time.perf_counter()
+        qvecs = None
+        if self.embedder is not None:
+            qvecs = self.embedder.embed(questions, query=True)
+            dense_all = (
+                qvecs @ np.asarray(self.index.vectors).T if len(questions) > 1 else (np.asarray(self.index.vectors) @ qvecs[0])[None, :]
+            )
+        share = (time.perf_counter() - start) / max(1, len(questions))
+        out = []
+        for i, question in enumerate(questions):
+            t0 = time.perf_counter()
+            result = self._one(question, dense_all[i] if qvecs is not None else None)
+            result["ms"] = round((share + time.perf_counter() - t0) * 1000, 3)
+            out.append(result)
+        return out
+
+    def _one(self, question: str, dense: np.ndarray | None) -> dict[str, Any]:
+        cfg, bm25, chunks = self.config, self.index.bm25, self.index.chunks
+        terms, ids, weights = query_terms(bm25, question)
+        sparse = bm25.scores(ids)
+        signals: dict[int, dict[str, Any]] = {}
+        lists: dict[str, list[int]] = {}
+        if dense is not None:
+            lists["dense"] = topk(dense, cfg.candidates, self.tiebreak).tolist()
+            for rank, row in enumerate(lists["dense"], 1):
+                signals.setdefault(row, {})["dense"] = {"score": round(float(dense[row]), 6), "rank": rank}
+        if cfg.sparse:
+            ranked = topk(sparse, cfg.candidates, self.tiebreak)
+            lists["bm25"] = [int(r) for r in ranked if sparse[r] > 0]
+            for rank, row in enumerate(lists["bm25"], 1):
+                signals.setdefault(row, {})["bm25"] = {"score": round(float(sparse[row]), 6), "rank": rank}
+        if len(lists) > 1:
+            fused = rrf(lists, cfg.rrf_k)
+            rows = np.array(list(fused), dtype=np.int64)
+            base = np.array([fused[r] for r in rows])
+            for r in rows:
+                signals[int(r)]["rrf"] = round(fused[int(r)], 6)
+        else:
+            ((name, ranking),) = lists.items()
+            rows = np.array(ranking, dtype=np.int64)
+            base = dense[rows] if name == "dense" else sparse[rows]
+        final = base.astype(np.float64)
+        if cfg.rerank == "lexical" and len(rows):
+            lex_text = overlap(bm25, ids, weights, rows)
+            lex_head = heading_overlap(chunks, terms, weights, rows)
+            lex = (lex_text + HEADING_WEIGHT * lex_head) / (1 + HEADING_WEIGHT)
+            spread = final.max() - final.min()
+            normed = (final - final.min()) / spread if spread > 0 else np.ones_like(final)
+            final = normed + RERANK_WEIGHT * lex
+            for r, value in zip(rows, lex, strict=True):
+                signals[int(r)]["lexical"] = round(float(value), 6)
+        order = topk(final, cfg.k, self.tiebreak[rows]) if len(rows) else np.zeros(0, dtype=np.int64)
+        hits = []
+        for rank, i in enumerate(order, 1):
+            row = int(rows[i])
+            c = chunks[row]
+            hits.append(
+                {
+                    "rank": rank,
+                    "chunk_id": c["id"],
+                    "doc": c.get("doc"),
+                    "path": c.get("path"),
+                    "start_line": c.get("start_line"),
+                    "end_line": c.get("end_line"),
+                    "headings": c.get("headings") or [],
+                    "text": c["text"],
+                    "score": round(float(final[i]), 6),
+                    "signals": signals[row],
+                }
+            )
+        conf = confidence(bm25, ids, weights, sparse, self.tiebreak)
+        return {"hits": hits, "confidence": conf, "retrieval": self.retrieval()}
+
+
+def search_records(
+    searcher: Searcher, records: Iterable[tuple[ragline.Line, dict[str, Any]]], explain_id: str | None = None, batch: int = BATCH
+) -> Iterator[dict[str, Any]]:
+    """Query records with hits added, `batch` questions per model call, input order kept."""
+    pending: list[dict[str, Any]] = []
+    for where, record in records:
+        question = ragline.field(record, "question", str, where)
+        if not question.strip():
+            raise StageError("field 'question' is empty", str(where))
+        pending.append(record)
+        if len(pending) >= batch:
+            yield from _answer_batch(searcher, pending, explain_id)
+            pending = []
+    if pending:
+        yield from _answer_batch(searcher, pending, explain_id)
+
+
+def _answer_batch(searcher: Searcher, records: list[dict[str, Any]], explain_id: str | None) -> Iterator[dict[str, Any]]:
+    results = searcher.search([r["question"] for r in records])
+    for record, result in zip(records, results, strict=True):
+        record.update(result)
+        record["schema"] = "hits/1"
+        if explain_id is not None:
+            record["explain"] = explain(searcher.index, record["question"], explain_id)
+        yield record
+
+
+# --------------------------------------------------------------------------- for people
+
+
+def render(record: dict[str, Any], width: int = 100) -> str:
+    """A readable ranking for a terminal."""
+    r = record["retrieval"]
+    mode = "+".join([n for n, on in (("dense", r["dense"]), ("bm25", r["sparse"])) if on]) + ("+rerank" if r["rerank"] != "none" else "")
+    lines = [f"{record['question']}", f"  confidence {record['confidence']:.2f} · {mode} · {r['model']} · {record['ms']:.0f} ms", ""]
+    for hit in record["hits"]:
+        where = f"{hit['path']}:{hit['start_line']}-{hit['end_line']}" if hit.get("path") else ""
+        lines.append(f"{hit['rank']:>3}  {hit['score']:.3f}  {hit['chunk_id']}   {where}")
+        lines.append(f"       {' > '.join(hit['headings'])}")
+        body = " ".join(hit["text"].split())
+        lines.append(f"       {body[: width - 10]}{'...' if len(body) > width - 10 else ''}")
+    if "explain" in record:
+        e = record["explain"]
+        lines += ["", f"  BM25 explain for {e['chunk_id']} (doc length {e['doc_len']}, average {e['avgdl']}, k1 {e['k1']}, b {e['b']})"]
+        lines.append(f"  {'term':<24}{'tf':>5}{'df':>7}{'idf':>9}{'contribution':>15}")
+        for t in e["terms"]:
+            lines.append(f"  {t['term']:<24}{t['tf']:>5}{t['df']:>7}{t['idf']:>9.3f}{t['contribution']:>15.3f}")
+        lines.append(f"  {'total':<45}{e['total']:>15.3f}")
+    return "\n".join(lines) + "\n"
+
+
+# --------------------------------------------------------------------------- the command
+
+
+def search_options(f: Any) -> Any:
+    """The retrieval options, shared with rag-answer (which runs the search itself)."""
+    options = [
+        click.option(
+            "--index",
+            "-i",
+            "index_path",
+            envvar="RAG_INDEX",
+            required=True,
+            type=click.Path(file_okay=False),
+            help="The index directory. Env: RAG_INDEX.",
+        ),
+        click.option(
+            "--model",
+            "-m",
+            envvar="RAG_MODEL",
+            default=None,
+            help="Query model; must be the index's own (default: the index's). Env: RAG_MODEL.",
+        ),
+        click.option(
+            "--dense/--no-dense", envvar="RAG_USE_DENSE", default=True, show_default=True, help="Dense retrieval. Env: RAG_USE_DENSE."
+        ),
+        click.option(
+            "--sparse/--no-sparse",
+            envvar="RAG_USE_SPARSE",
+            default=False,
+            show_default=True,
+            help="BM25, fused with dense by RRF. Env: RAG_USE_SPARSE.",
+        ),
+        click.option(
+            "--rerank",
+            envvar="RAG_RERANK",
+            default="lexical",
+            show_default=True,
+            type=click.Choice(["lexical", "none"]),
+            help="Reorder candidates by query-term overlap. Env: RAG_RERANK.",
+        ),
+        click.option(
+            "--k",
+            "-k",
+            envvar="RAG_K",
+            default=DEFAULT_K,
+            show_default=True,
+            type=click.IntRange(1, 1000),
+            help="Hits per question. Env: RAG_K.",
+        ),
+        click.option(
+            "--rrf-k",
+            envvar="RAG_RRF_K",
+            default=DEFAULT_RRF_K,
+            show_default=True,
+            type=click.IntRange(0, 10_000),
+            help="The k of reciprocal rank fusion. Env: RAG_RRF_K.",
+        ),
+        click.option(
+            "--candidates",
+            envvar="RAG_CANDIDATES",
+            default=CANDIDATES,
+            show_default=True,
+            type=click.IntRange(1, 10_000),
+            help="Each retriever's list length before fusion and rerank. Env: RAG_CANDIDATES.",
+        ),
+        click.option(
+            "--threads",
+            envvar="RAG_THREADS",
+            default=0,
+            type=click.IntRange(0, 256),
+            help="onnxruntime threads for query embedding (0: one per core). Env: RAG_THREADS.",
+        ),
+    ]
+    for option in reversed(options):
+        f = option(f)
+    return f
+
+
+def make_searcher(
+    index_path: str, model: str | None, dense: bool, sparse: bool, rerank: str, k: int, rrf_k: int, candidates: int, threads: int
+) -> Searcher:
+    config = Config(dense=dense, sparse=sparse, rerank=rerank, k=max(k, 1), rrf_k=rrf_k, candidates=max(candidates, k))
+    config.check()
+    return Searcher(rag_index.load(index_path), config, model=model, threads=threads)
+
+
+def question_records(questions: tuple[str, ...], queries: str | None, usage: str) -> Iterator[tuple[ragline.Line, dict[str, Any]]]:
+    """Questions given as arguments become records q1, q2, ...; otherwise JSON Lines."""
+    if questions:
+        for n, q in enumerate(questions, 1):
+            yield ragline.Line("<args>", n), {"id": f"q{n}", "question": q}
+    else:
+        yield from ragline.read_records([queries or "-"], usage=usage)
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument("questions", nargs=-1)
+@search_options
+@click.option(
+    "--queries",
+    type=click.Path(dir_okay=False, allow_dash=True),
+    default=None,
+    help="A JSON Lines file of query records (default: stdin when no QUESTIONS).",
+)
+@click.option("--explain", "explain_id", default=None, metavar="CHUNK_ID", help="Add each query term's BM25 contribution to this chunk.")
+@click.option("--json", "as_json", is_flag=True, help="JSON Lines even on a terminal.")
+def main(
+    questions: tuple[str, ...],
+    index_path: str,
+    model: str | None,
+    dense: bool,
+    sparse: bool,
+    rerank: str,
+    k: int,
+    rrf_k: int,
+    candidates: int,
+    threads: int,
+    queries: str | None,
+    explain_id: str | None,
+    as_json: bool,
+) -> None:
+    """Search an index for each question (arguments, or query records on stdin)."""
+    ragline.die_on_sigterm()
+    with ragline.stage(STAGE):
+        searcher = make_searcher(index_path, model, dense, sparse, rerank, k, rrf_k, candidates, threads)
+        records = question_records(
+            questions, queries, 'no input: pipe query records ({"id","question"}) into rag-search, or give questions as arguments'
+        )
+        human = sys.stdout.isatty() and not as_json
+        out = sys.stdout.buffer
+        for record in search_records(searcher, records, explain_id):
+            out.write(render(record).encode() if human else ragline.dumps(record))
+        out.flush()
+
+
+if __name__ == "__main__":
+    main()
