@@ -207,7 +207,8 @@ def collect(records: Iterable[tuple[ragline.Line, dict[str, Any]]]) -> tuple[lis
             raise StageError(f"duplicate chunk id '{cid}' (first at {seen[cid]})", at)
         seen[cid] = at
         try:
-            row = np.asarray(vector, dtype=np.float32)
+            with np.errstate(over="ignore"):
+                row = np.asarray(vector, dtype=np.float32)
         except (TypeError, ValueError):
             raise StageError("field 'vector' must be a list of numbers", at) from None
         if row.ndim != 1 or not len(row):

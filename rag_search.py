@@ -129,22 +129,22 @@ def heading_overlap(chunks: list[dict[str, Any]], terms: list[str], weights: np.
     return out
 
 
-def confidence(bm25: Bm25, ids: np.ndarray, weights: np.ndarray, scores: np.ndarray, tiebreak: np.ndarray, depth: int = 3) -> float:
-    """The abstain signal, in [0, 1]: does the handbook cover this question?
+def confidence_parts(
+    bm25: Bm25, ids: np.ndarray, weights: np.ndarray, scores: np.ndarray, tiebreak: np.ndarray, depth: int = 3
+) -> dict[str, float]:
+    """The lexical parts of the abstain signal, from BM25 statistics alone:
 
-    From BM25 statistics alone, so it is the same whichever retrievers run:
-      best     = max_d BM25(q, d) / sum_t idf(t)   (the best document's share of the
-                 score a document holding every query term at saturation would get)
-      coverage = sum of idf(t) over query terms found in the top `depth` BM25
-                 documents / sum_t idf(t)   (terms absent from the corpus have df = 0
-                 and so the largest idf: a question about something the handbook never
-                 names loses most of its mass)
-      confidence = (best + coverage) / 2
-    A question with no terms (only stopwords) gets 0.0.
+      best     = max_d BM25(q, d) / sum_t idf(t): the best chunk's share of the score
+                 a chunk holding every query term at saturation would get
+      coverage = sum of idf(t) over query terms found in the top `depth` BM25 chunks
+                 / sum_t idf(t). Terms absent from the corpus have df = 0 and so the
+                 largest idf: a question about something the handbook never names
+                 loses most of its mass.
+    A question with no terms (only stopwords) gets 0.0 for both.
     """
     total = float(weights.sum())
     if total <= 0 or not len(scores):
-        return 0.0
+        return {"best": 0.0, "coverage": 0.0}
     best = float(scores.max()) / total
     top = topk(scores, depth, tiebreak)
     top = top[scores[top] > 0]
@@ -152,7 +152,28 @@ def confidence(bm25: Bm25, ids: np.ndarray, weights: np.ndarray, scores: np.ndar
     for tid, w in zip(ids, weights, strict=True):
         if tid >= 0 and len(top) and bm25.contains(int(tid), top).any():
             found += float(w)
-    return round(min(1.0, max(0.0, (best + found / total) / 2)), 6)
+    return {"best": round(min(1.0, best), 6), "coverage": round(found / total, 6)}
+
+
+def blend(parts: dict[str, float]) -> float:
+    """The abstain signal in [0, 1]: half lexical, half dense.
+
+        confidence = (best + coverage) / 4 + dense / 2
+
+    `best` and `coverage` come from `confidence_parts`; `dense` is the best cosine
+    between the question and any chunk under the index's own model, computed
+    whichever retrievers run (so the signal is the same with and without --sparse
+    or --no-dense). results/abstain-sweep.json gives each part's and each blend's
+    power to tell answerable from unanswerable questions (ROC AUC); the blend is
+    the one that earned its place there.
+    """
+    value = (parts["best"] + parts["coverage"]) / 4 + max(0.0, parts.get("dense", 0.0)) / 2
+    return round(min(1.0, max(0.0, value)), 6)
+
+
+def confidence_needs_dense() -> bool:
+    """Whether `blend` uses the dense part (then the query is embedded even with --no-dense)."""
+    return True
 
 
 def explain(index: Index, question: str, chunk_id: str) -> dict[str, Any]:
@@ -195,7 +216,7 @@ class Searcher:
         if model is not None and model != built and rag_embed.Path(model).name != built:
             raise StageError(f"the index was built with model '{built}', not '{model}': rebuild it or drop --model")
         self.embedder = None
-        if config.dense:
+        if config.dense or confidence_needs_dense():
             self.embedder = rag_embed.load_embedder(model or built, threads=threads)
             if self.embedder.name != built:
                 raise StageError(f"the index was built with model '{built}', the query model is '{self.embedder.name}'")
@@ -244,7 +265,7 @@ class Searcher:
         sparse = bm25.scores(ids)
         signals: dict[int, dict[str, Any]] = {}
         lists: dict[str, list[int]] = {}
-        if dense is not None:
+        if dense is not None and cfg.dense:
             lists["dense"] = topk(dense, cfg.candidates, self.tiebreak).tolist()
             for rank, row in enumerate(lists["dense"], 1):
                 signals.setdefault(row, {})["dense"] = {"score": round(float(dense[row]), 6), "rank": rank}
@@ -292,8 +313,9 @@ class Searcher:
                     "signals": signals[row],
                 }
             )
-        conf = confidence(bm25, ids, weights, sparse, self.tiebreak)
-        return {"hits": hits, "confidence": conf, "retrieval": self.retrieval()}
+        parts = confidence_parts(bm25, ids, weights, sparse, self.tiebreak)
+        parts["dense"] = round(float(dense.max()), 6) if dense is not None and len(dense) else 0.0
+        return {"hits": hits, "confidence": blend(parts), "confidence_parts": parts, "retrieval": self.retrieval()}
 
 
 def search_records(

@@ -39,3 +39,71 @@ def minilm():
         if os.environ.get("CI"):
             pytest.fail(f"the model must be present in CI ({err}); run 'just model'")
         pytest.skip(f"model not fetched ({err}); run 'just model'")
+
+
+TINY = {
+    "settlement": """# Settlement
+
+## The nightly sweep
+
+The sweep runs once a day at 23:40 IST and closes the batch.
+There is no manual sweep.
+
+## Payout timing
+
+Payouts arrive T+1 after settlement.
+""",
+    "errors": """# Error codes
+
+## Platform errors
+
+| code | meaning | what to do |
+|---|---|---|
+| NW-5001 | acquirer timeout | do not retry the charge, poll its state |
+| NW-5002 | ledger write failed | safe to retry with the same idempotency key |
+
+## Client errors
+
+NW-4021 means the capture amount is larger than the authorized amount.
+""",
+    "runbook": """# Runbook: Settlement stall
+
+## Recovery steps
+
+1. Release the lock: `marlctl lock release`.
+2. Retry twice, then page the on-call.
+
+## Example request
+
+```bash
+curl -X POST https://api.example/v2/charges -H "NW-Idempotency-Key: abc"
+```
+""",
+}
+
+
+def build_index(tmp_path: Path, docs: dict[str, str] | None = None, model: str = "hash", window: int = 180) -> Path:
+    """Chunk, embed and index a tiny corpus in-process; returns the index directory."""
+    import rag_chunk
+    import rag_embed
+    import rag_index
+    from ragline import Line
+
+    corpus = tmp_path / "corpus"
+    corpus.mkdir(exist_ok=True)
+    for name, text in (docs or TINY).items():
+        (corpus / f"{name}.md").write_text(text)
+    chunks = list(rag_chunk.chunk_paths([str(corpus)], window))
+    embedder = rag_embed.load_embedder(model)
+    records = list(rag_embed.embed_records(((Line("x", i), c) for i, c in enumerate(chunks, 1)), embedder))
+    for r in records:
+        r["vector"] = r["vector"].tolist()
+    out = tmp_path / "idx"
+    rows, vectors, facts = rag_index.collect((Line("x", i), r) for i, r in enumerate(records, 1))
+    rag_index.write(out, rows, vectors, facts)
+    return out
+
+
+@pytest.fixture
+def tiny_index(tmp_path: Path) -> Path:
+    return build_index(tmp_path)

@@ -1,0 +1,147 @@
+"""rag-search: fusion, top-k, the abstain signal, explain, and the command."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import build_index, jsonl, parse
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import rag_index
+import rag_search
+from rag_search import Config, Searcher, main, rrf, topk
+from ragline import StageError
+
+
+class TestRrf:
+    def test_k60(self):
+        fused = rrf({"dense": [10, 11, 12, 13], "bm25": [20, 21, 22, 13]}, k=60)
+        assert fused[13] == pytest.approx(2 / 64)  # fourth in both: 0.03125
+        assert fused[10] == pytest.approx(1 / 61)  # first in one, absent from the other: 0.0164
+        assert fused[13] > fused[10]
+
+    def test_k0(self):
+        fused = rrf({"a": [1, 2], "b": [2, 1]}, k=0)
+        assert fused == {1: pytest.approx(1.5), 2: pytest.approx(1.5)}
+
+    def test_single_list_keeps_order(self):
+        fused = rrf({"a": [5, 3, 9]})
+        assert sorted(fused, key=lambda r: -fused[r]) == [5, 3, 9]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(-3, 3), min_size=1, max_size=60), st.integers(1, 70), st.randoms())
+def test_topk_equals_a_full_sort(values, k, rnd):
+    scores = np.array(values, dtype=np.float64)  # small integers: many ties
+    tiebreak = np.arange(len(values))
+    rnd.shuffle(tiebreak)
+    full = sorted(range(len(values)), key=lambda i: (-scores[i], tiebreak[i]))[:k]
+    assert topk(scores, k, tiebreak).tolist() == full
+
+
+class TestSearcher:
+    def test_dense_finds_the_sweep(self, tiny_index):
+        s = Searcher(rag_index.load(tiny_index), Config())
+        hit = s.search(["when does the nightly sweep run"])[0]["hits"][0]
+        assert hit["chunk_id"] == "settlement#the-nightly-sweep"
+        assert hit["signals"]["dense"]["rank"] >= 1 and "lexical" in hit["signals"]
+
+    def test_bm25_alone_and_hybrid_signals(self, tiny_index):
+        index = rag_index.load(tiny_index)
+        only = Searcher(index, Config(dense=False, sparse=True, rerank="none")).search(["NW-5001"])[0]
+        assert only["hits"][0]["chunk_id"] == "errors#platform-errors"
+        assert set(only["hits"][0]["signals"]) == {"bm25"}
+        both = Searcher(index, Config(sparse=True)).search(["NW-5001"])[0]
+        assert {"dense", "bm25", "rrf"} <= set(both["hits"][0]["signals"])
+
+    def test_confidence_does_not_depend_on_the_retrievers(self, tiny_index):
+        index = rag_index.load(tiny_index)
+        qs = ["when does the sweep run", "can I pay with crypto", "NW-4021", "the"]
+        runs = [
+            Searcher(index, c).search(qs) for c in (Config(), Config(sparse=True), Config(dense=False, sparse=True), Config(rerank="none"))
+        ]
+        for a in runs[1:]:
+            assert [r["confidence"] for r in a] == [r["confidence"] for r in runs[0]]
+            assert [r["confidence_parts"] for r in a] == [r["confidence_parts"] for r in runs[0]]
+
+    def test_confidence_high_when_covered_low_when_not(self, tiny_index):
+        s = Searcher(rag_index.load(tiny_index), Config())
+        covered, absent, empty = s.search(["when does the nightly sweep run", "does ragline support apple pay wallets", "the of and"])
+        assert covered["confidence"] > absent["confidence"]
+        assert empty["confidence_parts"]["best"] == 0.0 and empty["confidence_parts"]["coverage"] == 0.0
+        assert 0.0 <= absent["confidence"] <= 1.0
+
+    def test_deterministic(self, tiny_index):
+        index = rag_index.load(tiny_index)
+        a = Searcher(index, Config(sparse=True)).search(["retry the charge"])[0]
+        b = Searcher(index, Config(sparse=True)).search(["retry the charge"])[0]
+        assert [h["chunk_id"] for h in a["hits"]] == [h["chunk_id"] for h in b["hits"]]
+
+    def test_explain_sums_to_the_bm25_score(self, tiny_index):
+        index = rag_index.load(tiny_index)
+        q = "NW-5001 retry the charge"
+        e = rag_search.explain(index, q, "errors#platform-errors")
+        _, ids, _ = rag_search.query_terms(index.bm25, q)
+        row = index.ids.index("errors#platform-errors")
+        assert e["total"] == pytest.approx(index.bm25.scores(ids)[row], abs=1e-5)
+        nw = next(t for t in e["terms"] if t["term"] == "nw-5001")
+        assert nw["tf"] == 1 and nw["df"] == 1 and nw["contribution"] > 0
+
+    def test_explain_unknown_chunk(self, tiny_index):
+        with pytest.raises(StageError, match="--explain: no chunk 'nope' in the index"):
+            rag_search.explain(rag_index.load(tiny_index), "x", "nope")
+
+    def test_model_mismatch(self, tiny_index):
+        with pytest.raises(StageError, match="the index was built with model 'hash', not 'all-MiniLM-L6-v2'"):
+            Searcher(rag_index.load(tiny_index), Config(), model="all-MiniLM-L6-v2")
+
+
+class TestCli:
+    def test_happy_path_json(self, runner, tiny_index):
+        result = runner.invoke(main, ["--index", str(tiny_index)], input=jsonl({"id": "q1", "question": "NW-4021", "extra": 1}))
+        assert result.exit_code == 0, result.stderr
+        out = parse(result.stdout_bytes)[0]
+        assert out["id"] == "q1" and out["extra"] == 1 and out["schema"] == "hits/1"
+        assert len(out["hits"]) == 5 and out["hits"][0]["rank"] == 1
+        assert out["retrieval"]["dense"] is True and out["retrieval"]["sparse"] is False and out["retrieval"]["model"] == "hash"
+        assert out["ms"] > 0
+
+    def test_questions_as_arguments_and_explain(self, runner, tiny_index):
+        result = runner.invoke(main, ["--index", str(tiny_index), "--sparse", "--explain", "errors#client-errors", "NW-4021"])
+        assert result.exit_code == 0, result.stderr
+        assert parse(result.stdout_bytes)[0]["explain"]["terms"][0]["term"] == "nw-4021"
+
+    def test_both_retrievers_off_is_usage_error(self, runner, tiny_index):
+        result = runner.invoke(main, ["--index", str(tiny_index), "--no-dense", "x"])
+        assert result.exit_code == 2 and "both retrievers are off" in result.stderr
+
+    def test_env_variables(self, runner, tiny_index):
+        result = runner.invoke(main, ["x"], env={"RAG_INDEX": str(tiny_index), "RAG_USE_SPARSE": "1", "RAG_RERANK": "none", "RAG_K": "2"})
+        out = parse(result.stdout_bytes)[0]
+        assert out["retrieval"]["sparse"] is True and out["retrieval"]["rerank"] == "none" and len(out["hits"]) == 2
+
+    def test_malformed_line(self, runner, tiny_index):
+        result = runner.invoke(main, ["--index", str(tiny_index)], input=b'{"id":"q","question":"x"}\n{"id":"q2"}\n')
+        assert result.exit_code == 1
+        assert result.stderr == "rag-search: <stdin>:2: missing field 'question'\n"
+
+    def test_missing_index(self, runner, tmp_path):
+        result = runner.invoke(main, ["--index", str(tmp_path / "none"), "x"])
+        assert result.exit_code == 1
+        assert result.stderr == f"rag-search: {tmp_path / 'none'}: no index here (run rag-index --out first)\n"
+
+    def test_readable_rendering(self, tiny_index):
+        record = Searcher(rag_index.load(tiny_index), Config()).search(["sweep"])[0] | {"question": "sweep"}
+        record["explain"] = rag_search.explain(rag_index.load(tiny_index), "sweep", "settlement#the-nightly-sweep")
+        text = rag_search.render(record)
+        assert "confidence" in text and "settlement#the-nightly-sweep" in text and "total" in text
+
+
+def test_rerank_reorders_by_heading_terms(tmp_path):
+    docs = {"a": "# Alpha\n\n## Limits\n\nNumbers live here.\n", "b": "# Beta\n\n## Misc\n\nLimits limits limits numbers.\n"}
+    index = rag_index.load(build_index(tmp_path, docs))
+    plain = Searcher(index, Config(dense=False, sparse=True, rerank="none")).search(["alpha limits"])[0]
+    reranked = Searcher(index, Config(dense=False, sparse=True)).search(["alpha limits"])[0]
+    assert reranked["hits"][0]["signals"]["lexical"] >= plain["hits"][-1]["signals"].get("lexical", 0)
+    assert reranked["hits"][0]["chunk_id"] == "a#limits"
