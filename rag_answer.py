@@ -215,10 +215,7 @@ def candidates(block: Block, unwrap: bool = True) -> list[Candidate]:
             if not unwrap:
                 out.extend(Candidate(block.n, len(out), line.strip(), "sentence", -1) for line in body.split("\n")[1:] if line.strip())
         else:
-            if unwrap:
-                pieces = sentences(" ".join(body.split()))
-            else:
-                pieces = [line.strip() for line in body.split("\n")]
+            pieces = sentences(" ".join(body.split())) if unwrap else [line.strip() for line in body.split("\n")]
             out.extend(Candidate(block.n, len(out), p.lstrip("> ").strip(), "sentence", -1) for p in pieces if p.strip())
     return out
 
@@ -323,7 +320,7 @@ class Extractive:
         elif best.kind == "code":
             chosen = [best]
         else:
-            chosen = [best] + [c for c in ranked[1:] if c.score >= KEEP_RATIO * best.score and c.kind != "code"][: MAX_SENTENCES - 1]
+            chosen = [best, *[c for c in ranked[1:] if c.score >= KEEP_RATIO * best.score and c.kind != "code"][: MAX_SENTENCES - 1]]
             if cue in ("time", "number") and not any(cue_match(cue, c) for c in chosen):
                 # the answer must hold what was asked for: add the best candidate that has it
                 fit = [c for c in ranked if cue_match(cue, c) and c.score >= 0.5 * best.score]

@@ -937,7 +937,8 @@ def sweep(golden: Golden, result: dict[str, Any], step: float = STEP, budget: fl
                 "max": float(held_threshold.max()),
             },
             "held_out": [
-                {"id": r["id"], "threshold": float(t), "refused": bool(f)} for r, t, f in zip(rows, held_threshold, held_refused, strict=True)
+                {"id": r["id"], "threshold": float(t), "refused": bool(f)}
+                for r, t, f in zip(rows, held_threshold, held_refused, strict=True)
             ],
         },
         "curve": curve,

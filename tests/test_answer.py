@@ -72,7 +72,7 @@ class TestCitationCheck:
         assert kept == ["Both [2]."] and cited == [2]
 
     def test_marker_after_the_full_stop_belongs_to_the_sentence(self):
-        kept, cited, dropped = check_citations("First sentence. [1] Second one. [2]", 2)
+        kept, _cited, dropped = check_citations("First sentence. [1] Second one. [2]", 2)
         assert kept == ["First sentence. [1]", "Second one. [2]"] and dropped == 0
 
     def test_escaped_markers_are_not_citations(self):
@@ -151,7 +151,7 @@ class TestHostileContent:
         for c in out["citations"]:
             assert c["n"] == 1
         assert "\\[9]" in out["answer"] or out["refused"]
-        kept, cited, _ = check_citations(out["answer"], 1)
+        _kept, cited, _ = check_citations(out["answer"], 1)
         assert cited in ([1], [])
 
     def test_llm_cannot_cite_a_block_not_sent(self, llm_server):
