@@ -6,6 +6,7 @@ set shell := ["bash", "-euo", "pipefail", "-c"]
 
 corpus := "corpus"
 golden := "golden.yaml"
+cache := env_var_or_default("RAG_EMBED_CACHE", ".cache/embed-cache.sqlite")
 
 # The main job, end to end: fetch the model, chunk, embed, index, ask.
 default: demo
@@ -19,14 +20,15 @@ install:
 model:
     rag-embed --fetch-model --quiet --if-missing
 
-# Embed a few sentences with the real model and show their cosine similarities.
-demo: model
-    printf '%s\n' \
-      '{"id":"a","text":"When does the nightly settlement batch close?"}' \
-      '{"id":"b","text":"The settlement sweep runs every night at 23:40."}' \
-      '{"id":"c","text":"Refunds are netted against the next payout."}' \
-      '{"id":"d","text":"My cat sleeps on the sofa all afternoon."}' \
-      | rag-embed | python3 -c 'import sys, json; r = [json.loads(l) for l in sys.stdin]; print("cosine similarity,", r[0]["model"]); [print("%s ~ %s  %.3f   %s | %s" % (a["id"], b["id"], sum(x * y for x, y in zip(a["vector"], b["vector"])), a["text"], b["text"])) for i, a in enumerate(r) for b in r[i + 1 :]]' 
+# Chunk, embed and index the Northwind handbook, then answer a question from it.
+demo: model index
+    rag-answer --index build/idx --json "When does the settlement sweep run?" | python3 -c 'import json, sys; r = json.load(sys.stdin); print(r["question"]); print(r["answer"]); [print("[%d] %s :: %s (%s:%s-%s)" % (c["n"], c["doc"], " > ".join(c["headings"]), c["path"], c["start_line"], c["end_line"])) for c in r["citations"]]'
+    rag-answer --index build/idx --json "Can customers pay with Apple Pay?" | python3 -c 'import json, sys; r = json.load(sys.stdin); print(); print(r["question"]); print(r["answer"], "(" + r["reason"] + ")" if r["refused"] else "")'
+
+# Build the default index of the Northwind handbook in build/idx.
+index: model
+    mkdir -p build
+    rag-chunk {{corpus}} | rag-embed --quiet --cache {{cache}} | rag-index --out build/idx
 
 # The whole test suite, the real-model tests included.
 test: model
@@ -45,3 +47,43 @@ lint:
 fmt:
     ruff format .
     ruff check --fix .
+
+# Every configuration from scratch, the abstain sweep, and the README tables.
+eval: model
+    rm -rf build/eval && mkdir -p build/eval results
+    just _run default
+    just _run no-rerank    all-MiniLM-L6-v2 180 ""              "--rerank none"
+    just _run no-headings  all-MiniLM-L6-v2 180 "--no-headings" ""
+    just _run truncate     all-MiniLM-L6-v2 180 "--long truncate" ""
+    just _run hybrid       all-MiniLM-L6-v2 180 ""              "--sparse"
+    just _run bm25         all-MiniLM-L6-v2 180 ""              "--no-dense --sparse"
+    just _run hash         hash             180 ""              "--dense --no-sparse"
+    just _run hash-hybrid  hash             180 ""              "--dense --sparse"
+    just _run window-120   all-MiniLM-L6-v2 120
+    just _run window-300   all-MiniLM-L6-v2 300
+    just _run answer-no-unwrap   all-MiniLM-L6-v2 180 "" "" "--off unwrap"
+    just _run answer-no-idf      all-MiniLM-L6-v2 180 "" "" "--off idf"
+    just _run answer-no-headings all-MiniLM-L6-v2 180 "" "" "--off headings"
+    just _run answer-no-cue      all-MiniLM-L6-v2 180 "" "" "--off cue"
+    just _run answer-no-dense    all-MiniLM-L6-v2 180 "" "" "--off dense"
+    rag-eval sweep results/default.json --golden {{golden}} --out results/abstain-sweep.json --plot results/abstain-sweep.png
+    just tables
+
+# One configuration: chunk, embed, index into build/eval/LABEL, search, answer, score.
+_run label model="all-MiniLM-L6-v2" window="180" embed="" search="" answer="" corpus=corpus golden=golden out="results":
+    mkdir -p build/eval/{{label}} {{out}}
+    rag-chunk --words {{window}} {{corpus}} > build/eval/{{label}}/chunks.jsonl
+    rag-embed --quiet --model {{model}} {{embed}} --cache {{cache}} < build/eval/{{label}}/chunks.jsonl | rag-index --out build/eval/{{label}}/idx
+    rag-eval questions {{golden}} | rag-search --index build/eval/{{label}}/idx {{search}} | rag-answer --index build/eval/{{label}}/idx {{answer}} | rag-eval score --golden {{golden}} --label {{label}} --corpus-chunks build/eval/{{label}}/chunks.jsonl --out {{out}}/{{label}}.json
+
+# The default configuration on another corpus with its own golden file.
+eval-corpus dir golden_file: model
+    just _run default all-MiniLM-L6-v2 180 "" "" "" {{dir}} {{golden_file}} results/$(basename {{golden_file}} .golden.yaml)
+
+# Render the tables from results/ into the README.
+tables:
+    rag-eval table results/*.json --readme README.md
+
+# Fail when the README's tables differ from what results/ regenerates.
+tables-check:
+    rag-eval table results/*.json --readme README.md --check

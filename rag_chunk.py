@@ -31,10 +31,12 @@ chunks of the section it touches.
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import re
 import sys
 import unicodedata
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -94,6 +96,10 @@ class Doc:
         for line in self.lines:
             self.offsets.append(pos)
             pos += len(line) + 1
+
+    def line_of(self, offset: int) -> int:
+        """The 1-based line holding character `offset` (a binary search, not a count from the start)."""
+        return bisect.bisect_right(self.offsets, offset)
 
     def span(self, kind: str, first: int, last: int, **extra: Any) -> Block:
         """A block over lines first..last (0-based indices)."""
@@ -412,6 +418,10 @@ def sections(doc: Doc, blocks: list[Block]) -> Iterator[Section]:
 
 def _section_slugs(all_slugs: list[list[str]]) -> list[str]:
     """One slug per section: the last heading's, qualified by parents until unique."""
+    # A tail clashes when a section with another path ends the same way: more sections
+    # share the tail than share the whole path. Counted once per depth, so linear in sections.
+    same_path = Counter(tuple(s) for s in all_slugs)
+    tails: dict[int, Counter[tuple[str, ...]]] = {}
     out: list[str] = []
     for slugs in all_slugs:
         if not slugs:
@@ -419,9 +429,9 @@ def _section_slugs(all_slugs: list[list[str]]) -> list[str]:
             continue
         depth = 1
         while depth < len(slugs):
-            tail = slugs[-depth:]
-            clash = any(other != slugs and other[-depth:] == tail for other in all_slugs if other)
-            if not clash:
+            if depth not in tails:
+                tails[depth] = Counter(tuple(s[-depth:]) for s in all_slugs if s)
+            if tails[depth][tuple(slugs[-depth:])] == same_path[tuple(slugs)]:
                 break
             depth += 1
         out.append("--".join(slugs[-depth:]))
@@ -443,6 +453,8 @@ def front_matter(doc: Doc) -> tuple[int, str | None]:
                 mark = getattr(err, "problem_mark", None)
                 line = mark.line + 2 if mark else 1
                 raise StageError(f"front matter is not valid YAML: {getattr(err, 'problem', err)}", ragline.place(doc.path, line)) from None
+            except (ValueError, TypeError, RecursionError) as err:  # safe constructors raise these: !!timestamp 2020-99-99, [[[[...
+                raise StageError(f"front matter is not valid YAML: {ragline._one_line(str(err) or type(err).__name__, 200)}", ragline.place(doc.path, 1)) from None
             if isinstance(meta, dict) and isinstance(meta.get("title"), str):
                 title = meta["title"]
             return j + 1, title
@@ -481,8 +493,8 @@ def chunk_document(doc: Doc, window: int = DEFAULT_WORDS) -> list[dict[str, Any]
                 "path": doc.path,
                 "headings": sec.path,
                 "text": text,
-                "start_line": doc.text.count("\n", 0, begin) + 1,
-                "end_line": doc.text.count("\n", 0, end) + 1,
+                "start_line": doc.line_of(begin),
+                "end_line": doc.line_of(end),
                 "words": _words(text),
                 "window": window,
             }

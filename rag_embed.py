@@ -41,6 +41,8 @@ DEFAULT_MODEL = "all-MiniLM-L6-v2"
 DESCRIPTION = "ragline-model.json"
 WINDOW = 2048  # records read ahead for length-sorted batching; bounds memory
 HASH_DIM = 384
+STRIDE = 32  # tokens shared by consecutive windows of a long text (long="windows")
+LONG_MODES = ("truncate", "windows")
 
 
 @dataclass(frozen=True)
@@ -202,6 +204,7 @@ class HashEmbedder:
 
     name = "hash"
     sha256 = None
+    long = "windows"  # no token limit: all of a text counts, as with windows
     query_prefix = ""
     doc_prefix = ""
     max_tokens = 0
@@ -227,7 +230,7 @@ class OnnxEmbedder:
     attention mask, or the CLS token), L2-normalised and put back in input order.
     """
 
-    def __init__(self, folder: Path, spec: dict[str, Any], threads: int = 0, batch_size: int = 32):
+    def __init__(self, folder: Path, spec: dict[str, Any], threads: int = 0, batch_size: int = 32, long: str = "truncate"):
         import onnxruntime as ort
         from tokenizers import Tokenizer
 
@@ -240,13 +243,14 @@ class OnnxEmbedder:
         self.doc_prefix: str = spec.get("doc_prefix", "") or ""
         self.sha256: str = spec["sha256"]
         self.batch_size = batch_size
+        self.long = long
         self.truncated = 0
         try:
             self.tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
         except Exception as err:  # tokenizers raises a bare Exception on bad files
             raise StageError(f"cannot load tokenizer: {ragline._one_line(str(err))}", str(folder / "tokenizer.json")) from None
         self.tokenizer.no_padding()
-        self.tokenizer.enable_truncation(self.max_tokens)
+        self.tokenizer.enable_truncation(self.max_tokens, stride=STRIDE)
         options = ort.SessionOptions()
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         options.intra_op_num_threads = threads or (os.cpu_count() or 1)
@@ -263,7 +267,7 @@ class OnnxEmbedder:
         if probe.shape[1] != self.dim:
             raise StageError(f"model gives {probe.shape[1]} dimensions, its description says {self.dim}", str(folder / "model.onnx"))
 
-    def _run(self, ids: list[list[int]], masks: list[list[int]]) -> np.ndarray:
+    def _run(self, ids: np.ndarray | list[list[int]], masks: np.ndarray | list[list[int]]) -> np.ndarray:
         input_ids = np.asarray(ids, dtype=np.int64)
         mask = np.asarray(masks, dtype=np.int64)
         feed = {"input_ids": input_ids, "attention_mask": mask}
@@ -280,17 +284,39 @@ class OnnxEmbedder:
         return pooled.astype(np.float32)
 
     def embed(self, texts: list[str], query: bool = False) -> np.ndarray:
+        """Unit vectors for texts, in input order.
+
+        With `long="truncate"` a text over max_tokens keeps its first max_tokens
+        tokens. With `long="windows"` every window of max_tokens tokens (overlapping
+        by STRIDE) is embedded and their pooled vectors averaged, weighted by
+        length, so the end of a long table still counts.
+        """
         prefix = self.query_prefix if query else self.doc_prefix
         encodings = self.tokenizer.encode_batch([prefix + t for t in texts])
         self.truncated += sum(1 for e in encodings if e.overflowing)
-        order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
-        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        units: list[tuple[int, list[int]]] = []
+        for i, enc in enumerate(encodings):
+            units.append((i, enc.ids))
+            if self.long == "windows" and not query:
+                units.extend((i, extra.ids) for extra in enc.overflowing)
+        order = sorted(range(len(units)), key=lambda u: len(units[u][1]))
+        pooled = np.empty((len(units), self.dim), dtype=np.float32)
         for start in range(0, len(order), self.batch_size):
             rows = order[start : start + self.batch_size]
-            width = max(len(encodings[i].ids) for i in rows)
-            ids = [encodings[i].ids + [0] * (width - len(encodings[i].ids)) for i in rows]
-            masks = [[1] * len(encodings[i].ids) + [0] * (width - len(encodings[i].ids)) for i in rows]
-            out[rows] = self._run(ids, masks)
+            width = max(len(units[u][1]) for u in rows)
+            ids = np.zeros((len(rows), width), dtype=np.int64)
+            mask = np.zeros((len(rows), width), dtype=np.int64)
+            for r, u in enumerate(rows):
+                seq = units[u][1]
+                ids[r, : len(seq)] = seq
+                mask[r, : len(seq)] = 1
+            pooled[rows] = self._run(ids, mask)
+        if len(units) == len(texts):
+            return normalise(pooled)
+        owner = np.array([i for i, _ in units])
+        weight = np.array([len(seq) for _, seq in units], dtype=np.float32)[:, None]
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        np.add.at(out, owner, pooled * weight)
         return normalise(out)
 
 
@@ -303,7 +329,7 @@ def normalise(matrix: np.ndarray) -> np.ndarray:
 Embedder = HashEmbedder | OnnxEmbedder
 
 
-def load_embedder(model: str, threads: int = 0, batch_size: int = 32, home: Path | None = None) -> Embedder:
+def load_embedder(model: str, threads: int = 0, batch_size: int = 32, home: Path | None = None, long: str = "truncate") -> Embedder:
     """An embedder by name (`hash`, a known model in the cache) or by folder path.
 
     A folder must hold model.onnx and tokenizer.json, and either a ragline-model.json
@@ -331,7 +357,7 @@ def load_embedder(model: str, threads: int = 0, batch_size: int = 32, home: Path
     if pinned and got != pinned:
         raise StageError(f"model.onnx sha256 is {got}, expected {pinned}", str(path))
     spec["sha256"] = got
-    return OnnxEmbedder(path, spec, threads=threads, batch_size=batch_size)
+    return OnnxEmbedder(path, spec, threads=threads, batch_size=batch_size, long=long)
 
 
 def describe(folder: Path) -> dict[str, Any]:
@@ -457,6 +483,7 @@ def _finish(
             record["model_sha256"] = embedder.sha256
         if not query:
             record["embed_headings"] = headings
+            record["embed_long"] = getattr(embedder, "long", "truncate")
         yield record
 
 
@@ -498,6 +525,15 @@ def _finish(
     help="onnxruntime intra-op threads (0: one per core). Env: RAG_THREADS.",
 )
 @click.option(
+    "--long",
+    "long_mode",
+    envvar="RAG_EMBED_LONG",
+    default="windows",
+    show_default=True,
+    type=click.Choice(LONG_MODES),
+    help="A text over the model's max tokens: embed every window and average them, or keep the first window. Env: RAG_EMBED_LONG.",
+)
+@click.option(
     "--cache",
     "cache_path",
     envvar="RAG_EMBED_CACHE",
@@ -516,6 +552,7 @@ def main(
     query: bool,
     text_field: str | None,
     headings: bool,
+    long_mode: str,
     batch_size: int,
     threads: int,
     cache_path: str | None,
@@ -532,8 +569,8 @@ def main(
             folder = fetch_model(model)
             ragline.note(f"{STAGE}: {model} is ready in {folder}", quiet)
             return
-        embedder = load_embedder(model, threads=threads, batch_size=batch_size)
-        cache = Cache(Path(cache_path), f"{embedder.name}:{embedder.sha256}") if cache_path else None
+        embedder = load_embedder(model, threads=threads, batch_size=batch_size, long=long_mode)
+        cache = Cache(Path(cache_path), f"{embedder.name}:{embedder.sha256}:{long_mode}") if cache_path else None
         field_name = text_field or ("question" if query else "text")
         records = ragline.read_records(inputs, usage="no input: pipe JSON Lines into rag-embed or name a file (see --help)")
         progress = ragline.Progress(STAGE, quiet)

@@ -26,9 +26,9 @@ The golden file (rag_eval alone reads it; safe YAML loading only):
         evidence: ["Payouts arrive T+1 after settlement."]   # verbatim corpus text
         answer_contains: [business day]           # phrases a right answer contains
 
-An unanswerable question has no gold, evidence or answer_contains. Each label run
-in `RUNS` names the configuration its records must show, so a result can never be
-filed under the wrong name.
+An unanswerable question has no gold, evidence or answer_contains. Each label in
+`RUNS` names the configuration its records must show, so a result can never be
+filed under the wrong name (the hash embedder's run reported as MiniLM's).
 """
 
 from __future__ import annotations
@@ -46,6 +46,7 @@ import numpy as np
 import orjson
 import yaml
 
+import rag_answer
 import ragline
 from ragline import Line, StageError, place
 
@@ -72,11 +73,9 @@ MARK = "†"  # differs from the default run at p < ALPHA
 
 # --------------------------------------------------------------------------- runs
 
-# rag_answer's feature switches. rag_eval may import rag_answer (it is upstream), but
-# rag_answer.py is being written in parallel: the lead wires this to rag_answer.FEATURES.
-FEATURES = ("unwrap", "idf", "headings", "cue", "dense")
+FEATURES = rag_answer.FEATURES  # the extractive generator's switches, one ablation each
 MINILM = "all-MiniLM-L6-v2"
-CONFIG_KEYS = ("model", "dense", "sparse", "rerank", "embed_headings", "window", "features")
+CONFIG_KEYS = ("model", "dense", "sparse", "rerank", "embed_headings", "embed_long", "window", "features")
 
 # The shipped configuration. Every other run is this with one thing changed, so moving
 # the default (once measurement decides it) is an edit here and nowhere else.
@@ -86,6 +85,7 @@ DEFAULT_RUN: dict[str, Any] = {
     "sparse": False,
     "rerank": "lexical",
     "embed_headings": True,
+    "embed_long": "windows",
     "window": 180,
     "features": list(FEATURES),
 }
@@ -104,6 +104,7 @@ RUNS: dict[str, dict[str, Any]] = {
     "default": DEFAULT_RUN,
     "no-rerank": _variant(rerank="none"),
     "no-headings": _variant(embed_headings=False),
+    "truncate": _variant(embed_long="truncate"),
     "hybrid": _variant(sparse=True),
     "bm25": _variant(dense=False, sparse=True),  # BM25 alone over the default index
     "hash": _variant(model="hash"),
@@ -462,8 +463,10 @@ def run_config(record: dict[str, Any], where: Line | str) -> dict[str, Any]:
         if key not in retrieval:
             raise StageError(f"field 'retrieval' has no '{key}'", str(where))
         config[key] = retrieval[key]
-    features = ragline.field(generator, "features", list, f"{where} (generator)")
-    if not all(isinstance(f, str) for f in features) or len(set(features)) != len(features):
+    if "features" not in generator:
+        raise StageError("field 'generator' has no 'features'", str(where))
+    features = generator["features"]
+    if not isinstance(features, list) or not all(isinstance(f, str) for f in features) or len(set(features)) != len(features):
         raise StageError(f"generator.features must be distinct names, got {_show(features)}", str(where))
     config["features"] = sorted(features, key=lambda f: (FEATURES.index(f), "") if f in FEATURES else (len(FEATURES), f))
     return config
@@ -547,7 +550,7 @@ def resolve_gold(question: Question, chunking: Chunking | None, where: str) -> t
     if not question.answerable or chunking is None:
         return question.gold, False
     texts = chunking.texts
-    evidence = [" ".join(e.split()) for e in question.evidence]
+    evidence = list(dict.fromkeys(" ".join(e.split()) for e in question.evidence))
     present = [g for g in question.gold if g in texts]
     held = {e for e in evidence if any(e in texts[g] for g in present)}
     if len(present) == len(question.gold) and len(held) == len(evidence):
@@ -562,12 +565,11 @@ def resolve_gold(question: Question, chunking: Chunking | None, where: str) -> t
         if not holders:
             lost.append(e)
         found.extend(cid for cid in holders if cid not in found)
-    missing = [g for g in question.gold if g not in texts]
-    first = missing[0] if missing else next(g for g in question.gold if g not in kept or not held)
-    if not found:
-        raise StageError(f"{question.id}: gold chunk {first} not in this chunking and its evidence is found nowhere", where)
     if lost:
-        raise StageError(f"{question.id}: gold chunk {first} not in this chunking and evidence {_show(lost[0])} is found nowhere", where)
+        missing = [g for g in question.gold if g not in texts]
+        what = f"gold chunk {missing[0]} not in this chunking" if missing else "its gold chunks no longer hold its evidence"
+        which = "its evidence is found nowhere" if len(lost) == len(evidence) else f"evidence {_show(lost[0])} is found nowhere"
+        raise StageError(f"{question.id}: {what} and {which}", where)
     return tuple(found), True
 
 
@@ -811,8 +813,9 @@ def intervals(rows: list[dict[str, Any]], resamples: int = RESAMPLES, seed: int 
     return {"overall": overall, "by_kind": by_kind}
 
 
-def load_result(path: str) -> dict[str, Any]:
-    """A result file written by `score`; anything else is a StageError."""
+def load_result(path: str, schemas: Collection[str] = (RESULT_SCHEMA,)) -> dict[str, Any]:
+    """A JSON file written by `score` (or `sweep`, where `schemas` allows it); anything else
+    is a StageError."""
     try:
         data = Path(path).read_bytes()
     except OSError as err:
@@ -821,9 +824,10 @@ def load_result(path: str) -> dict[str, Any]:
         result = orjson.loads(data)
     except orjson.JSONDecodeError as err:
         raise StageError(f"not valid JSON: {err.msg} (line {err.lineno})", path) from None
-    if not isinstance(result, dict) or result.get("schema") != RESULT_SCHEMA:
-        got = result.get("schema") if isinstance(result, dict) else None
-        raise StageError(f"not a rag-eval score result (schema {_show(got)}, expected {_show(RESULT_SCHEMA)})", path)
+    got = result.get("schema") if isinstance(result, dict) else None
+    if got not in schemas:
+        want = " or ".join(_show(s) for s in schemas)
+        raise StageError(f"not a rag-eval {'score result' if len(schemas) == 1 else 'file'} (schema {_show(got)}, expected {want})", path)
     return result
 
 
@@ -984,7 +988,8 @@ REFUSAL_COLUMNS = (("refused when unanswerable", "refused_when_unanswerable"), (
 
 
 def render_tables(results: Sequence[tuple[str, dict[str, Any]]]) -> str:
-    """Markdown tables from (path, result) pairs: the main table, MRR by kind, refusals.
+    """Markdown tables from (path, result) pairs: the main table, MRR by kind, refusals,
+    and the abstain threshold for each sweep file among them.
 
     Rows follow RUNS' order. A row whose recorded configuration is not what RUNS says
     its label is, two results with one label, or results scored against different
@@ -992,8 +997,10 @@ def render_tables(results: Sequence[tuple[str, dict[str, Any]]]) -> str:
     whose per-question values differ from the default row's at p < 0.05 under the
     paired randomisation test (`paired_randomisation`, pairs by question id) gets †.
     """
+    sweeps = [(path, r) for path, r in results if r.get("schema") == SWEEP_SCHEMA]
+    results = [(path, r) for path, r in results if r.get("schema") != SWEEP_SCHEMA]
     if not results:
-        raise StageError("no result files")
+        raise StageError("no score result among the files")
     by_label: dict[str, dict[str, Any]] = {}
     for path, result in results:
         label = result.get("label")
@@ -1004,6 +1011,9 @@ def render_tables(results: Sequence[tuple[str, dict[str, Any]]]) -> str:
     digests = {r["golden"]["sha256"] for r in by_label.values()}
     if len(digests) > 1:
         raise StageError("the results were scored against different golden files: one table per golden file", results[0][0])
+    for path, swept in sweeps:
+        if swept["golden"]["sha256"] not in digests:
+            raise StageError("the sweep was made on another golden file than the results'", path)
     ordered = [by_label[label] for label in RUNS if label in by_label]
     base = by_label.get("default")
     marked = False
@@ -1034,8 +1044,10 @@ def render_tables(results: Sequence[tuple[str, dict[str, Any]]]) -> str:
     counts = first["counts"]
     lines = [
         f"Scored against `{first['golden']['source']}` (sha256 `{first['golden']['sha256'][:12]}`): {counts['questions']} questions, "
-        f"{counts['answerable']} answerable and {counts['unanswerable']} unanswerable. Retrieval metrics and citations over the "
-        f"answerable questions at cutoff {CUTOFF}, answer ok over all; 95% percentile-bootstrap intervals over questions in brackets.",
+        f"{counts['answerable']} answerable and {counts['unanswerable']} unanswerable. Retrieval metrics and citations on target "
+        f"over the answerable questions at cutoff {CUTOFF}; answer ok over all (refusing is the right answer to an unanswerable "
+        "one); ms p50 is the median time per question, search and answer. 95% percentile-bootstrap intervals over questions in "
+        "brackets.",
         "",
         "| run | " + " | ".join(title for title, _ in MAIN_COLUMNS) + " | ms p50 |",
         "| --- |" + " ---: |" * (len(MAIN_COLUMNS) + 1),
@@ -1045,12 +1057,14 @@ def render_tables(results: Sequence[tuple[str, dict[str, Any]]]) -> str:
         lines.append(f"| {name(r)} | " + " | ".join(cell(r, m) for _, m in MAIN_COLUMNS) + f" | {'–' if ms is None else f'{ms:.1f}'} |")
     kinds = [k for k in ANSWERABLE_KINDS if any(k in r["aggregates"]["by_kind"] for r in ordered)]
     sizes = {k: next(r["aggregates"]["by_kind"][k]["n"] for r in ordered if k in r["aggregates"]["by_kind"]) for k in kinds}
-    lines += ["", "MRR by kind of question (questions per kind in brackets):", ""]
+    lines += ["", "MRR by kind of question (how many in parentheses):", ""]
     lines += ["| run | " + " | ".join(f"{k} ({sizes[k]})" for k in kinds) + " |", "| --- |" + " ---: |" * len(kinds)]
     lines += [f"| {name(r)} | " + " | ".join(cell(r, "mrr", k) for k in kinds) + " |" for r in ordered]
     lines += ["", "Refusals:", ""]
     lines += ["| run | " + " | ".join(title for title, _ in REFUSAL_COLUMNS) + " |", "| --- |" + " ---: |" * len(REFUSAL_COLUMNS)]
     lines += [f"| {name(r)} | " + " | ".join(cell(r, m) for _, m in REFUSAL_COLUMNS) + " |" for r in ordered]
+    for _, swept in sorted(sweeps, key=lambda item: list(RUNS).index(item[1]["label"]) if item[1]["label"] in RUNS else len(RUNS)):
+        lines += ["", *sweep_table(swept)]
     notes = []
     if marked:
         notes.append(
@@ -1059,9 +1073,33 @@ def render_tables(results: Sequence[tuple[str, dict[str, Any]]]) -> str:
         )
     if any(not r.get("gold_checked") for r in ordered):
         notes.append("° gold chunk ids taken as labelled, not checked against this run's chunking (scored without --corpus-chunks).")
-    if notes:
-        lines += [""] + [f"{n}  " if i < len(notes) - 1 else n for i, n in enumerate(notes)]
+    for note in notes:
+        lines += ["", note]
     return "\n".join(lines) + "\n"
+
+
+def sweep_table(swept: dict[str, Any]) -> list[str]:
+    """The abstain section of the tables: the chosen threshold in-sample and leave-one-out."""
+
+    def share(value: float | None) -> str:
+        return "–" if value is None else f"{value:.2f}"
+
+    chosen, loo, counts = swept["chosen"], swept["loo"], swept["counts"]
+    spread = loo["thresholds"]
+    cols = ("refused_when_unanswerable", "refused_when_answerable", "answer_ok")
+    return [
+        f"Abstain threshold, from the `{swept['label']}` run (refuse when confidence < t; wrongly refused answerable questions "
+        f"at most {swept['rule']['budget']:g}, then the most unanswerable ones refused):",
+        "",
+        "| threshold chosen on | t | refused when unanswerable | refused when answerable | answer ok |",
+        "| --- | ---: | ---: | ---: | ---: |",
+        f"| all {counts['questions']} questions (in-sample) | {chosen['threshold']:.2f} | "
+        + " | ".join(share(chosen[c]) for c in cols)
+        + " |",
+        f"| the other {counts['questions'] - 1}, for each question (leave-one-out) | {spread['min']:.2f}–{spread['max']:.2f} | "
+        + " | ".join(share(loo[c]) for c in cols)
+        + " |",
+    ]
 
 
 def replace_tables(readme: str, tables: str, source: str) -> str:
@@ -1077,13 +1115,23 @@ def replace_tables(readme: str, tables: str, source: str) -> str:
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 def main() -> None:
-    """Evaluate answer records against a golden question set: questions, score, sweep, table."""
+    """Evaluate ragline against a golden question set.
+
+    \b
+      rag-eval questions golden.yaml | rag-search --index IDX | rag-answer --index IDX \\
+        | rag-eval score --golden golden.yaml --label default --out results/default.json
+      rag-eval sweep --golden golden.yaml results/default.json --out results/abstain-sweep.json
+      rag-eval table results/*.json --readme README.md
+    """
 
 
 @main.command("questions")
 @click.argument("golden", type=click.Path(dir_okay=False))
 def questions_command(golden: str) -> None:
-    """Write a query record {"id", "question", "kind"} for each question in GOLDEN."""
+    """Query records for GOLDEN's questions, to pipe into rag-search.
+
+    One {"id", "question", "kind"} line per question, in the file's order.
+    """
     ragline.die_on_sigterm()
     with ragline.stage(STAGE):
         ragline.write_records(query_records(load_golden(golden)), sys.stdout.buffer)
@@ -1092,11 +1140,16 @@ def questions_command(golden: str) -> None:
 @main.command("score")
 @click.argument("answers", nargs=-1, type=click.Path(dir_okay=False, allow_dash=True))
 @click.option("--golden", required=True, type=click.Path(dir_okay=False), help="The golden question file.")
-@click.option("--label", required=True, type=click.Choice(list(RUNS)), help="The run's name; its RUNS entry must match the records.")
+@click.option("--label", required=True, metavar="LABEL", type=click.Choice(list(RUNS)), help="The run's name in RUNS (default, hash, ...).")
 @click.option("--out", required=True, type=click.Path(dir_okay=False), help="The result file to write (atomically).")
 @click.option("--corpus-chunks", type=click.Path(dir_okay=False), help="The rag-chunk output the index was built from.")
 def score_command(answers: tuple[str, ...], golden: str, label: str, out: str, corpus_chunks: str | None) -> None:
-    """Score answer records (files, or stdin) and write one result file."""
+    """Score one run's answer records into a result file.
+
+    ANSWERS are answer records (rag-search | rag-answer), from files or stdin. The
+    records must show the configuration RUNS gives for --label; a run that is
+    incomplete, empty, or mixes configurations is an error, not a row of zeros.
+    """
     ragline.die_on_sigterm()
     with ragline.stage(STAGE):
         gold = load_golden(golden)
@@ -1118,7 +1171,12 @@ def score_command(answers: tuple[str, ...], golden: str, label: str, out: str, c
 @click.option("--out", required=True, type=click.Path(dir_okay=False), help="The sweep file to write (atomically).")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False), help="Also draw the curves as a PNG (needs matplotlib).")
 def sweep_command(result_path: str, golden: str, out: str, plot_path: str | None) -> None:
-    """Sweep the abstain threshold over RESULT's confidences and choose one."""
+    """Choose the abstain threshold from a result's confidences.
+
+    Walks t from 0 to 1 in steps of 0.01 (refuse when confidence < t) and keeps, within
+    one wrongly refused answerable question in eight, the t that refuses the most
+    unanswerable ones; writes the curve, the choice and its leave-one-out estimate.
+    """
     ragline.die_on_sigterm()
     with ragline.stage(STAGE):
         curve = sweep(load_golden(golden), load_result(result_path))
@@ -1138,12 +1196,16 @@ def sweep_command(result_path: str, golden: str, out: str, plot_path: str | None
 @click.option("--readme", type=click.Path(dir_okay=False), help=f"Write the tables into this file, between {BEGIN} and {END}.")
 @click.option("--check", is_flag=True, help="With --readme: exit 1 if its tables differ from what RESULTS give.")
 def table_command(results: tuple[str, ...], readme: str | None, check: bool) -> None:
-    """Render markdown tables from result files (to stdout, or into a README)."""
+    """Markdown tables from result and sweep files.
+
+    To stdout, or with --readme between the README's tables markers. A row whose run
+    is not what RUNS says its label is, is refused.
+    """
     if check and not readme:
         raise click.UsageError("--check needs --readme")
     ragline.die_on_sigterm()
     with ragline.stage(STAGE):
-        tables = render_tables([(path, load_result(path)) for path in results])
+        tables = render_tables([(path, load_result(path, (RESULT_SCHEMA, SWEEP_SCHEMA))) for path in results])
         if readme is None:
             sys.stdout.write(tables)
             return
@@ -1154,7 +1216,7 @@ def table_command(results: tuple[str, ...], readme: str | None, check: bool) -> 
         updated = replace_tables(current, tables, readme)
         if check:
             if updated != current:
-                raise StageError(f"the tables differ from what {len(results)} result files give: run 'just tables'", readme)
+                raise StageError(f"the tables are out of date with the {len(results)} files given: run 'just tables'", readme)
         elif updated != current:
             with ragline.atomic_file(readme, "w") as handle:
                 handle.write(updated)

@@ -14,12 +14,14 @@ On disk, an index is a directory of generations and a pointer to the live one:
     IDX/gen-<stamp>/bm25/*.npy  vocabulary, df, doc lengths, postings (CSR: indptr,
                                 doc ids, tf, precomputed BM25 weights)
     IDX/gen-<stamp>/manifest.json  written last: model, dim, ONNX hash, chunking,
-                                counts, corpus digest, file sizes, ragline version
+                                counts, corpus digest, file sizes and sha256s, ragline version
 
 A rebuild writes a new generation beside the live one, then replaces CURRENT
 (os.replace) and removes the old generation. A kill at any moment leaves CURRENT
 naming a complete generation; a generation without a manifest, or whose files
-disagree with it, is never loaded.
+disagree with it (size or sha256), is never loaded. A kill may leave a dead
+generation or a `.CURRENT.*.tmp` beside the live one: readers never look at them,
+and the next build sweeps them away.
 
 BM25 is Okapi BM25 with Lucene's idf, idf(t) = ln(1 + (N - df + 0.5) / (df + 0.5)),
 and Lucene's (>= 8) term weight without the (k1 + 1) factor:
@@ -207,18 +209,27 @@ def collect(records: Iterable[tuple[ragline.Line, dict[str, Any]]]) -> tuple[lis
             raise StageError(f"duplicate chunk id '{cid}' (first at {seen[cid]})", at)
         seen[cid] = at
         try:
-            with np.errstate(over="ignore"):
-                row = np.asarray(vector, dtype=np.float32)
-        except (TypeError, ValueError):
+            raw = np.asarray(vector)
+            if raw.dtype.kind not in "iufO":  # booleans and numeric strings are not numbers
+                raise ValueError
+            with np.errstate(over="ignore"):  # null (how orjson writes NaN) becomes NaN, refused below
+                row = np.asarray(vector, dtype=np.float32) if raw.dtype.kind == "O" else raw.astype(np.float32)
+        except (TypeError, ValueError, OverflowError):
             raise StageError("field 'vector' must be a list of numbers", at) from None
         if row.ndim != 1 or not len(row):
             raise StageError("field 'vector' must be a flat, non-empty list of numbers", at)
         if not np.isfinite(row).all():
             raise StageError("vector has a non-finite value (NaN or infinity)", at)
+        path = record.get("headings")
+        if path is not None and not (isinstance(path, list) and all(isinstance(h, str) for h in path)):
+            raise StageError("field 'headings' must be an array of strings", at)
         headings = bool(record.get("embed_headings", True))
         sha = record.get("model_sha256")
+        long_mode = record.get("embed_long", "truncate")
         if not facts:
-            facts = {"model": model, "sha256": sha, "dim": len(row), "headings": headings, "window": record.get("window"), "first": at}
+            facts = {"model": model, "sha256": sha, "dim": len(row), "headings": headings, "long": long_mode, "window": record.get("window"), "first": at}
+        elif long_mode != facts["long"]:
+            raise StageError("embed_long differs from the first record's: re-embed the whole corpus one way", at)
         elif sha != facts["sha256"]:
             raise StageError(f"model_sha256 differs from the first record's at {facts['first']}: one index, one model file", at)
         elif model != facts["model"]:
@@ -266,6 +277,7 @@ def write(out: Path, chunks: list[dict[str, Any]], vectors: np.ndarray, facts: d
             "dim": int(vectors.shape[1]),
             "model_sha256": facts.get("sha256"),
             "embed_headings": headings,
+            "embed_long": facts.get("long", "truncate"),
             "chunking": {"window": facts.get("window")},
             "bm25": {"k1": bm25.k1, "b": bm25.b, "idf": "lucene: ln(1 + (N - df + 0.5) / (df + 0.5))", "tokeniser": "ragline.tokenize"},
             "counts": {
@@ -276,6 +288,7 @@ def write(out: Path, chunks: list[dict[str, Any]], vectors: np.ndarray, facts: d
             },
             "corpus_digest": corpus_digest(chunks),
             "files": {f: (gen / f).stat().st_size for f in files},
+            "sha256": {f: _sha256(gen / f) for f in files},
         }
         for f in files:
             _fsync(gen / f)
@@ -286,10 +299,19 @@ def write(out: Path, chunks: list[dict[str, Any]], vectors: np.ndarray, facts: d
             handle.write(gen.name.encode() + b"\n")
         ragline.fsync_dir(out)
     except BaseException:
-        shutil.rmtree(gen, ignore_errors=True)
+        if _live_name(out) != gen.name:  # Ctrl-C after CURRENT names it: it is the index now, keep it
+            shutil.rmtree(gen, ignore_errors=True)
         raise
     _sweep(out)
     return gen
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def _fsync(path: Path) -> None:
@@ -305,11 +327,13 @@ def _check_target(out: Path) -> None:
 
 
 def _sweep(out: Path) -> None:
-    """Remove generations that are not live (left by an earlier kill or replaced)."""
+    """Remove generations that are not live, and CURRENT temp files (left by an earlier kill or replaced)."""
     live = _live_name(out)
     for entry in out.iterdir():
         if entry.is_dir() and entry.name.startswith("gen-") and entry.name != live:
             shutil.rmtree(entry, ignore_errors=True)
+        elif entry.is_file() and entry.name.startswith(f".{CURRENT}.") and entry.name.endswith(".tmp"):
+            entry.unlink(missing_ok=True)
 
 
 def _live_name(out: Path) -> str | None:
@@ -346,6 +370,8 @@ def load(path: str | os.PathLike[str], *, mmap: bool = True) -> Index:
             f"index format is {manifest.get('format') if isinstance(manifest, dict) else None!r}, expected {FORMAT!r}: rebuild it",
             str(root),
         )
+    _check_manifest(manifest, str(manifest_file))
+    hashes = manifest.get("sha256") or {}
     for name, size in manifest["files"].items():
         file = gen / name
         if not file.is_file():
@@ -360,6 +386,9 @@ def load(path: str | os.PathLike[str], *, mmap: bool = True) -> Index:
         }
     except (ValueError, OSError) as err:
         raise StageError(f"index arrays cannot be read ({ragline._one_line(str(err), 120)}): rebuild it", str(root)) from None
+    for name in manifest["files"]:  # same sizes, other bytes: a flipped bit, or a file from another build
+        if name in hashes and _sha256(gen / name) != hashes[name]:
+            raise StageError(f"index file {name} does not match the manifest's sha256 (corrupted or replaced): rebuild it", str(root))
     chunks = [record for _, record in ragline.parse_lines(str(gen / "chunks.jsonl"), open(gen / "chunks.jsonl", "rb"))]  # noqa: SIM115
     counts = manifest["counts"]
     if (
@@ -371,6 +400,20 @@ def load(path: str | os.PathLike[str], *, mmap: bool = True) -> Index:
     params = manifest["bm25"]
     bm25 = Bm25(**arrays, k1=params["k1"], b=params["b"])
     return Index(root, manifest, vectors, chunks, bm25)
+
+
+def _check_manifest(manifest: dict[str, Any], where: str) -> None:
+    """The manifest fields `load` relies on, with their types; otherwise a StageError naming the field."""
+    for name, kind in (("model", str), ("dim", int), ("files", dict), ("counts", dict), ("bm25", dict)):
+        ragline.field(manifest, name, kind, where)
+    ragline.field(manifest["counts"], "chunks", int, f"{where} (counts)")
+    for name in ("k1", "b"):
+        ragline.field(manifest["bm25"], name, float, f"{where} (bm25)")
+    if not all(isinstance(size, int) for size in manifest["files"].values()) or "vectors.npy" not in manifest["files"]:
+        raise StageError("field 'files' must map each index file to its size in bytes: rebuild it", where)
+    hashes = manifest.get("sha256")
+    if hashes is not None and not (isinstance(hashes, dict) and all(isinstance(h, str) for h in hashes.values())):
+        raise StageError("field 'sha256' must map index files to hex digests: rebuild it", where)
 
 
 # --------------------------------------------------------------------------- the command

@@ -238,6 +238,7 @@ class Searcher:
             "model": m["model"],
             "index": str(self.index.path),
             "embed_headings": m.get("embed_headings"),
+            "embed_long": m.get("embed_long"),
             "window": m.get("chunking", {}).get("window"),
         } | asdict(self.config)
 

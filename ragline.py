@@ -161,10 +161,23 @@ def parse_lines(name: str, stream: Iterable[bytes]) -> Iterator[tuple[Line, dict
         try:
             record = orjson.loads(raw)
         except orjson.JSONDecodeError as err:
-            raise StageError(f"not valid JSON: {_one_line(err.msg)} (column {err.colno})", where) from None
+            raise StageError(_json_error(raw, err), where) from None
         if not isinstance(record, dict):
             raise StageError(f"expected a JSON object, got {_json_kind(record)}", where)
         yield Line(name, number), record
+
+
+def _json_error(raw: bytes, err: orjson.JSONDecodeError) -> str:
+    """orjson's complaint about one line, with the column counted on that line.
+
+    Bytes that are not UTF-8 are named as such (orjson calls them surrogates, at column 1).
+    """
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError as bad:
+        return f"not valid JSON: not UTF-8 (byte 0x{raw[bad.start]:02x} at column {bad.start + 1})"
+    column = min(err.pos, len(raw.rstrip(b"\r\n"))) + 1  # orjson counts a trailing newline as a new line
+    return f"not valid JSON: {_one_line(err.msg)} (column {column})"
 
 
 def read_records(paths: Iterable[str], usage: str | None = None) -> Iterator[tuple[Line, dict[str, Any]]]:
@@ -273,6 +286,7 @@ def atomic_dir(path: str | os.PathLike[str]) -> Iterator[Path]:
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
     os.chmod(tmp, 0o777 & ~_umask())
+    old: Path | None = None
     try:
         yield tmp
         if target.exists():
@@ -283,7 +297,11 @@ def atomic_dir(path: str | os.PathLike[str]) -> Iterator[Path]:
         else:
             os.replace(tmp, target)
     except BaseException:
+        if old is not None and (old / "x").exists() and not target.exists():
+            os.replace(old / "x", target)  # Ctrl-C between the two renames: put the old one back
         shutil.rmtree(tmp, ignore_errors=True)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
         raise
 
 

@@ -1,0 +1,873 @@
+"""rag-eval: metrics by hand and against ranx, the golden file's checks, gold re-finding,
+the guards, the abstain sweep, the tables, and each subcommand through click."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import orjson
+import pytest
+from conftest import ROOT, SHARED, jsonl, parse
+from hypothesis import given
+from hypothesis import strategies as st
+
+import rag_chunk
+import rag_eval
+from rag_eval import (
+    RUNS,
+    Chunking,
+    answer_ok,
+    bootstrap_interval,
+    choose_threshold,
+    citations_on_target,
+    main,
+    ndcg_at_k,
+    paired_randomisation,
+    parse_golden,
+    recall_at_k,
+    reciprocal_rank,
+    resolve_gold,
+    thresholds,
+)
+from ragline import Line, StageError
+
+# --------------------------------------------------------------------------- fixtures
+
+GOLDEN = """\
+# a tiny golden set
+version: 1
+questions:
+  - id: id-01
+    kind: identifier
+    question: What does NW-5001 mean?
+    gold: [errors#platform, errors#why]
+    evidence: ["acquirer did not answer", "retry under a new key"]
+    answer_contains: [poll, unknown]
+  - id: se-01
+    kind: semantic
+    question: How do I make sure a shopper is billed once?
+    gold: [idem#keys]
+    evidence: ["An idempotency key is a value"]
+    answer_contains: [idempotency key]
+  - id: pr-01
+    kind: procedural
+    question: How do I recover a stalled batch?
+    gold: [runbook#steps]
+    evidence: ["release the lock"]
+    answer_contains: [release]
+  - id: fa-01
+    kind: factual
+    question: When do payouts arrive?
+    gold: [payouts#how]
+    evidence: ["Payouts arrive T+1"]
+    answer_contains: [T+1]
+  - id: un-01
+    kind: unanswerable
+    question: Does Northwind support Apple Pay?
+"""
+
+CHUNKS = [
+    {"id": "errors#platform", "doc": "errors", "text": "NW-5001: the acquirer did not\nanswer in time.", "window": 180},
+    {"id": "errors#why", "doc": "errors", "text": "A retry under a new key creates a second charge.", "window": 180},
+    {"id": "idem#keys", "doc": "idem", "text": "An idempotency key is a value you choose.", "window": 180},
+    {"id": "runbook#steps", "doc": "runbook", "text": "First release the lock, then resume.", "window": 180},
+    {"id": "payouts#how", "doc": "payouts", "text": "Payouts arrive T+1 after settlement.", "window": 180},
+    {"id": "misc#other", "doc": "misc", "text": "Nothing useful here.", "window": 180},
+]
+
+# id -> (question, hits, answer, cited chunk ids, confidence): every answer right.
+PERFECT = {
+    "id-01": ("What does NW-5001 mean?", ["errors#platform", "errors#why", "misc#other"], "Status unknown: poll it.", ["errors#why"], 0.8),
+    "se-01": ("How do I make sure a shopper is billed once?", ["idem#keys"], "Send an Idempotency Key.", ["idem#keys"], 0.7),
+    "pr-01": ("How do I recover a stalled batch?", ["misc#other", "runbook#steps"], "Release the lock.", ["runbook#steps"], 0.6),
+    "fa-01": ("When do payouts arrive?", ["payouts#how"], "They arrive T+1.", ["payouts#how"], 0.9),
+    "un-01": ("Does Northwind support Apple Pay?", ["misc#other"], "", [], 0.2),
+}
+
+
+def record(qid: str, question: str, hits: list[str], answer: str = "", cited: list[str] = (), confidence: float = 0.5, **config) -> dict:
+    """An answer record as rag-search | rag-answer writes it; `config` overrides RUNS['default']."""
+    cfg = RUNS["default"] | config
+    refused = not answer
+    return {
+        "schema": "answer/1",
+        "id": qid,
+        "question": question,
+        "hits": [
+            {
+                "rank": rank,
+                "chunk_id": cid,
+                "doc": cid.partition("#")[0],
+                "path": f"corpus/{cid.partition('#')[0]}.md",
+                "start_line": 1,
+                "end_line": 5,
+                "headings": [],
+                "text": "text",
+                "score": 1.0 - rank / 10,
+                "signals": {},
+            }
+            for rank, cid in enumerate(hits, 1)
+        ],
+        "confidence": confidence,
+        "retrieval": {
+            "model": cfg["model"],
+            "index": "build/idx",
+            "embed_headings": cfg["embed_headings"],
+            "embed_long": cfg["embed_long"],
+            "window": cfg["window"],
+            "dense": cfg["dense"],
+            "sparse": cfg["sparse"],
+            "rerank": cfg["rerank"],
+            "k": cfg.get("k", 5),
+            "rrf_k": 60,
+            "candidates": 30,
+        },
+        "ms": 10.0,
+        "answer": answer,
+        "citations": [{"n": n, "chunk_id": c, "doc": c.partition("#")[0]} for n, c in enumerate(cited, 1)],
+        "refused": refused,
+        "reason": "the handbook does not cover this" if refused else None,
+        "dropped": 0,
+        "generator": {"name": "extractive", "features": list(cfg["features"])},
+        "answer_ms": 2.0,
+    }
+
+
+def perfect_run(**config) -> list[dict]:
+    return [record(qid, q, hits, answer, cited, conf, **config) for qid, (q, hits, answer, cited, conf) in PERFECT.items()]
+
+
+def lines(records: list[dict], source: str = "answers.jsonl") -> list[tuple[Line, dict]]:
+    return [(Line(source, n), r) for n, r in enumerate(records, 1)]
+
+
+def chunking(chunks: list[dict] = CHUNKS) -> Chunking:
+    return rag_eval.read_chunking(lines(chunks, "chunks.jsonl"), "chunks.jsonl")
+
+
+@pytest.fixture
+def golden_path(tmp_path: Path) -> Path:
+    path = tmp_path / "golden.yaml"
+    path.write_text(GOLDEN)
+    return path
+
+
+@pytest.fixture
+def golden(golden_path: Path) -> rag_eval.Golden:
+    return rag_eval.load_golden(str(golden_path))
+
+
+def write_jsonl(path: Path, records: list[dict]) -> Path:
+    path.write_bytes(jsonl(*records))
+    return path
+
+
+# --------------------------------------------------------------------------- metrics by hand
+
+
+class TestMetrics:
+    def test_recall_counts_the_share_of_gold_in_the_top_k(self):
+        ranked = ["x", "a", "y", "b"]
+        assert recall_at_k(ranked, {"a", "b"}, 1) == 0.0
+        assert recall_at_k(ranked, {"a", "b"}, 3) == 0.5
+        assert recall_at_k(ranked, {"a", "b"}, 5) == 1.0  # a ranking shorter than k is taken as it is
+        assert recall_at_k(["a"], {"a"}, 1) == 1.0
+
+    def test_recall_edge_cases(self):
+        assert recall_at_k(["a", "b"], set(), 3) == 0.0  # no relevant chunk: 0.0, not NaN
+        assert recall_at_k([], {"a"}, 3) == 0.0
+        assert recall_at_k(["a", "a", "x"], {"a", "b"}, 3) == 0.5  # listed twice, counted once
+        with pytest.raises(ValueError):
+            recall_at_k(["a"], {"a"}, 0)
+
+    def test_reciprocal_rank(self):
+        assert reciprocal_rank(["a", "x"], {"a"}) == 1.0
+        assert reciprocal_rank(["x", "y", "a", "b"], {"a", "b"}) == pytest.approx(1 / 3)
+        assert reciprocal_rank(["x", "y"], {"a"}) == 0.0
+        assert reciprocal_rank(["v", "w", "x", "y", "z", "a"], {"a"}) == 0.0  # rank 6 is past the cutoff of 5
+        assert reciprocal_rank(["a"], set()) == 0.0
+
+    def test_ndcg_with_one_gold_chunk(self):
+        assert ndcg_at_k(["a", "x"], {"a"}) == 1.0
+        assert ndcg_at_k(["x", "a"], {"a"}) == pytest.approx(1 / math.log2(3))  # 0.6309
+        assert ndcg_at_k(["x", "y", "z", "w", "a"], {"a"}) == pytest.approx(1 / math.log2(6))  # 0.3869
+        assert ndcg_at_k(["x", "y", "z", "w", "v", "a"], {"a"}) == 0.0
+
+    def test_ndcg_with_two_gold_chunks(self):
+        ideal = 1 + 1 / math.log2(3)  # two ones at ranks 1 and 2: 1.6309
+        assert ndcg_at_k(["a", "b"], {"a", "b"}) == 1.0
+        assert ndcg_at_k(["a", "x", "b"], {"a", "b"}) == pytest.approx((1 + 0.5) / ideal)  # 0.9197
+        assert ndcg_at_k(["x", "a", "y", "b"], {"a", "b"}) == pytest.approx((1 / math.log2(3) + 1 / math.log2(5)) / ideal)
+        assert ndcg_at_k(["a", "x"], {"a", "b"}) == pytest.approx(1 / ideal)  # 0.6131
+
+    def test_ndcg_edge_cases(self):
+        assert ndcg_at_k(["a"], set()) == 0.0  # no relevant chunk: 0.0, not NaN
+        assert ndcg_at_k([], {"a"}) == 0.0
+        assert ndcg_at_k(["a", "a"], {"a", "b"}) == pytest.approx(1 / (1 + 1 / math.log2(3)))  # a gains once
+        six = ["a", "b", "c", "d", "e", "f"]
+        assert ndcg_at_k(six[:5], set(six)) == 1.0  # the ideal has min(6, 5) = 5 ones
+
+    def test_answer_ok(self):
+        assert answer_ok("Send an  IDEMPOTENCY\nkey.", False, ["idempotency key"], True)
+        assert not answer_ok("Send a key.", False, ["idempotency key"], True)
+        assert not answer_ok("idempotency key", True, ["idempotency key"], True)  # refused: not ok
+        assert answer_ok("", True, [], False)  # unanswerable and refused
+        assert not answer_ok("Yes, Apple Pay works.", False, [], False)
+
+    def test_citations_on_target(self):
+        assert citations_on_target([], {"a"}) is None
+        assert citations_on_target(["a", "b", "a"], {"a"}) == pytest.approx(2 / 3)
+        assert citations_on_target(["b"], {"a"}) == 0.0
+        assert citations_on_target([None], {"a"}) == 0.0
+
+    def test_bootstrap_interval(self):
+        assert bootstrap_interval([]) is None
+        assert bootstrap_interval([0.5]) == (0.5, 0.5)
+        assert bootstrap_interval([1.0] * 10) == (1.0, 1.0)
+        values = [0.0] * 5 + [1.0] * 15
+        lo, hi = bootstrap_interval(values)
+        assert 0.5 < lo < 0.75 < hi < 0.95
+        assert bootstrap_interval(values) == (lo, hi)  # seeded
+
+    def test_paired_randomisation(self):
+        assert paired_randomisation([1, 0, 1], [1, 0, 1]) == 1.0
+        assert paired_randomisation([], []) == 1.0
+        assert paired_randomisation([0.0] * 30, [1.0] * 30) < 0.001
+        assert paired_randomisation([0.0] * 30, [1.0, -1.0] * 15) == 1.0  # mean difference 0
+        one_better = [0.0] * 29 + [1.0]
+        assert paired_randomisation([0.0] * 30, one_better) > 0.5  # one question of thirty is no evidence
+        assert paired_randomisation([0.0] * 30, one_better) == paired_randomisation([0.0] * 30, one_better)
+
+
+@given(
+    ranked=st.lists(st.sampled_from("abcdefgh"), max_size=8, unique=True),
+    gold=st.sets(st.sampled_from("abcdefgh"), min_size=1, max_size=4),
+)
+def test_recall_is_monotone_in_k_and_ndcg_stays_in_0_1(ranked, gold):
+    recalls = [recall_at_k(ranked, gold, k) for k in range(1, 9)]
+    assert recalls == sorted(recalls)
+    assert 0.0 <= ndcg_at_k(ranked, gold) <= 1.0
+    assert reciprocal_rank(ranked, gold) > 0 or recall_at_k(ranked, gold, 5) == 0
+
+
+@pytest.mark.reference
+def test_metrics_agree_with_ranx():
+    ranx = pytest.importorskip("ranx", reason="ranx is the reference implementation (pip install -e '.[reference]')")
+    rng = np.random.default_rng(7)
+    docs = [f"d{i:02d}" for i in range(30)]
+    qrels, run, ours = {}, {}, {m: [] for m in ("recall@1", "recall@3", "recall@5", "mrr@5", "ndcg@5")}
+    for q in range(50):
+        qid = f"q{q:03d}"
+        gold = list(rng.choice(docs, size=int(rng.integers(1, 5)), replace=False))
+        ranked = list(rng.choice(docs, size=int(rng.integers(1, 11)), replace=False))
+        qrels[qid] = {d: 1 for d in gold}
+        run[qid] = {d: float(len(ranked) - i) for i, d in enumerate(ranked)}  # distinct scores, best first
+        ours["recall@1"].append(recall_at_k(ranked, gold, 1))
+        ours["recall@3"].append(recall_at_k(ranked, gold, 3))
+        ours["recall@5"].append(recall_at_k(ranked, gold, 5))
+        ours["mrr@5"].append(reciprocal_rank(ranked, gold, 5))
+        ours["ndcg@5"].append(ndcg_at_k(ranked, gold, 5))
+    theirs = ranx.evaluate(ranx.Qrels(qrels), ranx.Run(run), list(ours), return_mean=False)
+    for metric, values in ours.items():
+        assert np.allclose(values, theirs[metric]), metric
+    assert 0.1 < np.mean(ours["recall@5"]) < 0.9  # the synthetic run is neither empty nor perfect
+
+
+# --------------------------------------------------------------------------- the golden file
+
+
+def run_questions(runner, tmp_path: Path, text: str):
+    path = tmp_path / "golden.yaml"
+    path.write_text(text)
+    return path, runner.invoke(main, ["questions", str(path)])
+
+
+class TestGolden:
+    def test_the_repository_golden_files_parse(self):
+        for name, total in (("golden.yaml", 42), ("eval/eng-practices.golden.yaml", 12)):
+            golden = rag_eval.load_golden(str(ROOT / name))
+            assert len(golden.questions) == total
+            assert {q.kind for q in golden.questions} == set(rag_eval.KINDS)
+            assert all(q.gold and q.evidence and q.answer_contains for q in golden.questions if q.answerable)
+
+    def test_lines_are_kept(self, golden):
+        assert [q.line for q in golden.questions] == [4, 10, 16, 22, 28]
+        assert golden.questions[0].gold == ("errors#platform", "errors#why")
+
+    @pytest.mark.parametrize(
+        ("edit", "line", "message"),
+        [
+            (
+                ("kind: semantic", "kind: semntic"),
+                11,
+                "question 'se-01' has unknown kind 'semntic' (one of identifier, semantic, procedural, factual, unanswerable)",
+            ),
+            (("id: se-01", "id: id-01"), 10, "duplicate question id 'id-01' (first at line 4)"),
+            (
+                ("How do I make sure a shopper is billed once?", "what does nw-5001   mean?"),
+                10,
+                "question 'se-01' repeats the question of 'id-01' (line 4)",
+            ),
+            (
+                ("question: Does Northwind support Apple Pay?", "question: Does Northwind support Apple Pay?\n    gold: [idem#keys]"),
+                31,
+                "question 'un-01' is unanswerable but has gold (unanswerable questions carry no gold, evidence or answer_contains)",
+            ),
+            (
+                ("    gold: [idem#keys]\n", ""),
+                10,
+                "question 'se-01' has no 'gold' (answerable questions need gold, evidence and answer_contains)",
+            ),
+            (("gold: [idem#keys]", "gold: []"), 13, "question 'se-01' field 'gold' must be a non-empty list, got []"),
+            (
+                ("answer_contains: [release]", "answer_contains: [48]"),
+                21,
+                "question 'pr-01' field 'answer_contains' holds 48: entries must be non-empty strings (quote numbers)",
+            ),
+            (
+                ("answer_contains: [T+1]", "answer_contain: [T+1]"),
+                27,
+                "question 'fa-01' has unknown field 'answer_contain' (fields: id, kind, question, gold, evidence, answer_contains)",
+            ),
+            (("    kind: factual\n", ""), 22, "question 'fa-01' has no 'kind'"),
+            (("version: 1", "version: 2"), 2, "version must be 1, got 2"),
+            (
+                ("question: How do I recover a stalled batch?", "question: !!python/object/apply:os.system [echo pwned]"),
+                18,
+                "YAML tag '!!python/object/apply:os.system' is not allowed (golden files are read with safe loading)",
+            ),
+            (
+                ("kind: factual", "kind: factual\n   bad: indent"),
+                24,
+                "not valid YAML: expected <block end>, but found '<block mapping start>' (while parsing a block collection)",
+            ),
+        ],
+    )
+    def test_a_bad_golden_file_is_one_line_with_its_place(self, runner, tmp_path, edit, line, message):
+        assert edit[0] in GOLDEN
+        path, result = run_questions(runner, tmp_path, GOLDEN.replace(edit[0], edit[1], 1))
+        assert result.exit_code == 1, result.output
+        assert result.stderr == f"rag-eval: {path}:{line}: {message}\n"
+        assert result.stdout == ""
+
+    def test_a_python_tag_is_never_constructed(self, runner, tmp_path):
+        marker = tmp_path / "pwned"
+        text = GOLDEN.replace("question: When do payouts arrive?", f"question: !!python/object/apply:os.system ['touch {marker}']")
+        _, result = run_questions(runner, tmp_path, text)
+        assert result.exit_code == 1
+        assert not marker.exists()
+
+    def test_empty_and_missing_files(self, runner, tmp_path):
+        path, result = run_questions(runner, tmp_path, "# nothing\n")
+        assert (result.exit_code, result.stderr) == (1, f"rag-eval: {path}: empty golden file\n")
+        result = runner.invoke(main, ["questions", str(tmp_path / "nope.yaml")])
+        assert (result.exit_code, result.stderr) == (1, f"rag-eval: {tmp_path / 'nope.yaml'}: No such file or directory\n")
+
+    def test_usage_errors_exit_2(self, runner, golden_path):
+        assert runner.invoke(main, ["questions"]).exit_code == 2
+        assert runner.invoke(main, ["score", "--golden", str(golden_path), "--out", "x.json"]).exit_code == 2  # no --label
+        result = runner.invoke(main, ["score", "--golden", str(golden_path), "--label", "minilm", "--out", "x.json"])
+        assert result.exit_code == 2
+        assert "'minilm' is not one of 'default'" in result.stderr
+
+
+# --------------------------------------------------------------------------- gold under another chunking
+
+
+class TestResolveGold:
+    def test_labels_stand_when_ids_and_evidence_agree(self, golden):
+        q = golden.by_id()["id-01"]
+        assert resolve_gold(q, chunking(), "g") == (("errors#platform", "errors#why"), False)
+        assert resolve_gold(q, None, "g") == (("errors#platform", "errors#why"), False)
+
+    def test_a_renamed_chunk_is_found_again_by_its_evidence(self, golden):
+        chunks = [c | {"id": "idem#keys-2"} if c["id"] == "idem#keys" else c for c in CHUNKS]
+        assert resolve_gold(golden.by_id()["se-01"], chunking(chunks), "g") == (("idem#keys-2",), True)
+
+    def test_text_that_moved_under_a_surviving_id_is_followed(self, golden):
+        # a smaller window: errors#why still exists, but the evidence now lies in errors#why-2
+        chunks = [c for c in CHUNKS if c["id"] != "errors#why"] + [
+            {"id": "errors#why", "doc": "errors", "text": "Why NW-5001 is different."},
+            {"id": "errors#why-2", "doc": "errors", "text": "A retry under a new\nkey creates a second charge."},
+        ]
+        assert resolve_gold(golden.by_id()["id-01"], chunking(chunks), "g") == (("errors#platform", "errors#why-2"), True)
+
+    def test_a_gold_chunk_without_evidence_stands_while_nothing_moved(self):
+        golden = parse_golden(GOLDEN.replace("gold: [idem#keys]", "gold: [idem#keys, misc#other]"), "g.yaml")
+        assert resolve_gold(golden.by_id()["se-01"], chunking(), "g") == (("idem#keys", "misc#other"), False)
+
+    def test_nothing_found_anywhere_is_an_error_not_a_zero(self, golden):
+        chunks = [c for c in CHUNKS if c["id"] != "payouts#how"]
+        with pytest.raises(StageError) as err:
+            resolve_gold(golden.by_id()["fa-01"], chunking(chunks), "golden.yaml:22")
+        assert str(err.value) == "golden.yaml:22: fa-01: gold chunk payouts#how not in this chunking and its evidence is found nowhere"
+
+    def test_one_lost_evidence_string_is_an_error_too(self, golden):
+        chunks = [c for c in CHUNKS if c["id"] != "errors#why"]
+        with pytest.raises(StageError, match=r'gold chunk errors#why not in this chunking and evidence "retry under a new key" is found'):
+            resolve_gold(golden.by_id()["id-01"], chunking(chunks), "g")
+
+    def test_the_repository_golden_holds_under_the_default_chunking_and_refinds_under_others(self):
+        golden = rag_eval.load_golden(str(ROOT / "golden.yaml"))
+        for window in (180, 120, 300):
+            chunks = list(rag_chunk.chunk_paths([str(ROOT / "corpus")], window))
+            found = [resolve_gold(q, chunking(chunks), "g") for q in golden.questions]
+            assert all(gold or not q.answerable for (gold, _), q in zip(found, golden.questions, strict=True))
+            if window == 180:
+                assert not any(refound for _, refound in found)
+
+    @pytest.mark.skipif(not SHARED.exists(), reason="the eng-practices corpus is not in ../shared")
+    def test_the_second_golden_file_holds_under_its_corpus(self):
+        golden = rag_eval.load_golden(str(ROOT / "eval" / "eng-practices.golden.yaml"))
+        chunks = list(rag_chunk.chunk_paths([str(SHARED)], 180))
+        assert not any(resolve_gold(q, chunking(chunks), "g")[1] for q in golden.questions)
+
+
+# --------------------------------------------------------------------------- scoring and its guards
+
+
+def score(golden, records, label="default", chunks=CHUNKS, **kw):
+    return rag_eval.score_run(golden, lines(records), label, chunking(chunks) if chunks else None, inputs="answers.jsonl", **kw)
+
+
+class TestScore:
+    def test_a_perfect_run(self, golden):
+        result = score(golden, perfect_run(), resamples=200)
+        overall = result["aggregates"]["overall"]
+        assert overall["recall@1"] == (0.5 + 1 + 0 + 1) / 4  # id-01 has two gold chunks, pr-01's is at rank 2
+        assert overall["recall@3"] == overall["recall@5"] == 1.0
+        assert overall["mrr"] == pytest.approx((1 + 1 + 0.5 + 1) / 4)
+        assert overall["answer_ok"] == 1.0
+        assert overall["citations_on_target"] == 1.0
+        assert overall["refused_when_unanswerable"] == 1.0
+        assert overall["refused_when_answerable"] == 0.0
+        assert overall["ms_p50"] == 12.0
+        assert result["aggregates"]["by_kind"]["procedural"]["mrr"] == 0.5
+        assert set(result["aggregates"]["by_kind"]) == {"identifier", "semantic", "procedural", "factual"}
+        assert result["intervals"]["overall"]["mrr"][0] <= overall["mrr"] <= result["intervals"]["overall"]["mrr"][1]
+        un = result["questions"][-1]
+        assert (un["id"], un["recall@1"], un["citations_on_target"], un["answer_ok"]) == ("un-01", None, None, True)
+
+    def test_the_result_layout(self, golden):
+        result = score(golden, perfect_run(), resamples=50)
+        assert list(result) == [
+            "schema", "label", "expected", "actual", "run", "golden", "gold_checked", "settings", "counts", "questions", "aggregates", "intervals",
+        ]  # fmt: skip
+        assert result["schema"] == "eval-result/1"
+        assert result["expected"] == result["actual"] == RUNS["default"]
+        assert result["run"] == {"k": 5, "rrf_k": 60, "candidates": 30, "index": "build/idx", "generator": "extractive"}
+        assert result["golden"]["sha256"] == golden.sha256
+        assert result["counts"] == {
+            "questions": 5, "answerable": 4, "unanswerable": 1, "records": 5, "refound": 0, "empty_hits": 0, "refused": 1,
+        }  # fmt: skip
+        assert list(result["questions"][0]) == [
+            "id", "kind", "answerable", "gold", "refound", "ranked", "recall@1", "recall@3", "recall@5", "rr", "ndcg@5",
+            "answer_ok", "citations", "citations_on_target", "refused", "reason", "confidence", "ms", "search_ms", "answer_ms",
+        ]  # fmt: skip
+        assert set(result["intervals"]["overall"]) == set(rag_eval.INTERVAL_METRICS)
+        assert orjson.loads(rag_eval.dump_json(result)) == result
+
+    def test_wrong_answers_and_citations(self, golden):
+        records = perfect_run()
+        records[1] = record("se-01", PERFECT["se-01"][0], ["misc#other"], "Try again later.", ["misc#other", "idem#keys"], 0.7)
+        records[4] = record("un-01", PERFECT["un-01"][0], ["misc#other"], "Yes.", ["misc#other"], 0.2)
+        result = score(golden, records, resamples=50)
+        se, un = result["questions"][1], result["questions"][4]
+        assert (se["recall@5"], se["rr"], se["answer_ok"], se["citations_on_target"]) == (0.0, 0.0, False, 0.5)
+        assert (un["answer_ok"], un["refused"]) == (False, False)
+        assert result["aggregates"]["overall"]["refused_when_unanswerable"] == 0.0
+        assert result["aggregates"]["overall"]["answer_ok"] == 0.6
+
+    def test_refound_gold_is_what_is_scored(self, golden):
+        chunks = [c | {"id": "idem#keys-2"} if c["id"] == "idem#keys" else c for c in CHUNKS]
+        records = perfect_run()
+        records[1]["hits"][0]["chunk_id"] = "idem#keys-2"
+        result = score(golden, records, chunks=chunks, resamples=50)
+        assert result["questions"][1]["gold"] == ["idem#keys-2"]
+        assert result["questions"][1]["recall@1"] == 1.0
+        assert result["counts"]["refound"] == 1
+
+    @pytest.mark.parametrize(
+        ("change", "message"),
+        [
+            (
+                {"model": "hash"},
+                "answers.jsonl:1: label 'default' expects model \"all-MiniLM-L6-v2\"; the run has model \"hash\" (label 'hash' matches this run)",
+            ),
+            (
+                {"features": ["unwrap", "idf", "headings", "dense"]},
+                "answers.jsonl:1: label 'default' expects features "
+                '["unwrap","idf","headings","cue","dense"]; the run has features ["unwrap","idf","headings","dense"] '
+                "(label 'answer-no-cue' matches this run)",
+            ),
+            (
+                {"window": 240, "sparse": True},
+                "answers.jsonl:1: label 'default' expects sparse false, window 180; the run has sparse true, window 240 "
+                "(no label in RUNS matches this run)",
+            ),
+            ({"k": 3}, "answers.jsonl:1: the run retrieved k=3 hits per question; recall@5 and nDCG@5 need k >= 5"),
+        ],
+    )
+    def test_the_records_must_show_the_labels_configuration(self, golden, change, message):
+        with pytest.raises(StageError) as err:
+            score(golden, perfect_run(**change))
+        assert str(err.value) == message
+
+    def test_the_hash_run_passes_under_its_own_label(self, golden):
+        assert score(golden, perfect_run(model="hash"), label="hash", resamples=10)["actual"]["model"] == "hash"
+
+    def test_one_run_per_result(self, golden):
+        records = perfect_run()
+        records[2] = perfect_run(rerank="none")[2]
+        with pytest.raises(StageError, match=r"^answers.jsonl:3: this record's run differs from answers.jsonl:1's \(rerank \"none\", not"):
+            score(golden, records)
+
+    @pytest.mark.parametrize(
+        ("records", "message"),
+        [
+            ([], "answers.jsonl: no answer records: the run measured nothing"),
+            (perfect_run()[:3], "golden.yaml:22: 2 of 5 questions have no answer record (fa-01, un-01): the run is incomplete"),
+            (
+                [*perfect_run(), record("zz-99", "What?", ["misc#other"])],
+                "answers.jsonl:6: record id 'zz-99' is not a question in golden.yaml",
+            ),
+            (perfect_run() + perfect_run()[:1], "answers.jsonl:6: a second record for question 'id-01' (the first is at answers.jsonl:1)"),
+            (
+                [record(qid, q, [], a, [], c) for qid, (q, _, a, _, c) in PERFECT.items()],
+                "answers.jsonl: every hits list is empty: retrieval returned nothing (an empty index?)",
+            ),
+            (
+                [record("id-01", "What does NW-4021 mean?", ["errors#platform"])],
+                "answers.jsonl:1: record 'id-01' asks \"What does NW-4021 mean?\", not the golden question: stale answers?",
+            ),
+        ],
+    )
+    def test_a_run_that_measured_nothing_fails_loudly(self, records, message):
+        golden = rag_eval.parse_golden(GOLDEN, "golden.yaml")
+        with pytest.raises(StageError) as err:
+            score(golden, records)
+        assert str(err.value) == message
+
+    def test_answer_fields_are_required(self, golden):
+        records = perfect_run()
+        del records[0]["answer"]
+        records[0]["schema"] = "hits/1"
+        with pytest.raises(StageError, match=r"^answers.jsonl:1: missing field 'answer' \(got a hits/1 record\)$"):
+            score(golden, records)
+
+    def test_the_chunks_must_be_the_indexs(self, golden):
+        with pytest.raises(StageError, match=r"^answers.jsonl:1: chunks.jsonl was cut with window 120, the run's index with 180$"):
+            score(golden, perfect_run(), chunks=[c | {"window": 120} for c in CHUNKS])
+        records = perfect_run()
+        records[0]["hits"][2]["chunk_id"] = "elsewhere#x"
+        with pytest.raises(StageError, match=r"hit 'elsewhere#x' is not in chunks.jsonl: not the chunks the index was built from$"):
+            score(golden, records)
+
+
+# --------------------------------------------------------------------------- the abstain sweep
+
+
+class TestSweep:
+    def grid_choice(self, answerable_conf, unanswerable_conf):
+        conf = np.array(answerable_conf + unanswerable_conf)
+        answerable = np.array([True] * len(answerable_conf) + [False] * len(unanswerable_conf))
+        grid = thresholds()
+        return float(grid[choose_threshold(conf[None, :] < grid[:, None], answerable)])
+
+    def test_the_grid(self):
+        grid = thresholds()
+        assert len(grid) == 101 and grid[0] == 0.0 and grid[-1] == 1.0 and grid[40] == 0.4
+        with pytest.raises(ValueError):
+            thresholds(0.03)
+
+    def test_one_answerable_in_eight_may_be_refused(self):
+        # refusing both unanswerable (0.3, 0.5) costs the answerable 0.1: 1/8, within budget.
+        # t in (0.5, 0.6] behaves the same: 0.51 ... 0.60, the lower middle is 0.55
+        assert self.grid_choice([0.1, 0.6, 0.7, 0.7, 0.8, 0.8, 0.9, 0.9], [0.3, 0.5]) == 0.55
+
+    def test_two_in_eight_is_over_budget(self):
+        # a second answerable at 0.2: no threshold refuses an unanswerable question within budget,
+        # so refuse none, and refuse no answerable one either: t in [0, 0.1], the middle is 0.05
+        assert self.grid_choice([0.1, 0.2, 0.7, 0.7, 0.8, 0.8, 0.9, 0.9], [0.3, 0.5]) == 0.05
+
+    def test_no_unanswerable_questions(self):
+        assert self.grid_choice([0.3, 0.9], []) == 0.15  # t in [0, 0.3] refuses nothing
+
+    def result_file(self, golden, confidences: dict[str, float]) -> dict:
+        records = perfect_run()
+        for r in records:
+            r["confidence"] = confidences[r["id"]]
+        return score(golden, records, resamples=10)
+
+    def test_in_sample_and_leave_one_out_by_hand(self):
+        # answerable a1 0.6, a2 0.8; unanswerable u1 0.2, u2 0.4; with two answerable, none may be refused.
+        text = """\
+version: 1
+questions:
+  - {id: a1, kind: factual, question: "one?", gold: [x#1], evidence: [e], answer_contains: [p]}
+  - {id: a2, kind: factual, question: "two?", gold: [x#2], evidence: [e], answer_contains: [p]}
+  - {id: u1, kind: unanswerable, question: "three?"}
+  - {id: u2, kind: unanswerable, question: "four?"}
+"""
+        golden = parse_golden(text, "g.yaml")
+        conf = {"a1": 0.6, "a2": 0.8, "u1": 0.2, "u2": 0.4}
+        questions = [{"id": q, "confidence": c, "answer_ok": q.startswith("a"), "refused": q.startswith("u")} for q, c in conf.items()]
+        result = {"label": "default", "golden": {"sha256": golden.sha256}, "questions": questions}
+        out = rag_eval.sweep(golden, result)
+        # in-sample: t in (0.4, 0.6] refuses both unanswerable and no answerable: 0.41 ... 0.60 -> 0.50
+        assert out["chosen"] == {"threshold": 0.5, "refused_when_unanswerable": 1.0, "refused_when_answerable": 0.0, "answer_ok": 1.0}
+        # held out a1: (0.4, 0.8] -> 0.60, and 0.6 < 0.60 is false: answered.
+        # held out a2: (0.4, 0.6] -> 0.50: answered.  held out u1: (0.4, 0.6] -> 0.50: 0.2 refused.
+        # held out u2: (0.2, 0.6] -> 0.21 ... 0.60, the lower middle 0.40, and 0.4 < 0.40 is false: answered.
+        assert [(h["id"], h["threshold"], h["refused"]) for h in out["loo"]["held_out"]] == [
+            ("a1", 0.6, False),
+            ("a2", 0.5, False),
+            ("u1", 0.5, True),
+            ("u2", 0.4, False),
+        ]
+        assert (out["loo"]["refused_when_unanswerable"], out["loo"]["refused_when_answerable"]) == (0.5, 0.0)
+        assert out["loo"]["thresholds"] == {"min": 0.4, "median": 0.5, "max": 0.6}
+        assert out["curve"][0] == {"threshold": 0.0, "refused_when_unanswerable": 0.0, "refused_when_answerable": 0.0, "answer_ok": 1.0}
+        assert out["curve"][41]["refused_when_unanswerable"] == 1.0 and out["curve"][61]["refused_when_answerable"] == 0.5
+
+    def test_another_golden_file_is_refused(self, golden):
+        result = self.result_file(golden, {"id-01": 0.8, "se-01": 0.7, "pr-01": 0.6, "fa-01": 0.9, "un-01": 0.2})
+        other = parse_golden(GOLDEN + "\n", "other.yaml")
+        with pytest.raises(StageError, match="scored against another golden file than other.yaml"):
+            rag_eval.sweep(other, result)
+
+
+# --------------------------------------------------------------------------- tables
+
+
+def big_golden(n: int = 30) -> str:
+    kinds = rag_eval.ANSWERABLE_KINDS
+    out = ["version: 1", "questions:"]
+    for i in range(n):
+        out.append(
+            f"  - {{id: q{i:02d}, kind: {kinds[i % 4]}, question: 'question {i}?', gold: [d#{i}], evidence: [e{i}], answer_contains: [w{i}]}}"
+        )
+    out += [f"  - {{id: u{i}, kind: unanswerable, question: 'nothing {i}?'}}" for i in range(4)]
+    return "\n".join(out) + "\n"
+
+
+def big_run(golden: rag_eval.Golden, found: bool = True, **config) -> list[dict]:
+    out = []
+    for q in golden.questions:
+        if q.answerable:
+            i = int(q.id[1:])
+            hits = [f"d#{i}"] if found else ["other#none"]
+            out.append(record(q.id, q.question, [*hits, "d#x"], f"w{i}." if found else "no idea", hits, 0.7, **config))
+        else:
+            out.append(record(q.id, q.question, ["d#x"], "", [], 0.1, **config))
+    return out
+
+
+@pytest.fixture
+def results(tmp_path: Path) -> tuple[Path, list[Path]]:
+    golden = tmp_path / "golden.yaml"
+    golden.write_text(big_golden())
+    parsed = rag_eval.load_golden(str(golden))
+    paths = []
+    for label, found, config in (("hash", False, {"model": "hash"}), ("default", True, {}), ("no-rerank", True, {"rerank": "none"})):
+        result = rag_eval.score_run(parsed, lines(big_run(parsed, found, **config)), label, resamples=500)
+        path = tmp_path / f"{label}.json"
+        path.write_bytes(rag_eval.dump_json(result))
+        paths.append(path)
+    return golden, paths
+
+
+class TestTable:
+    def test_renders_in_runs_order_and_marks_significance(self, runner, results):
+        _, paths = results
+        result = runner.invoke(main, ["table", *map(str, paths)])
+        assert result.exit_code == 0, result.output
+        text = result.stdout
+        rows = {line.split(" | ")[0]: line for line in text.splitlines()[:8] if line.startswith("| `")}  # the main table
+        assert text.index("| `default` °") < text.index("| `no-rerank` °") < text.index("| `hash` °")
+        assert rows["| `default` °"].startswith("| `default` ° | 1.00 [1.00, 1.00] | 1.00 [1.00, 1.00] |")
+        assert rows["| `hash` °"].startswith("| `hash` ° | 0.00 [0.00, 0.00] † |")
+        assert rows["| `hash` °"].endswith("| 0.00 [0.00, 0.00] † | 12.0 |")  # citations off target, latency untested
+        assert "†" not in rows["| `no-rerank` °"] and "†" not in rows["| `default` °"]
+        assert "MRR by kind of question (how many in parentheses):" in text
+        assert "| run | identifier (8) | semantic (8) | procedural (7) | factual (7) |" in text
+        assert "| `default` ° | 1.00 [1.00, 1.00] | 0.00 [0.00, 0.00] |" in text  # refusals
+        assert "† differs from `default` at p < 0.05 (two-sided paired randomisation test" in text
+        assert "° gold chunk ids taken as labelled" in text
+        assert runner.invoke(main, ["table", *map(str, reversed(paths))]).stdout == text  # deterministic, order-free
+
+    def test_refuses_a_row_whose_run_is_not_its_label(self, runner, results):
+        _, paths = results
+        hash_path = paths[0]
+        data = orjson.loads(hash_path.read_bytes())
+        data["label"] = "default"  # the hash run filed under MiniLM's name
+        bad = hash_path.with_name("bad.json")
+        bad.write_bytes(rag_eval.dump_json(data))
+        result = runner.invoke(main, ["table", str(bad)])
+        assert result.exit_code == 1
+        assert result.stderr == (
+            f'rag-eval: {bad}: label \'default\' expects model "all-MiniLM-L6-v2"; the file\'s run has model "hash" '
+            "(label 'hash' matches this run)\n"
+        )
+
+    def test_refuses_mixed_golden_files_and_duplicate_labels(self, runner, results, tmp_path):
+        _, paths = results
+        data = orjson.loads(paths[1].read_bytes())
+        data["label"], data["golden"]["sha256"] = "no-rerank", "0" * 64
+        data["actual"]["rerank"] = "none"
+        other = tmp_path / "other.json"
+        other.write_bytes(rag_eval.dump_json(data))
+        result = runner.invoke(main, ["table", str(paths[1]), str(other)])
+        assert result.exit_code == 1 and "scored against different golden files" in result.stderr
+        result = runner.invoke(main, ["table", str(paths[1]), str(paths[1])])
+        assert result.stderr == f"rag-eval: {paths[1]}: a second result for label 'default'\n"
+
+    def test_readme_is_written_between_the_markers_and_checked(self, runner, results, tmp_path):
+        _, paths = results
+        readme = tmp_path / "README.md"
+        readme.write_text(f"# ragline\n\nBefore.\n\n{rag_eval.BEGIN}\nstale\n{rag_eval.END}\n\nAfter.\n")
+        args = ["table", *map(str, paths), "--readme", str(readme)]
+        check = runner.invoke(main, [*args, "--check"])
+        assert check.exit_code == 1
+        assert check.stderr == f"rag-eval: {readme}: the tables are out of date with the 3 files given: run 'just tables'\n"
+        assert runner.invoke(main, args).exit_code == 0
+        text = readme.read_text()
+        assert text.startswith(f"# ragline\n\nBefore.\n\n{rag_eval.BEGIN}\nScored against")
+        assert text.endswith(f"{rag_eval.END}\n\nAfter.\n") and "stale" not in text
+        assert runner.invoke(main, [*args, "--check"]).exit_code == 0
+        assert runner.invoke(main, ["table", *map(str, paths[1:]), "--readme", str(readme), "--check"]).exit_code == 1  # drift
+
+    def test_readme_usage_and_markers(self, runner, results, tmp_path):
+        _, paths = results
+        assert runner.invoke(main, ["table", str(paths[0]), "--check"]).exit_code == 2
+        readme = tmp_path / "README.md"
+        readme.write_text("# no markers\n")
+        result = runner.invoke(main, ["table", str(paths[0]), "--readme", str(readme)])
+        assert result.exit_code == 1
+        assert result.stderr == f"rag-eval: {readme}: needs one '{rag_eval.BEGIN}' line and one '{rag_eval.END}' line after it\n"
+
+    def test_not_a_result_file(self, runner, tmp_path):
+        path = write_jsonl(tmp_path / "answers.jsonl", perfect_run())
+        result = runner.invoke(main, ["table", str(path)])
+        assert result.exit_code == 1 and result.stderr.startswith(f"rag-eval: {path}: not valid JSON")
+        path.write_text('{"schema": "chunk/1"}')
+        result = runner.invoke(main, ["table", str(path)])
+        assert result.stderr == f'rag-eval: {path}: not a rag-eval file (schema "chunk/1", expected "eval-result/1" or "abstain-sweep/1")\n'
+
+    def test_a_sweep_file_among_the_results_adds_the_abstain_table(self, runner, results, tmp_path):
+        golden, paths = results
+        swept = tmp_path / "abstain-sweep.json"
+        assert runner.invoke(main, ["sweep", "--golden", str(golden), str(paths[1]), "--out", str(swept)]).exit_code == 0
+        result = runner.invoke(main, ["table", *map(str, paths), str(swept)])
+        assert result.exit_code == 0, result.output
+        # answerable at 0.7, unanswerable at 0.1: t in (0.1, 0.7] -> 0.11 ... 0.70, the lower middle 0.40
+        assert "| all 34 questions (in-sample) | 0.40 | 1.00 | 0.00 | 1.00 |" in result.stdout
+        assert "| the other 33, for each question (leave-one-out) | 0.40–0.40 | 1.00 | 0.00 | 1.00 |" in result.stdout
+        only_sweep = runner.invoke(main, ["table", str(swept)])
+        assert only_sweep.stderr == "rag-eval: no score result among the files\n"
+
+
+# --------------------------------------------------------------------------- the commands end to end
+
+
+class TestCommands:
+    def test_questions(self, runner, golden_path):
+        result = runner.invoke(main, ["questions", str(golden_path)])
+        assert result.exit_code == 0, result.output
+        got = parse(result.stdout_bytes)
+        assert got[0] == {"id": "id-01", "question": "What does NW-5001 mean?", "kind": "identifier"}
+        assert [r["kind"] for r in got] == ["identifier", "semantic", "procedural", "factual", "unanswerable"]
+
+    def test_score_sweep_table(self, runner, golden_path, tmp_path):
+        answers = write_jsonl(tmp_path / "answers.jsonl", perfect_run())
+        chunks = write_jsonl(tmp_path / "chunks.jsonl", CHUNKS)
+        out = tmp_path / "results" / "default.json"
+        args = ["score", "--golden", str(golden_path), "--label", "default", "--out", str(out), "--corpus-chunks", str(chunks)]
+        result = runner.invoke(main, [*args, str(answers)])
+        assert result.exit_code == 0, result.output
+        assert (result.stdout, result.stderr) == ("", "")
+        scored = orjson.loads(out.read_bytes())
+        assert scored["schema"] == "eval-result/1" and scored["gold_checked"] is True
+        assert scored["aggregates"]["overall"]["answer_ok"] == 1.0
+
+        from_stdin = runner.invoke(main, args, input=answers.read_bytes())
+        assert from_stdin.exit_code == 0, from_stdin.output
+        assert orjson.loads(out.read_bytes())["questions"] == scored["questions"]
+
+        sweep_out, png = tmp_path / "results" / "abstain-sweep.json", tmp_path / "results" / "abstain-sweep.png"
+        result = runner.invoke(main, ["sweep", "--golden", str(golden_path), str(out), "--out", str(sweep_out), "--plot", str(png)])
+        assert result.exit_code == 0, result.output
+        swept = orjson.loads(sweep_out.read_bytes())
+        assert swept["schema"] == "abstain-sweep/1" and len(swept["curve"]) == 101
+        assert swept["chosen"]["threshold"] == 0.4  # refuse un-01 (0.2), answer pr-01 (0.6): 0.21 ... 0.60, the lower middle
+        if _has_matplotlib():
+            assert png.read_bytes().startswith(b"\x89PNG")
+        else:
+            assert "matplotlib is not installed" in result.stderr and not png.exists()
+
+        result = runner.invoke(main, ["table", str(out)])
+        assert result.exit_code == 0 and "| `default` | 0.62 [" in result.stdout
+
+    def test_score_without_chunks_says_so(self, runner, golden_path, tmp_path):
+        answers = write_jsonl(tmp_path / "answers.jsonl", perfect_run())
+        out = tmp_path / "default.json"
+        result = runner.invoke(main, ["score", "--golden", str(golden_path), "--label", "default", "--out", str(out), str(answers)])
+        assert result.exit_code == 0
+        assert "gold ids taken as labelled (no --corpus-chunks)" in result.stderr
+        assert orjson.loads(out.read_bytes())["gold_checked"] is False
+
+    def test_a_failed_score_writes_nothing(self, runner, golden_path, tmp_path):
+        answers = write_jsonl(tmp_path / "answers.jsonl", perfect_run(model="hash"))
+        out = tmp_path / "default.json"
+        out.write_text("the old result\n")
+        result = runner.invoke(main, ["score", "--golden", str(golden_path), "--label", "default", "--out", str(out), str(answers)])
+        assert result.exit_code == 1
+        assert result.stderr.startswith(f"rag-eval: {answers}:1: label 'default' expects model")
+        assert out.read_text() == "the old result\n"
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["answers.jsonl", "default.json", "golden.yaml"]
+
+    def test_a_malformed_answer_line(self, runner, golden_path, tmp_path):
+        out = tmp_path / "default.json"
+        args = ["score", "--golden", str(golden_path), "--label", "default", "--out", str(out)]
+        result = runner.invoke(main, args, input=jsonl(*perfect_run()[:2]) + b"{not json\n")
+        assert result.exit_code == 1
+        assert result.stderr.startswith("rag-eval: <stdin>:3: not valid JSON")
+        assert not out.exists()
+
+    def test_sweep_without_matplotlib_skips_the_plot(self, runner, golden_path, tmp_path, monkeypatch):
+        answers = write_jsonl(tmp_path / "answers.jsonl", perfect_run())
+        out = tmp_path / "default.json"
+        runner.invoke(main, ["score", "--golden", str(golden_path), "--label", "default", "--out", str(out), str(answers)])
+        monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib now raises ImportError
+        png = tmp_path / "sweep.png"
+        result = runner.invoke(
+            main, ["sweep", "--golden", str(golden_path), str(out), "--out", str(tmp_path / "s.json"), "--plot", str(png)]
+        )
+        assert result.exit_code == 0, result.output
+        assert result.stderr == "rag-eval: matplotlib is not installed (pip install 'ragline[plot]'): no plot written\n"
+        assert not png.exists() and (tmp_path / "s.json").exists()
+
+
+def _has_matplotlib() -> bool:
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def test_features_are_rag_answers():
+    rag_answer = pytest.importorskip("rag_answer", reason="rag_answer.py is not in this tree")
+    assert tuple(rag_answer.FEATURES) == rag_eval.FEATURES
+
+
+def test_runs_table_and_no_heavy_import():
+    assert rag_eval.RUNS["answer-no-idf"]["features"] == ["unwrap", "headings", "cue", "dense"]
+    assert rag_eval.RUNS["bm25"] | {"dense": True, "sparse": False} == RUNS["default"]
+    code = "import sys, rag_eval; print(sorted(m for m in ('matplotlib', 'ranx') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert out.stdout == "[]\n"
