@@ -80,10 +80,16 @@ _run label model="all-MiniLM-L6-v2" window="180" embed="" search="" answer="" co
 eval-corpus dir golden_file: model
     just _run default all-MiniLM-L6-v2 180 "" "" "" {{dir}} {{golden_file}} results/$(basename {{golden_file}} .golden.yaml)
 
-# Render the tables from results/ into the README.
+# Render the tables from results/ into the README, and every other generated section.
 tables:
-    rag-eval table results/*.json --readme README.md
+    rag-eval table $(ls results/*.json | grep -v bench.json) --readme README.md
+    just readme
+
+# Regenerate the README's generated sections: chunk statistics, --help texts, bench, reliability.
+readme:
+    python3 scripts/readme.py
 
 # Fail when the README's tables differ from what results/ regenerates.
 tables-check:
-    rag-eval table results/*.json --readme README.md --check
+    rag-eval table $(ls results/*.json | grep -v bench.json) --readme README.md --check
+    python3 scripts/readme.py --check

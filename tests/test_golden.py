@@ -1,0 +1,120 @@
+"""The corpus, the golden set, and the committed results: labels that hold, numbers that match."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from conftest import ROOT, SHARED
+
+import rag_answer
+import rag_chunk
+import rag_eval
+
+GOLDEN = ROOT / "golden.yaml"
+KIND_COUNTS = {"identifier": 6, "semantic": 9, "procedural": 8, "factual": 12, "unanswerable": 7}
+
+
+def fold(text: str) -> str:
+    return " ".join(text.casefold().split())
+
+
+@pytest.fixture(scope="module")
+def chunks() -> dict[str, dict]:
+    return {c["id"]: c for c in rag_chunk.chunk_paths([str(ROOT / "corpus")])}
+
+
+@pytest.fixture(scope="module")
+def golden() -> rag_eval.Golden:
+    return rag_eval.load_golden(str(GOLDEN))
+
+
+def test_corpus_shape():
+    files = sorted(p.name for p in (ROOT / "corpus").glob("*.md"))
+    assert len(files) == 12 and all(re.fullmatch(r"\d\d-[a-z0-9-]+\.md", f) for f in files)
+    assert [f[:2] for f in files] == [f"{i:02d}" for i in range(1, 13)]
+    words = sum(len((ROOT / "corpus" / f).read_text().split()) for f in files)
+    assert 9000 <= words <= 12000
+
+
+def test_kind_counts(golden):
+    assert Counter(q.kind for q in golden.questions) == KIND_COUNTS
+
+
+def test_gold_ids_exist_under_the_default_chunking(golden, chunks):
+    for q in golden.questions:
+        for gid in q.gold:
+            assert gid in chunks, f"{q.id}: {gid}"
+
+
+def test_evidence_is_unique_and_inside_a_gold_chunk(golden, chunks):
+    corpus = fold(" ".join((ROOT / "corpus" / f).read_text() for f in sorted(p.name for p in (ROOT / "corpus").glob("*.md"))))
+    for q in golden.questions:
+        for ev in q.evidence:
+            assert corpus.count(fold(ev)) == 1, f"{q.id}: evidence {ev!r} occurs {corpus.count(fold(ev))} times"
+            assert any(fold(ev) in fold(chunks[g]["text"]) for g in q.gold), f"{q.id}: evidence {ev!r} is in no gold chunk"
+
+
+def test_answer_phrases_are_in_a_gold_chunk_and_not_in_the_question(golden, chunks):
+    for q in golden.questions:
+        for phrase in q.answer_contains:
+            assert any(fold(phrase) in fold(chunks[g]["text"]) for g in q.gold), f"{q.id}: {phrase!r}"
+            assert fold(phrase) not in fold(q.question), f"{q.id}: {phrase!r} is already in the question"
+
+
+def test_unanswerable_questions_carry_no_labels(golden):
+    for q in golden.questions:
+        if q.kind == "unanswerable":
+            assert not (q.gold or q.evidence or q.answer_contains)
+
+
+def test_only_one_chunk_says_when_the_sweep_runs(chunks):
+    timing = [cid for cid, c in chunks.items() if "23:40" in c["text"]]
+    mentions = {c["doc"] for c in chunks.values() if "settlement" in c["text"].lower() and re.search(r"\b(T\+1|next settlement|nightly|every night)\b", c["text"])}
+    assert timing == ["06-settlement#the-nightly-sweep"]
+    assert len(mentions) >= 3
+
+
+@pytest.mark.skipif(not SHARED.is_dir(), reason=f"{SHARED} is absent (it lies beside the repository, not in it)")
+def test_eng_practices_golden_is_valid():
+    g = rag_eval.load_golden(str(ROOT / "eval" / "eng-practices.golden.yaml"))
+    ids = {c["id"] for c in rag_chunk.chunk_paths([str(SHARED)])}
+    for q in g.questions:
+        assert set(q.gold) <= ids, q.id
+
+
+# --------------------------------------------------------------------------- the committed results
+
+
+def test_shipped_threshold_is_the_sweeps_choice():
+    sweep = json.loads((ROOT / "results" / "abstain-sweep.json").read_text())
+    assert rag_answer.DEFAULT_ABSTAIN == pytest.approx(sweep["chosen"]["threshold"]), "update rag_answer.DEFAULT_ABSTAIN and rerun 'just eval'"
+
+
+def test_results_were_scored_against_this_golden_file(golden):
+    for path in (ROOT / "results").glob("*.json"):
+        data = json.loads(path.read_text())
+        if "golden" in data:
+            assert data["golden"]["sha256"] == golden.sha256, f"{path.name}: rerun 'just eval'"
+
+
+def test_readme_tables_match_the_results():
+    results = sorted(str(p) for p in (ROOT / "results").glob("*.json") if p.name != "bench.json")
+    done = subprocess.run([sys.executable, "-m", "rag_eval", "table", *results, "--readme", "README.md", "--check"], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.skipif(not SHARED.is_dir(), reason=f"{SHARED} is absent: the README's chunk table covers it")
+def test_readme_generated_sections_are_current():
+    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "readme.py"), "--check"], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+
+
+def test_readme_opens_with_the_two_commands():
+    head = Path(ROOT / "README.md").read_text().split("\n## ", 1)[0]
+    assert "just demo" in head and "just test" in head
