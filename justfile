@@ -67,18 +67,20 @@ eval: model
     just _run answer-no-cue      all-MiniLM-L6-v2 180 "" "" "--off cue"
     just _run answer-no-dense    all-MiniLM-L6-v2 180 "" "" "--off dense"
     rag-eval sweep results/default.json --golden {{golden}} --out results/abstain-sweep.json --plot results/abstain-sweep.png
+    if [ -d ../shared/corpora/eng-practices/docs ]; then just eval-corpus ../shared/corpora/eng-practices/docs eval/eng-practices.golden.yaml; fi
     just tables
 
-# One configuration: chunk, embed, index into build/eval/LABEL, search, answer, score.
+# One configuration: chunk, embed, index into build/eval/OUT/LABEL, search, answer, score into OUT/LABEL.json.
 _run label model="all-MiniLM-L6-v2" window="180" embed="" search="" answer="" corpus=corpus golden=golden out="results":
-    mkdir -p build/eval/{{label}} {{out}}
-    rag-chunk --words {{window}} {{corpus}} > build/eval/{{label}}/chunks.jsonl
-    rag-embed --quiet --model {{model}} {{embed}} --cache {{cache}} < build/eval/{{label}}/chunks.jsonl | rag-index --out build/eval/{{label}}/idx
-    rag-eval questions {{golden}} | rag-search --index build/eval/{{label}}/idx {{search}} | rag-answer --index build/eval/{{label}}/idx {{answer}} | rag-eval score --golden {{golden}} --label {{label}} --corpus-chunks build/eval/{{label}}/chunks.jsonl --out {{out}}/{{label}}.json
+    mkdir -p build/eval/{{out}}/{{label}} {{out}}
+    rag-chunk --words {{window}} {{corpus}} > build/eval/{{out}}/{{label}}/chunks.jsonl
+    rag-embed --quiet --model {{model}} {{embed}} --cache {{cache}} < build/eval/{{out}}/{{label}}/chunks.jsonl | rag-index --out build/eval/{{out}}/{{label}}/idx
+    rag-eval questions {{golden}} | rag-search --index build/eval/{{out}}/{{label}}/idx {{search}} | rag-answer --index build/eval/{{out}}/{{label}}/idx {{answer}} | rag-eval score --golden {{golden}} --label {{label}} --corpus-chunks build/eval/{{out}}/{{label}}/chunks.jsonl --out {{out}}/{{label}}.json
 
 # The default configuration on another corpus with its own golden file.
 eval-corpus dir golden_file: model
     just _run default all-MiniLM-L6-v2 180 "" "" "" {{dir}} {{golden_file}} results/$(basename {{golden_file}} .golden.yaml)
+    rag-eval table results/$(basename {{golden_file}} .golden.yaml)/*.json > results/$(basename {{golden_file}} .golden.yaml)/tables.md
 
 # Render the tables from results/ into the README, and every other generated section.
 tables:

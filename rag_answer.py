@@ -221,40 +221,48 @@ def candidates(block: Block, unwrap: bool = True) -> list[Candidate]:
     return out
 
 
-_TIME = re.compile(
-    r"\b\d{1,2}:\d{2}\b|\b(?:T\+\d+|\d+\s*(?:minutes?|hours?|days?|business days?|calendar days?|seconds?|weeks?|months?))\b|\b(?:daily|nightly|every (?:day|night|hour))\b",
-    re.I,
-)
+_CLOCK = re.compile(r"\b\d{1,2}:\d{2}\b|\b(?:T\+\d+|daily|nightly|every (?:day|night|hour|week)|once a (?:day|week)|midnight|noon)\b", re.I)
+_DURATION = re.compile(r"\b(?:\d[\d,.]*|one|two|three|four|five|six|seven|ten|\w+teen|twenty|thirty|sixty|ninety)[\s-]+(?:business |calendar |working )?(?:seconds?|minutes?|hours?|days?|weeks?|months?)\b", re.I)
 _NUMBER = re.compile(r"\b\d[\d,.]*\b")
-_STEP_Q = re.compile(
-    r"^\s*(?:how (?:do|can|should) (?:i|we|you)|how to|what (?:are the )?steps|steps to|what do i do|what should i do)\b", re.I
-)
+_DEFINING = re.compile(r"\b(?:is|are|means|refers to|stands for|is called)\b", re.I)
+_STEP_Q = re.compile(r"\bhow (?:do|can|should|would) (?:i|we|you)\b|\bhow to\b|\bsteps?\b|\bprocedure\b|\bwhat (?:do|should) (?:i|we) do\b|\brecover", re.I)
 _CODE_Q = re.compile(r"\b(?:command|curl|payload|json|config|configuration|yaml|snippet|example request|request body|sample)\b", re.I)
+_DURATION_Q = re.compile(r"\b(?:how long|how quickly|how soon|how fast|deadline|within|how many (?:days|hours|minutes|seconds)|retention|kept for|validity|valid for)\b", re.I)
+_TIME_Q = re.compile(r"\b(?:when|what time|schedule|how often)\b", re.I)
+_NUMBER_Q = re.compile(r"\b(?:how many|how much|minimum|maximum|limit|rate|threshold|smallest|largest)\b", re.I)
+_DEFINITION_Q = re.compile(r"^\s*(?:what(?:'s| is| are| does)\b.*\b(?:mean|means|stand for)\b|what(?:'s| is| are) (?:a |an |the )?\S+\s*\??$)|^\s*\S*\d\S*\s*\??\s*$", re.I)
 
 
 def question_cue(question: str) -> str | None:
-    """The kind of answer a question asks for: time, number, steps, code, or None."""
-    q = question.strip().lower()
-    if _CODE_Q.search(q):
-        return "code"
-    if re.search(r"\b(?:when|what time|how long|how soon|deadline|schedule|window)\b", q):
-        return "time"
-    if re.search(r"\b(?:how many|how much|what is the (?:minimum|maximum|limit)|minimum|maximum|limit|rate)\b", q):
-        return "number"
-    if _STEP_Q.search(q):
-        return "steps"
+    """The kind of answer a question asks for.
+
+    code (a command, payload or config), steps ("how do I", "recovery steps"),
+    duration ("how long", "how quickly", "deadline"), time ("when", "what time"),
+    number ("how many", "limit"), definition ("what does X mean", "what is X",
+    a bare identifier), or None. The first that matches, in that order.
+    """
+    q = question.strip()
+    for cue, pattern in (("code", _CODE_Q), ("steps", _STEP_Q), ("duration", _DURATION_Q), ("time", _TIME_Q), ("number", _NUMBER_Q), ("definition", _DEFINITION_Q)):
+        if pattern.search(q):
+            return cue
     return None
 
 
 def cue_match(cue: str | None, cand: Candidate) -> float:
+    """How well a candidate has what the cue asks for: 1.0 fully, a fraction in part, 0.0 not."""
+    text = cand.text
     if cue == "time":
-        return 1.0 if _TIME.search(cand.text) else 0.0
+        return 1.0 if _CLOCK.search(text) else 0.3 if _DURATION.search(text) else 0.0
+    if cue == "duration":
+        return 1.0 if _DURATION.search(text) else 0.0
     if cue == "number":
-        return 1.0 if _NUMBER.search(cand.text) else 0.0
+        return 1.0 if _NUMBER.search(text) else 0.0
     if cue == "steps":
         return 1.0 if cand.kind in ("item", "code") else 0.0
     if cue == "code":
         return 1.0 if cand.kind == "code" else 0.0
+    if cue == "definition":
+        return 1.0 if cand.kind == "row" else 0.7 if _DEFINING.search(text) and len(text.split()) >= 6 else 0.0
     return 0.0
 
 
@@ -328,9 +336,9 @@ class Extractive:
             chosen = [best]
         else:
             chosen = [best, *[c for c in ranked[1:] if c.score >= KEEP_RATIO * best.score and c.kind != "code"][: MAX_SENTENCES - 1]]
-            if cue in ("time", "number") and not any(cue_match(cue, c) for c in chosen):
+            if cue in ("time", "duration", "number") and not any(cue_match(cue, c) == 1.0 for c in chosen):
                 # the answer must hold what was asked for: add the best candidate that has it
-                fit = [c for c in ranked if cue_match(cue, c) and c.score >= 0.5 * best.score]
+                fit = [c for c in ranked if cue_match(cue, c) == 1.0 and c.score >= 0.5 * best.score]
                 if fit:
                     chosen = [*chosen[: MAX_SENTENCES - 1], fit[0]]
         chosen.sort(key=lambda c: (c.block, c.position))

@@ -452,7 +452,10 @@ def front_matter(doc: Doc) -> tuple[int, str | None]:
             except yaml.YAMLError as err:
                 mark = getattr(err, "problem_mark", None)
                 line = mark.line + 2 if mark else 1
-                raise StageError(f"front matter is not valid YAML: {getattr(err, 'problem', err)}", ragline.place(doc.path, line)) from None
+                if isinstance(err, yaml.reader.ReaderError):  # a control character: a position, no mark
+                    line = "\n".join(doc.lines[1:j])[: err.position].count("\n") + 2
+                problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+                raise StageError(f"front matter is not valid YAML: {problem}", ragline.place(doc.path, line)) from None
             except (ValueError, TypeError, RecursionError) as err:  # safe constructors raise these: !!timestamp 2020-99-99, [[[[...
                 raise StageError(f"front matter is not valid YAML: {ragline._one_line(str(err) or type(err).__name__, 200)}", ragline.place(doc.path, 1)) from None
             if isinstance(meta, dict) and isinstance(meta.get("title"), str):

@@ -749,11 +749,50 @@ def score_question(
         "refused": refused,
         "reason": record.get("reason"),
         "confidence": confidence,
+        "signals": _abstain_signals(record, hits),
         "ms": _round(search_ms + answer_ms),
         "search_ms": search_ms,
         "answer_ms": answer_ms,
     }
     return row
+
+
+def _abstain_signals(record: dict[str, Any], hits: list[dict[str, Any]]) -> dict[str, float]:
+    """Candidate abstain signals seen on one record, for `signal_auc`: the confidence's
+    parts, the top hit's final score, and its reciprocal-rank-fusion score when fused."""
+    out: dict[str, float] = {}
+    parts = record.get("confidence_parts")
+    if isinstance(parts, dict):
+        out |= {f"part:{k}": float(v) for k, v in parts.items() if isinstance(v, int | float)}
+    if hits:
+        top = hits[0]
+        if isinstance(top.get("score"), int | float):
+            out["top score"] = float(top["score"])
+        rrf = (top.get("signals") or {}).get("rrf")
+        if isinstance(rrf, int | float):
+            out["top RRF score"] = float(rrf)
+    return out
+
+
+def signal_auc(rows: Sequence[dict[str, Any]], signal: str) -> float | None:
+    """ROC AUC of a signal for telling answerable (positive) from unanswerable questions.
+
+        AUC = P(s(a) > s(u)) + P(s(a) = s(u)) / 2  over all pairs (a answerable, u unanswerable)
+
+    (the Mann-Whitney form). 1.0: every answerable question scores above every
+    unanswerable one; 0.5: no better than chance. None when either class is missing
+    or the signal is absent from a row.
+    """
+    values = [(r["answerable"], r["confidence"] if signal == "confidence" else (r.get("signals") or {}).get(signal)) for r in rows]
+    if any(v is None for _, v in values):
+        return None
+    pos = np.array([v for a, v in values if a], dtype=np.float64)
+    neg = np.array([v for a, v in values if not a], dtype=np.float64)
+    if not len(pos) or not len(neg):
+        return None
+    greater = (pos[:, None] > neg[None, :]).sum()
+    ties = (pos[:, None] == neg[None, :]).sum()
+    return float((greater + ties / 2) / (len(pos) * len(neg)))
 
 
 def _number(record: dict[str, Any], name: str, where: Line) -> float:
@@ -1063,6 +1102,12 @@ def render_tables(results: Sequence[tuple[str, dict[str, Any]]]) -> str:
     lines += ["", "Refusals:", ""]
     lines += ["| run | " + " | ".join(title for title, _ in REFUSAL_COLUMNS) + " |", "| --- |" + " ---: |" * len(REFUSAL_COLUMNS)]
     lines += [f"| {name(r)} | " + " | ".join(cell(r, m) for _, m in REFUSAL_COLUMNS) + " |" for r in ordered]
+    signals = ["confidence", "part:best", "part:coverage", "part:dense", "top score", "top RRF score"]
+    auc_rows = [(r, [signal_auc(r["questions"], sg) for sg in signals]) for r in ordered if r["label"] in ("default", "hybrid", "bm25", "hash")]
+    if auc_rows:
+        lines += ["", "How well each candidate abstain signal tells answerable from unanswerable questions (ROC AUC; 0.5 is chance):", ""]
+        lines += ["| run | " + " | ".join(sg.removeprefix("part:") for sg in signals) + " |", "| --- |" + " ---: |" * len(signals)]
+        lines += [f"| {name(r)} | " + " | ".join("–" if v is None else f"{v:.2f}" for v in values) + " |" for r, values in auc_rows]
     for _, swept in sorted(sweeps, key=lambda item: list(RUNS).index(item[1]["label"]) if item[1]["label"] in RUNS else len(RUNS)):
         lines += ["", *sweep_table(swept)]
     notes = []

@@ -9,6 +9,7 @@ Sections are delimited by `<!-- NAME:begin -->` and `<!-- NAME:end -->`:
   bench       results/bench.md (written by `just bench`)
   reliability results/reliability.json (written by tests/measure_large.py)
   bad-input   the bad-input battery's table (tests/bad_input_table.py)
+  eng-practices  results/eng-practices/tables.md (written by `just eval-corpus`)
 The result tables (`tables`) belong to `rag-eval table --readme`.
 """
 
@@ -83,6 +84,7 @@ SECTIONS = {
     "bench": lambda: file_section(ROOT / "results" / "bench.md", "run `just bench`"),
     "reliability": lambda: file_section(ROOT / "results" / "reliability.md", "run `python3 tests/measure_large.py`"),
     "bad-input": bad_input,
+    "eng-practices": lambda: file_section(ROOT / "results" / "eng-practices" / "tables.md", "run `just eval`"),
 }
 
 

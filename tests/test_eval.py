@@ -466,7 +466,7 @@ class TestScore:
         }  # fmt: skip
         assert list(result["questions"][0]) == [
             "id", "kind", "answerable", "gold", "refound", "ranked", "recall@1", "recall@3", "recall@5", "rr", "ndcg@5",
-            "answer_ok", "citations", "citations_on_target", "refused", "reason", "confidence", "ms", "search_ms", "answer_ms",
+            "answer_ok", "citations", "citations_on_target", "refused", "reason", "confidence", "signals", "ms", "search_ms", "answer_ms",
         ]  # fmt: skip
         assert set(result["intervals"]["overall"]) == set(rag_eval.INTERVAL_METRICS)
         assert orjson.loads(rag_eval.dump_json(result)) == result
@@ -871,3 +871,18 @@ def test_runs_table_and_no_heavy_import():
     code = "import sys, rag_eval; print(sorted(m for m in ('matplotlib', 'ranx') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert out.stdout == "[]\n"
+
+
+def test_signal_auc_by_hand():
+    rows = [
+        {"answerable": True, "confidence": 0.9, "signals": {"top RRF score": 1 / 61}},
+        {"answerable": True, "confidence": 0.4, "signals": {"top RRF score": 1 / 61}},
+        {"answerable": False, "confidence": 0.5, "signals": {"top RRF score": 1 / 61}},
+        {"answerable": False, "confidence": 0.1, "signals": {"top RRF score": 2 / 62}},
+    ]
+    # confidence: pairs (0.9>0.5, 0.9>0.1, 0.4<0.5, 0.4>0.1) -> 3 of 4
+    assert rag_eval.signal_auc(rows, "confidence") == pytest.approx(0.75)
+    # the RRF score: 1/61 = 1/61 tie (0.5), 1/61 < 2/62 (0) for both answerable rows -> 1 of 4
+    assert rag_eval.signal_auc(rows, "top RRF score") == pytest.approx(0.25)
+    assert rag_eval.signal_auc(rows, "missing") is None
+    assert rag_eval.signal_auc(rows[:2], "confidence") is None
