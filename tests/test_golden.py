@@ -75,7 +75,11 @@ def test_unanswerable_questions_carry_no_labels(golden):
 
 def test_only_one_chunk_says_when_the_sweep_runs(chunks):
     timing = [cid for cid, c in chunks.items() if "23:40" in c["text"]]
-    mentions = {c["doc"] for c in chunks.values() if "settlement" in c["text"].lower() and re.search(r"\b(T\+1|next settlement|nightly|every night)\b", c["text"])}
+    mentions = {
+        c["doc"]
+        for c in chunks.values()
+        if "settlement" in c["text"].lower() and re.search(r"\b(T\+1|next settlement|nightly|every night)\b", c["text"])
+    }
     assert timing == ["06-settlement#the-nightly-sweep"]
     assert len(mentions) >= 3
 
@@ -93,7 +97,9 @@ def test_eng_practices_golden_is_valid():
 
 def test_shipped_threshold_is_the_sweeps_choice():
     sweep = json.loads((ROOT / "results" / "abstain-sweep.json").read_text())
-    assert rag_answer.DEFAULT_ABSTAIN == pytest.approx(sweep["chosen"]["threshold"]), "update rag_answer.DEFAULT_ABSTAIN and rerun 'just eval'"
+    assert pytest.approx(sweep["chosen"]["threshold"]) == rag_answer.DEFAULT_ABSTAIN, (
+        "update rag_answer.DEFAULT_ABSTAIN and rerun 'just eval'"
+    )
 
 
 def test_results_were_scored_against_this_golden_file(golden):
@@ -105,7 +111,9 @@ def test_results_were_scored_against_this_golden_file(golden):
 
 def test_readme_tables_match_the_results():
     results = sorted(str(p) for p in (ROOT / "results").glob("*.json") if p.name != "bench.json")
-    done = subprocess.run([sys.executable, "-m", "rag_eval", "table", *results, "--readme", "README.md", "--check"], cwd=ROOT, capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "rag_eval", "table", *results, "--readme", "README.md", "--check"], cwd=ROOT, capture_output=True, text=True
+    )
     assert done.returncode == 0, done.stderr
 
 
