@@ -23,7 +23,7 @@ model:
 # Chunk, embed and index the Northwind handbook, then answer a question from it.
 demo: model index
     rag-answer --index build/idx --json "When does the settlement sweep run?" | python3 -c 'import json, sys; r = json.load(sys.stdin); print(r["question"]); print(r["answer"]); [print("[%d] %s :: %s (%s:%s-%s)" % (c["n"], c["doc"], " > ".join(c["headings"]), c["path"], c["start_line"], c["end_line"])) for c in r["citations"]]'
-    rag-answer --index build/idx --json "Can customers pay with Apple Pay?" | python3 -c 'import json, sys; r = json.load(sys.stdin); print(); print(r["question"]); print(r["answer"], "(" + r["reason"] + ")" if r["refused"] else "")'
+    rag-answer --index build/idx --json "Is Northwind PCI DSS Level 1 certified?" | python3 -c 'import json, sys; r = json.load(sys.stdin); print(); print(r["question"], "(confidence %.2f)" % r["confidence"]); print(r["answer"], "(" + r["reason"] + ")" if r["refused"] else "")'
 
 # Build the default index of the Northwind handbook in build/idx.
 index: model
@@ -67,7 +67,7 @@ eval: model
     just _run answer-no-cue      all-MiniLM-L6-v2 180 "" "" "--off cue"
     just _run answer-no-dense    all-MiniLM-L6-v2 180 "" "" "--off dense"
     rag-eval sweep results/default.json --golden {{golden}} --out results/abstain-sweep.json --plot results/abstain-sweep.png
-    if [ -d ../shared/corpora/eng-practices/docs ]; then just eval-corpus ../shared/corpora/eng-practices/docs eval/eng-practices.golden.yaml; fi
+    if [ -d ../shared/corpora/eng-practices/docs ]; then just eval-corpus ../shared/corpora/eng-practices/docs eval/eng-practices.golden.yaml; just examples; fi
     just tables
 
 # One configuration: chunk, embed, index into build/eval/OUT/LABEL, search, answer, score into OUT/LABEL.json.
@@ -81,6 +81,11 @@ _run label model="all-MiniLM-L6-v2" window="180" embed="" search="" answer="" co
 eval-corpus dir golden_file: model
     just _run default all-MiniLM-L6-v2 180 "" "" "" {{dir}} {{golden_file}} results/$(basename {{golden_file}} .golden.yaml)
     rag-eval table results/$(basename {{golden_file}} .golden.yaml)/*.json > results/$(basename {{golden_file}} .golden.yaml)/tables.md
+
+# Answers to a few questions on the eng-practices index, for the README (one of them should be refused).
+examples idx="build/eval/results/eng-practices/default/idx":
+    rag-answer --index {{idx}} --json "How quickly should I respond to a code review?" "What should I do when the author pushes back on my comment?" "Can I squash my commits before review?" "How do I configure Gerrit to require two approvals?" \
+      | python3 -c 'import json, sys, rag_answer; [print("**" + r["question"] + "** (confidence %.2f)\n\n```text\n%s```\n" % (r["confidence"], rag_answer.render(r))) for r in map(json.loads, sys.stdin)]' > results/eng-practices/examples.md
 
 # Render the tables from results/ into the README, and every other generated section.
 tables:

@@ -103,11 +103,22 @@ def escape_markers(text: str) -> str:
 # --------------------------------------------------------------------------- the citation check
 
 
+_ABBREVIATION = re.compile(r"(?:\b(?:vs|e\.g|i\.e|etc|cf|approx|incl|Mr|Ms|Dr|No|Fig)|\b[A-Z])\.$")
+
+
 def sentences(text: str) -> list[str]:
     """Sentences of one line of prose. A list ordinal (`1.`) or a bare run of markers
-    (`[1]`) is not a sentence: it joins its neighbour."""
+    (`[1]`) is not a sentence: it joins its neighbour; so does a piece ending in an
+    abbreviation (`vs.`, `e.g.`, an initial)."""
     out: list[str] = []
-    for piece in _SENTENCE.split(text.strip()):
+    pieces = _SENTENCE.split(text.strip())
+    merged: list[str] = []
+    for piece in pieces:
+        if merged and _ABBREVIATION.search(merged[-1]):
+            merged[-1] = merged[-1] + " " + piece
+        else:
+            merged.append(piece)
+    for piece in merged:
         lead = re.match(r"^((?:\[\d{1,3}\]\s*)+)(.*)$", piece)
         if out and lead:  # markers opening a piece close the sentence before it
             out[-1] = out[-1] + " " + lead.group(1).strip()

@@ -84,6 +84,7 @@ SECTIONS = {
     "bench": lambda: file_section(ROOT / "results" / "bench.md", "run `just bench`"),
     "reliability": lambda: file_section(ROOT / "results" / "reliability.md", "run `python3 tests/measure_large.py`"),
     "bad-input": bad_input,
+    "examples": lambda: file_section(ROOT / "results" / "eng-practices" / "examples.md", "run `just eval`"),
     "eng-practices": lambda: file_section(ROOT / "results" / "eng-practices" / "tables.md", "run `just eval`"),
 }
 

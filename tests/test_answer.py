@@ -58,6 +58,14 @@ class TestCandidates:
         assert not any("code | meaning" in t for _, t in got)
 
 
+def test_abbreviations_do_not_end_sentences():
+    assert rag_answer.sentences("Err on the side of small vs. CLs that are too large. Next one.") == [
+        "Err on the side of small vs. CLs that are too large.",
+        "Next one.",
+    ]
+    assert rag_answer.sentences("Use a tool, e.g. Gerrit. Then stop.") == ["Use a tool, e.g. Gerrit.", "Then stop."]
+
+
 class TestCitationCheck:
     def test_every_sentence_needs_a_citation(self):
         kept, cited, dropped = check_citations("Cited here [1]. Not cited. Also cited [2].", 3)
