@@ -233,15 +233,26 @@ def candidates(block: Block, unwrap: bool = True) -> list[Candidate]:
 
 
 _CLOCK = re.compile(r"\b\d{1,2}:\d{2}\b|\b(?:T\+\d+|daily|nightly|every (?:day|night|hour|week)|once a (?:day|week)|midnight|noon)\b", re.I)
-_DURATION = re.compile(r"\b(?:\d[\d,.]*|one|two|three|four|five|six|seven|ten|\w+teen|twenty|thirty|sixty|ninety)[\s-]+(?:business |calendar |working )?(?:seconds?|minutes?|hours?|days?|weeks?|months?)\b", re.I)
+_DURATION = re.compile(
+    r"\b(?:\d[\d,.]*|one|two|three|four|five|six|seven|ten|\w+teen|twenty|thirty|sixty|ninety)[\s-]+(?:business |calendar |working )?(?:seconds?|minutes?|hours?|days?|weeks?|months?)\b",
+    re.I,
+)
 _NUMBER = re.compile(r"\b\d[\d,.]*\b")
 _DEFINING = re.compile(r"\b(?:is|are|means|refers to|stands for|is called)\b", re.I)
-_STEP_Q = re.compile(r"\bhow (?:do|can|should|would) (?:i|we|you)\b|\bhow to\b|\bsteps?\b|\bprocedure\b|\bwhat (?:do|should) (?:i|we) do\b|\brecover", re.I)
+_STEP_Q = re.compile(
+    r"\bhow (?:do|can|should|would) (?:i|we|you)\b|\bhow to\b|\bsteps?\b|\bprocedure\b|\bwhat (?:do|should) (?:i|we) do\b|\brecover", re.I
+)
 _CODE_Q = re.compile(r"\b(?:command|curl|payload|json|config|configuration|yaml|snippet|example request|request body|sample)\b", re.I)
-_DURATION_Q = re.compile(r"\b(?:how long|how quickly|how soon|how fast|deadline|within|how many (?:days|hours|minutes|seconds)|retention|kept for|validity|valid for)\b", re.I)
+_DURATION_Q = re.compile(
+    r"\b(?:how long|how quickly|how soon|how fast|deadline|within|how many (?:days|hours|minutes|seconds)|retention|kept for|validity|valid for)\b",
+    re.I,
+)
 _TIME_Q = re.compile(r"\b(?:when|what time|schedule|how often)\b", re.I)
 _NUMBER_Q = re.compile(r"\b(?:how many|how much|minimum|maximum|limit|rate|threshold|smallest|largest)\b", re.I)
-_DEFINITION_Q = re.compile(r"^\s*(?:what(?:'s| is| are| does)\b.*\b(?:mean|means|stand for)\b|what(?:'s| is| are) (?:a |an |the )?\S+\s*\??$)|^\s*\S*\d\S*\s*\??\s*$", re.I)
+_DEFINITION_Q = re.compile(
+    r"^\s*(?:what(?:'s| is| are| does)\b.*\b(?:mean|means|stand for)\b|what(?:'s| is| are) (?:a |an |the )?\S+\s*\??$)|^\s*\S*\d\S*\s*\??\s*$",
+    re.I,
+)
 
 
 def question_cue(question: str) -> str | None:
@@ -253,7 +264,14 @@ def question_cue(question: str) -> str | None:
     a bare identifier), or None. The first that matches, in that order.
     """
     q = question.strip()
-    for cue, pattern in (("code", _CODE_Q), ("steps", _STEP_Q), ("duration", _DURATION_Q), ("time", _TIME_Q), ("number", _NUMBER_Q), ("definition", _DEFINITION_Q)):
+    for cue, pattern in (
+        ("code", _CODE_Q),
+        ("steps", _STEP_Q),
+        ("duration", _DURATION_Q),
+        ("time", _TIME_Q),
+        ("number", _NUMBER_Q),
+        ("definition", _DEFINITION_Q),
+    ):
         if pattern.search(q):
             return cue
     return None
@@ -484,6 +502,9 @@ def answer_records(
         for i, hit in enumerate(hits):
             if not isinstance(hit, dict) or not isinstance(hit.get("chunk_id"), str) or not isinstance(hit.get("text"), str):
                 raise StageError(f"hit {i + 1} must be an object with 'chunk_id' and 'text' strings", str(where))
+            headings = hit.get("headings", [])
+            if not isinstance(headings, list) or not all(isinstance(h, str) for h in headings):
+                raise StageError(f"hit {i + 1}: 'headings' must be a list of strings", str(where))
         ragline.field(record, "confidence", float, where)
         record.update(answer(record, generator, threshold, size))
         record["schema"] = "answer/1"
@@ -559,15 +580,7 @@ def _features(off: tuple[str, ...]) -> tuple[str, ...]:
 @click.option("--json", "as_json", is_flag=True, help="JSON Lines even on a terminal.")
 def main(
     questions: tuple[str, ...],
-    index_path: str,
-    model: str | None,
-    dense: bool,
-    sparse: bool,
-    rerank: str,
-    k: int,
-    rrf_k: int,
-    candidates: int,
-    threads: int,
+    search: rag_search.SearchArgs,
     hits_path: str | None,
     llm: str,
     off: tuple[str, ...],
@@ -580,7 +593,7 @@ def main(
     with ragline.stage(STAGE):
         features = _features(off)
         limit = threshold if threshold is not None else _threshold()
-        index = rag_index.load(index_path)
+        index = rag_index.load(search.index_path)
         if llm == "openai":
             generator: Extractive | OpenAIChat = OpenAIChat()
         else:
@@ -588,13 +601,10 @@ def main(
             if "dense" in features:
                 import rag_embed
 
-                embedder = rag_embed.load_embedder(model or index.manifest["model"], threads=threads)
+                embedder = rag_embed.load_embedder(search.model or index.manifest["model"], threads=search.threads)
             generator = Extractive(features, index.bm25, embedder)
         if questions:
-            config = rag_search.Config(
-                dense=dense, sparse=sparse, rerank=rerank, k=max(k, size), rrf_k=rrf_k, candidates=max(candidates, k, size)
-            )
-            searcher = rag_search.Searcher(index, config, model=model, threads=threads)
+            searcher = rag_search.Searcher(index, search.config(at_least=size), model=search.model, threads=search.threads)
             records: Iterable[tuple[ragline.Line, dict[str, Any]]] = rag_search.search_records(
                 searcher, rag_search.question_records(questions, None, "")
             )

@@ -456,8 +456,10 @@ def front_matter(doc: Doc) -> tuple[int, str | None]:
                     line = "\n".join(doc.lines[1:j])[: err.position].count("\n") + 2
                 problem = getattr(err, "problem", None) or str(err).splitlines()[0]
                 raise StageError(f"front matter is not valid YAML: {problem}", ragline.place(doc.path, line)) from None
-            except (ValueError, TypeError, RecursionError) as err:  # safe constructors raise these: !!timestamp 2020-99-99, [[[[...
-                raise StageError(f"front matter is not valid YAML: {ragline._one_line(str(err) or type(err).__name__, 200)}", ragline.place(doc.path, 1)) from None
+            except Exception as err:  # PyYAML's safe constructors raise more than YAMLError: !!timestamp 2020-99-99, [[[[...
+                raise StageError(
+                    f"front matter is not valid YAML: {ragline._one_line(str(err) or type(err).__name__, 200)}", ragline.place(doc.path, 1)
+                ) from None
             if isinstance(meta, dict) and isinstance(meta.get("title"), str):
                 title = meta["title"]
             return j + 1, title

@@ -187,14 +187,24 @@ def parse_golden(data: bytes | str, source: str) -> Golden:
     unanswerable one has none of them.
     """
     raw = data.encode() if isinstance(data, str) else data
-    loader = yaml.SafeLoader(raw)
     try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise StageError(f"not UTF-8 (byte 0x{raw[err.start]:02x})", place(source, raw.count(b"\n", 0, err.start) + 1)) from None
+    if "\x00" in text:
+        raise StageError("a NUL byte: not a YAML text file", place(source, text.count("\n", 0, text.index("\x00")) + 1))
+    loader = None
+    try:
+        loader = yaml.SafeLoader(text)
         root = loader.get_single_node()
         document = loader.construct_document(root) if root is not None else None
     except yaml.YAMLError as err:
         raise _yaml_error(err, source) from None
+    except Exception as err:  # the safe constructors raise more than YAMLError: !!timestamp 2020-99-99, deep nesting
+        raise StageError(f"not valid YAML: {ragline._one_line(str(err) or type(err).__name__, 200)}", source) from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
     if root is None:
         raise StageError("empty golden file", source)
     if not isinstance(root, yaml.MappingNode) or not isinstance(document, dict):
@@ -867,7 +877,42 @@ def load_result(path: str, schemas: Collection[str] = (RESULT_SCHEMA,)) -> dict[
     if got not in schemas:
         want = " or ".join(_show(s) for s in schemas)
         raise StageError(f"not a rag-eval {'score result' if len(schemas) == 1 else 'file'} (schema {_show(got)}, expected {want})", path)
+    shape = RESULT_SHAPE if got == RESULT_SCHEMA else SWEEP_SHAPE
+    for dotted, kind in shape.items():
+        value: Any = result
+        for key in dotted.split("."):
+            value = value.get(key) if isinstance(value, dict) else None
+        if not isinstance(value, kind):
+            raise StageError(f"a {got} file without a valid '{dotted}': regenerate it", path)
     return result
+
+
+# The fields `table` and `sweep` read from each kind of file, checked by `load_result`.
+RESULT_SHAPE: dict[str, type | tuple[type, ...]] = {
+    "label": str,
+    "actual": dict,
+    "golden.sha256": str,
+    "golden.source": str,
+    "counts.questions": int,
+    "counts.answerable": int,
+    "counts.unanswerable": int,
+    "questions": list,
+    "aggregates.overall": dict,
+    "aggregates.by_kind": dict,
+    "intervals.overall": dict,
+    "intervals.by_kind": dict,
+    "settings.resamples": int,
+}
+SWEEP_SHAPE: dict[str, type | tuple[type, ...]] = {
+    "label": str,
+    "golden.sha256": str,
+    "rule.budget": (int, float),
+    "counts.questions": int,
+    "chosen.threshold": (int, float),
+    "loo.thresholds.min": (int, float),
+    "loo.thresholds.max": (int, float),
+    "curve": list,
+}
 
 
 def dump_json(value: dict[str, Any]) -> bytes:
@@ -1103,7 +1148,9 @@ def render_tables(results: Sequence[tuple[str, dict[str, Any]]]) -> str:
     lines += ["| run | " + " | ".join(title for title, _ in REFUSAL_COLUMNS) + " |", "| --- |" + " ---: |" * len(REFUSAL_COLUMNS)]
     lines += [f"| {name(r)} | " + " | ".join(cell(r, m) for _, m in REFUSAL_COLUMNS) + " |" for r in ordered]
     signals = ["confidence", "part:best", "part:coverage", "part:dense", "top score", "top RRF score"]
-    auc_rows = [(r, [signal_auc(r["questions"], sg) for sg in signals]) for r in ordered if r["label"] in ("default", "hybrid", "bm25", "hash")]
+    auc_rows = [
+        (r, [signal_auc(r["questions"], sg) for sg in signals]) for r in ordered if r["label"] in ("default", "hybrid", "bm25", "hash")
+    ]
     if auc_rows:
         lines += ["", "How well each candidate abstain signal tells answerable from unanswerable questions (ROC AUC; 0.5 is chance):", ""]
         lines += ["| run | " + " | ".join(sg.removeprefix("part:") for sg in signals) + " |", "| --- |" + " ---: |" * len(signals)]

@@ -227,7 +227,15 @@ def collect(records: Iterable[tuple[ragline.Line, dict[str, Any]]]) -> tuple[lis
         sha = record.get("model_sha256")
         long_mode = record.get("embed_long", "truncate")
         if not facts:
-            facts = {"model": model, "sha256": sha, "dim": len(row), "headings": headings, "long": long_mode, "window": record.get("window"), "first": at}
+            facts = {
+                "model": model,
+                "sha256": sha,
+                "dim": len(row),
+                "headings": headings,
+                "long": long_mode,
+                "window": record.get("window"),
+                "first": at,
+            }
         elif long_mode != facts["long"]:
             raise StageError("embed_long differs from the first record's: re-embed the whole corpus one way", at)
         elif sha != facts["sha256"]:

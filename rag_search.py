@@ -22,6 +22,7 @@ reorders the candidates by idf-weighted query-term overlap, headings weighted.
 
 from __future__ import annotations
 
+import functools
 import sys
 import time
 from collections.abc import Iterable, Iterator
@@ -373,8 +374,39 @@ def render(record: dict[str, Any], width: int = 100) -> str:
 # --------------------------------------------------------------------------- the command
 
 
+@dataclass(frozen=True)
+class SearchArgs:
+    """The retrieval options as given on the command line (see `search_options`)."""
+
+    index_path: str
+    model: str | None
+    dense: bool
+    sparse: bool
+    rerank: str
+    k: int
+    rrf_k: int
+    candidates: int
+    threads: int
+
+    def config(self, at_least: int = 1) -> Config:
+        """The Config these options ask for, with k and the candidate lists at least `at_least` long."""
+        k = max(self.k, at_least)
+        config = Config(dense=self.dense, sparse=self.sparse, rerank=self.rerank, k=k, rrf_k=self.rrf_k, candidates=max(self.candidates, k))
+        config.check()
+        return config
+
+
 def search_options(f: Any) -> Any:
-    """The retrieval options, shared with rag-answer (which runs the search itself)."""
+    """The retrieval options, shared with rag-answer (which runs the search itself).
+
+    The decorated command receives them as one `search: SearchArgs` argument.
+    """
+
+    @functools.wraps(f)
+    def command(*args: Any, **kwargs: Any) -> Any:
+        fields = {name: kwargs.pop(name) for name in SearchArgs.__dataclass_fields__}
+        return f(*args, search=SearchArgs(**fields), **kwargs)
+
     options = [
         click.option(
             "--index",
@@ -444,16 +476,12 @@ def search_options(f: Any) -> Any:
         ),
     ]
     for option in reversed(options):
-        f = option(f)
-    return f
+        command = option(command)
+    return command
 
 
-def make_searcher(
-    index_path: str, model: str | None, dense: bool, sparse: bool, rerank: str, k: int, rrf_k: int, candidates: int, threads: int
-) -> Searcher:
-    config = Config(dense=dense, sparse=sparse, rerank=rerank, k=max(k, 1), rrf_k=rrf_k, candidates=max(candidates, k))
-    config.check()
-    return Searcher(rag_index.load(index_path), config, model=model, threads=threads)
+def make_searcher(search: SearchArgs) -> Searcher:
+    return Searcher(rag_index.load(search.index_path), search.config(), model=search.model, threads=search.threads)
 
 
 def question_records(questions: tuple[str, ...], queries: str | None, usage: str) -> Iterator[tuple[ragline.Line, dict[str, Any]]]:
@@ -478,15 +506,7 @@ def question_records(questions: tuple[str, ...], queries: str | None, usage: str
 @click.option("--json", "as_json", is_flag=True, help="JSON Lines even on a terminal.")
 def main(
     questions: tuple[str, ...],
-    index_path: str,
-    model: str | None,
-    dense: bool,
-    sparse: bool,
-    rerank: str,
-    k: int,
-    rrf_k: int,
-    candidates: int,
-    threads: int,
+    search: SearchArgs,
     queries: str | None,
     explain_id: str | None,
     as_json: bool,
@@ -494,7 +514,7 @@ def main(
     """Search an index for each question (arguments, or query records on stdin)."""
     ragline.die_on_sigterm()
     with ragline.stage(STAGE):
-        searcher = make_searcher(index_path, model, dense, sparse, rerank, k, rrf_k, candidates, threads)
+        searcher = make_searcher(search)
         records = question_records(
             questions, queries, 'no input: pipe query records ({"id","question"}) into rag-search, or give questions as arguments'
         )

@@ -143,7 +143,8 @@ class TestExtractive:
             ("How many retries?", "number"),
             ("How do I rotate a secret?", "steps"),
             ("curl example for refunds", "code"),
-            ("What is marl", "definition"), ("Which cloud region serves Singapore merchants?", None),
+            ("What is marl", "definition"),
+            ("Which cloud region serves Singapore merchants?", None),
         ],
     )
     def test_question_cues(self, question, cue):
