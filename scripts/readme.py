@@ -33,7 +33,10 @@ COMMANDS = ["rag-chunk", "rag-embed", "rag-index", "rag-search", "rag-answer", "
 def chunk_stats() -> str:
     import rag_chunk
 
-    rows = ["| corpus | documents | words | chunks | words per chunk: min | median | p90 | max | over the window |", "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    rows = [
+        "| corpus | documents | words | chunks | words per chunk: min | median | p90 | max | over the window |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
     corpora = [("Northwind (`corpus/`)", ROOT / "corpus")]
     corpora.append(("eng-practices (`../shared`)", SHARED))
     for name, path in corpora:
@@ -82,7 +85,7 @@ SECTIONS = {
     "chunks": chunk_stats,
     "help": help_text,
     "bench": lambda: file_section(ROOT / "results" / "bench.md", "run `just bench`"),
-    "reliability": lambda: file_section(ROOT / "results" / "reliability.md", "run `python3 tests/measure_large.py`"),
+    "reliability": lambda: file_section(ROOT / "results" / "reliability.json", "run `python3 tests/measure_large.py`"),
     "bad-input": bad_input,
     "examples": lambda: file_section(ROOT / "results" / "eng-practices" / "examples.md", "run `just eval`"),
     "eng-practices": lambda: file_section(ROOT / "results" / "eng-practices" / "tables.md", "run `just eval`"),
