@@ -6,7 +6,7 @@ Run by bench/run.py under an interpreter that has torch and sentence-transformer
 (they are not ragline dependencies). Reads a JSON list of texts, encodes them
 `--runs` times with batch size `--batch-size` and `--threads` torch threads, and
 writes the last run's L2-normalised vectors to OUT.npy and the timings to
-OUT.json: {"seconds": [...], "tokens": n, "versions": {...}}. Tokens are counted
+OUT.json: {"seconds": [...], "cpu_seconds": [...], "tokens": n, "versions": {...}}. Tokens are counted
 with the model's own tokenizer, truncated at its max_seq_length (256), [CLS] and
 [SEP] included, the same count bench/run.py takes from ragline's tokenizer.
 """
@@ -49,18 +49,21 @@ def main(argv: list[str]) -> int:
     max_len = int(model.max_seq_length)
     tokens = sum(len(ids) for ids in model.tokenizer(texts, truncation=True, max_length=max_len)["input_ids"])
     with torch.inference_mode():
-        model.encode(texts[:64], batch_size=args.batch_size, show_progress_bar=False)  # warm-up
+        model.encode(texts[:8], batch_size=args.batch_size, show_progress_bar=False)  # warm-up
         seconds = []
+        cpu_seconds = []
         vectors = None
         for _ in range(args.runs):
-            start = time.perf_counter()
+            start, cpu = time.perf_counter(), time.process_time()
             vectors = model.encode(
                 texts, batch_size=args.batch_size, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False
             )
             seconds.append(time.perf_counter() - start)
+            cpu_seconds.append(time.process_time() - cpu)
     np.save(args.out + ".npy", np.asarray(vectors, dtype=np.float32), allow_pickle=False)
     info = {
         "seconds": seconds,
+        "cpu_seconds": cpu_seconds,
         "tokens": tokens,
         "max_seq_length": max_len,
         "threads": torch.get_num_threads(),
