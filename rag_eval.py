@@ -42,13 +42,13 @@ from pathlib import Path
 from typing import Any
 
 import click
-import numpy as np
 import orjson
-import yaml
 
-import rag_answer
 import ragline
 from ragline import Line, StageError, place
+
+np = ragline.lazy_import("numpy")  # imported on first use: `rag-eval --help` stays fast
+yaml = ragline.lazy_import("yaml")
 
 STAGE = "rag-eval"
 RESULT_SCHEMA = "eval-result/1"
@@ -73,7 +73,7 @@ MARK = "†"  # differs from the default run at p < ALPHA
 
 # --------------------------------------------------------------------------- runs
 
-FEATURES = rag_answer.FEATURES  # the extractive generator's switches, one ablation each
+FEATURES = ragline.ANSWER_FEATURES  # the extractive generator's switches, one ablation each
 MINILM = "all-MiniLM-L6-v2"
 CONFIG_KEYS = ("model", "dense", "sparse", "rerank", "embed_headings", "embed_long", "window", "features")
 

@@ -373,6 +373,32 @@ def env_flag(value: str) -> bool:
     raise ValueError(value)
 
 
+# --------------------------------------------------------------------------- shared names
+
+# The extractive answer generator's switches (rag_answer), each one ablation in rag_eval.
+ANSWER_FEATURES = ("unwrap", "idf", "headings", "cue", "dense")
+
+
+def lazy_import(name: str) -> Any:
+    """A module that is imported on first attribute access (importlib.util.LazyLoader).
+
+    Keeps `--help` fast in stages whose heavy imports (numpy, yaml) only the work needs.
+    """
+    import importlib.util
+
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.find_spec(name)
+    if spec is None or spec.loader is None:
+        raise ImportError(name)
+    loader = importlib.util.LazyLoader(spec.loader)
+    spec.loader = loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    loader.exec_module(module)
+    return module
+
+
 # --------------------------------------------------------------------------- tokeniser
 
 STOPWORDS = frozenset(
