@@ -89,7 +89,7 @@ examples idx="build/eval/results/eng-practices/default/idx":
 
 # Render the tables from results/ into the README, and every other generated section.
 tables:
-    rag-eval table $(ls results/*.json | grep -v bench.json) --readme README.md
+    rag-eval table $(grep -l -E '"schema": "(eval-result|abstain-sweep)/1"' results/*.json) --readme README.md
     just readme
 
 # Regenerate the README's generated sections: chunk statistics, --help texts, bench, reliability.
@@ -98,5 +98,5 @@ readme:
 
 # Fail when the README's tables differ from what results/ regenerates.
 tables-check:
-    rag-eval table $(ls results/*.json | grep -v bench.json) --readme README.md --check
+    rag-eval table $(grep -l -E '"schema": "(eval-result|abstain-sweep)/1"' results/*.json) --readme README.md --check
     python3 scripts/readme.py --check
