@@ -82,8 +82,8 @@ eval-corpus dir golden_file: model
     just _run default all-MiniLM-L6-v2 180 "" "" "" {{dir}} {{golden_file}} results/$(basename {{golden_file}} .golden.yaml)
     rag-eval table results/$(basename {{golden_file}} .golden.yaml)/*.json > results/$(basename {{golden_file}} .golden.yaml)/tables.md
 
-# Answers to a few questions on the eng-practices index, for the README (one of them should be refused).
-examples idx="build/eval/results/eng-practices/default/idx":
+# Answers to four questions on the eng-practices index, for the README.
+examples idx=("build/eval/results/eng-practices/default/idx"):
     rag-answer --index {{idx}} --json "How quickly should I respond to a code review?" "What should I do when the author pushes back on my comment?" "Can I squash my commits before review?" "How do I configure Gerrit to require two approvals?" \
       | python3 -c 'import json, sys, rag_answer; [print("**" + r["question"] + "** (confidence %.2f)\n\n```text\n%s```\n" % (r["confidence"], rag_answer.render(r))) for r in map(json.loads, sys.stdin)]' > results/eng-practices/examples.md
 
@@ -100,3 +100,13 @@ readme:
 tables-check:
     rag-eval table $(grep -l -E '"schema": "(eval-result|abstain-sweep)/1"' results/*.json) --readme README.md --check
     python3 scripts/readme.py --check
+
+# Needs `pip install -e '.[bench]'`; the sentence-transformers peer runs under $RAG_BENCH_ST_PYTHON.
+# Benchmarks side by side with the peers: results/bench.json, results/bench.md and the README table.
+bench: model
+    python3 bench/run.py
+    just readme
+
+# A quick smoke run of the benchmarks (minutes, not a quarter of an hour).
+bench-quick: model
+    python3 bench/run.py --quick
