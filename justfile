@@ -6,7 +6,8 @@ set shell := ["bash", "-euo", "pipefail", "-c"]
 
 corpus := "corpus"
 golden := "golden.yaml"
-cache := env_var_or_default("RAG_EMBED_CACHE", ".cache/embed-cache.sqlite")
+export RAG_EMBED_CACHE := env_var_or_default("RAG_EMBED_CACHE", ".cache/embed-cache.sqlite")
+cache := RAG_EMBED_CACHE
 
 # The main job, end to end: fetch the model, chunk, embed, index, ask.
 default: demo

@@ -44,6 +44,7 @@ import click
 import numpy as np
 
 import rag_chunk
+import rag_embed
 import rag_index
 import rag_search
 import ragline
@@ -320,6 +321,7 @@ class Extractive:
         self.bm25 = idf_source
         self.embedder = embedder if "dense" in self.features else None
         self._memo: dict[str, np.ndarray] = {}
+        self.cache = rag_embed.cache_for(self.embedder) if self.embedder is not None else None
 
     def _weights(self, question: str) -> dict[str, float]:
         terms = list(dict.fromkeys(ragline.tokenize(question)))
@@ -378,8 +380,8 @@ class Extractive:
         """Cosine of the question with each candidate; candidate vectors memoised by text."""
         todo = list(dict.fromkeys(c.text for c in cands if c.text not in self._memo))
         if todo:
-            self._memo.update(zip(todo, self.embedder.embed(todo), strict=True))
-        q = self.embedder.embed([question], query=True)[0]
+            self._memo.update(zip(todo, rag_embed.embed_texts(self.embedder, todo, False, self.cache), strict=True))
+        q = rag_embed.embed_texts(self.embedder, [question], True, self.cache)[0]
         return np.array([self._memo[c.text] @ q for c in cands])
 
 
@@ -599,8 +601,6 @@ def main(
         else:
             embedder = None
             if "dense" in features:
-                import rag_embed
-
                 embedder = rag_embed.load_embedder(search.model or index.manifest["model"], threads=search.threads)
             generator = Extractive(features, index.bm25, embedder)
         if questions:

@@ -389,13 +389,14 @@ class Cache:
     """A content-addressed store of vectors: key = sha256(model id, kind, text).
 
     Re-embedding unchanged text is wasted work; with a cache, a second run over
-    the same corpus embeds only what changed. sqlite, one file, safe to share
-    between runs (not between concurrent writers).
+    the same corpus embeds only what changed. sqlite in WAL mode, one file, shared
+    by rag-embed, rag-search and rag-answer (each waits for another's write).
     """
 
     def __init__(self, path: Path, model_id: str):
         path.parent.mkdir(parents=True, exist_ok=True)
-        self.db = sqlite3.connect(str(path))
+        self.db = sqlite3.connect(str(path), timeout=120)
+        self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("CREATE TABLE IF NOT EXISTS vectors (key BLOB PRIMARY KEY, vec BLOB NOT NULL)")
         self.model_id = model_id.encode()
         self.hits = 0
@@ -416,6 +417,17 @@ class Cache:
     def put(self, items: Iterable[tuple[bytes, np.ndarray]]) -> None:
         self.db.executemany("INSERT OR REPLACE INTO vectors VALUES (?, ?)", ((k, v.astype(np.float32).tobytes()) for k, v in items))
         self.db.commit()
+
+
+def cache_for(embedder: Embedder, path: str | None = None) -> Cache | None:
+    """The vector cache for this embedder: `path`, else $RAG_EMBED_CACHE, else none.
+
+    rag-search (query vectors) and rag-answer (sentence vectors) use it too.
+    """
+    path = path or os.environ.get("RAG_EMBED_CACHE") or None
+    if path is None:
+        return None
+    return Cache(Path(path), f"{embedder.name}:{embedder.sha256}:{getattr(embedder, 'long', 'truncate')}")
 
 
 # --------------------------------------------------------------------------- the core
@@ -573,7 +585,7 @@ def main(
             ragline.note(f"{STAGE}: {model} is ready in {folder}", quiet)
             return
         embedder = load_embedder(model, threads=threads, batch_size=batch_size, long=long_mode)
-        cache = Cache(Path(cache_path), f"{embedder.name}:{embedder.sha256}:{long_mode}") if cache_path else None
+        cache = cache_for(embedder, cache_path)
         field_name = text_field or ("question" if query else "text")
         records = ragline.read_records(inputs, usage="no input: pipe JSON Lines into rag-embed or name a file (see --help)")
         progress = ragline.Progress(STAGE, quiet)

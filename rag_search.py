@@ -228,6 +228,7 @@ class Searcher:
                 )
             if self.embedder.dim != index.manifest["dim"]:
                 raise StageError(f"the query model gives {self.embedder.dim} dimensions, the index has {index.manifest['dim']}")
+        self.cache = rag_embed.cache_for(self.embedder) if self.embedder is not None else None
         ids = index.ids
         order = np.argsort(np.array(ids, dtype=str), kind="stable")
         self.tiebreak = np.empty(len(ids), dtype=np.int64)
@@ -248,7 +249,7 @@ class Searcher:
         start = time.perf_counter()
         qvecs = None
         if self.embedder is not None:
-            qvecs = self.embedder.embed(questions, query=True)
+            qvecs = rag_embed.embed_texts(self.embedder, questions, True, self.cache)
             dense_all = (
                 qvecs @ np.asarray(self.index.vectors).T if len(questions) > 1 else (np.asarray(self.index.vectors) @ qvecs[0])[None, :]
             )

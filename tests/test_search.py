@@ -145,3 +145,16 @@ def test_rerank_reorders_by_heading_terms(tmp_path):
     reranked = Searcher(index, Config(dense=False, sparse=True)).search(["alpha limits"])[0]
     assert reranked["hits"][0]["signals"]["lexical"] >= plain["hits"][-1]["signals"].get("lexical", 0)
     assert reranked["hits"][0]["chunk_id"] == "a#limits"
+
+
+def test_query_cache_gives_identical_results(tiny_index, tmp_path, monkeypatch):
+    index = rag_index.load(tiny_index)
+    questions = ["when does the nightly sweep run", "NW-5001"]
+    cold = Searcher(index, Config(sparse=True)).search(questions)
+    monkeypatch.setenv("RAG_EMBED_CACHE", str(tmp_path / "cache.sqlite"))
+    first = Searcher(index, Config(sparse=True)).search(questions)
+    warm = Searcher(index, Config(sparse=True))
+    again = warm.search(questions)
+    assert warm.cache is not None and warm.cache.hits == 2
+    for a, b, c in zip(cold, first, again, strict=True):
+        assert a["hits"] == b["hits"] == c["hits"] and a["confidence"] == b["confidence"] == c["confidence"]
