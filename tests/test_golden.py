@@ -110,7 +110,9 @@ def test_results_were_scored_against_this_golden_file(golden):
 
 
 def test_readme_tables_match_the_results():
-    results = sorted(str(p) for p in (ROOT / "results").glob("*.json") if json.loads(p.read_text()).get("schema") in ("eval-result/1", "abstain-sweep/1"))
+    results = sorted(
+        str(p) for p in (ROOT / "results").glob("*.json") if json.loads(p.read_text()).get("schema") in ("eval-result/1", "abstain-sweep/1")
+    )
     done = subprocess.run(
         [sys.executable, "-m", "rag_eval", "table", *results, "--readme", "README.md", "--check"], cwd=ROOT, capture_output=True, text=True
     )
