@@ -165,20 +165,43 @@ def copy_workspace(source: Path, target: Path) -> Path:
 
 
 def measure(argv: list[str], stdin_path: Path | None = None, cwd: Path | None = None) -> dict:
-    """Run argv (stdout to /dev/null) and report its exit code, wall time and peak RSS (MiB),
-    from the kernel's accounting of that one child (os.wait4)."""
+    """Run argv (stdout to /dev/null) and report its exit code, wall time and peak RSS (MiB).
+
+    The peak is the child's own VmHWM (/proc/PID/status), polled every 10 ms until it
+    exits. Not ru_maxrss: on Linux that carries over the RSS the child inherited from
+    the forking parent before exec, so a test process that had loaded a model would
+    make every child look as large as itself.
+    """
+    import threading
     import time
+
+    peak = [0]
+
+    def poll(pid: int, done: threading.Event) -> None:
+        while not done.is_set():
+            try:
+                with open(f"/proc/{pid}/status") as status:
+                    for line in status:
+                        if line.startswith("VmHWM:"):
+                            peak[0] = max(peak[0], int(line.split()[1]))
+            except (FileNotFoundError, ProcessLookupError, ValueError):
+                return
+            time.sleep(0.01)
 
     with open(stdin_path or os.devnull, "rb") as source, open(os.devnull, "wb") as sink:
         start = time.perf_counter()
         proc = subprocess.Popen(argv, stdin=source, stdout=sink, stderr=subprocess.PIPE, cwd=cwd, env=stage_env())
+        done = threading.Event()  # Popen returns after the exec: every reading is the stage's own
+        watcher = threading.Thread(target=poll, args=(proc.pid, done), daemon=True)
+        watcher.start()
         err = proc.stderr.read() if proc.stderr else b""
-        _, status, usage = os.wait4(proc.pid, 0)
-        proc.returncode = os.waitstatus_to_exitcode(status)
+        proc.wait()
+        done.set()
+        watcher.join()
         seconds = time.perf_counter() - start
     return {
         "exit": proc.returncode,
         "stderr": err.decode("utf-8", "replace"),
         "seconds": round(seconds, 2),
-        "peak_rss_mib": round(usage.ru_maxrss / 1024, 1),  # ru_maxrss is in KiB on Linux
+        "peak_rss_mib": round(peak[0] / 1024, 1),  # VmHWM is in kB
     }
