@@ -1,8 +1,10 @@
 """ragline benchmarks: speed, memory and agreement against reference tools, with targets.
 
-    python3 bench/run.py                  # everything (about 15 minutes on 2 cores)
+    python3 bench/run.py                  # everything (about 15 minutes on 2 quiet cores)
     python3 bench/run.py --quick          # a smoke run (about 2 minutes)
     python3 bench/run.py --only dense,bm25
+    python3 bench/run.py --wait-idle 60   # on a shared machine: time only quiet moments
+    python3 bench/run.py --render         # bench.md again from bench.json
 
 Writes results/bench.json (the machine, every figure, every target with pass or
 miss) and results/bench.md (the tables, generated from the JSON). With --only,
@@ -1437,7 +1439,7 @@ def render_markdown(report: dict[str, Any]) -> str:
         "|---|---|---|---|",
     ]
     for t in report["targets"]:
-        value = "-" if t["value"] is None else f"{t['value']:,.3g}{t['unit']}"
+        value = "-" if t["value"] is None else f"{t['value']:,.4g}{t['unit']}"
         result = "skipped" if t["pass"] is None else ("pass" if t["pass"] else "**miss**")
         lines.append(f"| {t['section']}: {t['name']} | {value} | {t['op']} {t['threshold']:g}{t['unit']} | {result} |")
     s = report["sections"]
@@ -1545,6 +1547,12 @@ def render_markdown(report: dict[str, Any]) -> str:
             + ".",
         ]
     notes = [f"- {name}: {n}" for name, sec in s.items() for n in sec.get("notes", [])]
+    runs = {(sec.get("created"), sec.get("git")) for sec in s.values()}
+    if len(runs) > 1:
+        when = ", ".join(
+            f"{name} {sec.get('created') or 'an earlier run'}" + (f" ({sec['git']})" if sec.get("git") else "") for name, sec in s.items()
+        )
+        notes.append(f"- sections come from several runs (bench/run.py --only): {when}")
     busy = [
         f"{name} {sec['load']['quiet'].get('others_cores_median')} (max {sec['load']['quiet'].get('others_cores_max')})"
         for name, sec in s.items()
@@ -1569,6 +1577,7 @@ def main(argv: list[str] | None = None) -> int:
         metavar="SECONDS",
         help="start each timed run when other processes use < 0.2 cores (waiting at most SECONDS), and redo a run they disturbed (twice at most)",
     )
+    parser.add_argument("--render", action="store_true", help="only regenerate bench.md from the existing bench.json")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--engine", help=argparse.SUPPRESS)
     parser.add_argument("--vectors", help=argparse.SUPPRESS)
@@ -1586,6 +1595,9 @@ def main(argv: list[str] | None = None) -> int:
     sizes = QUICK if args.quick else FULL
     out = Path(args.out)
     json_path = out / "bench.json"
+    if args.render:
+        (out / "bench.md").write_text(render_markdown(json.loads(json_path.read_text())), encoding="utf-8")
+        return 0
     previous: dict[str, Any] = {}
     if set(only) != set(SECTIONS) and json_path.is_file():
         previous = json.loads(json_path.read_text())
@@ -1611,6 +1623,9 @@ def main(argv: list[str] | None = None) -> int:
         result.update(meter)
         result["load"]["quiet"] = QUIET.reset()
         result["mode"] = report["mode"]
+        result["created"] = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")  # --only merges sections of several runs
+        result["git"] = report["git"]["commit"]
+        result["wait_idle"] = args.wait_idle
         report["sections"][name] = result
         print(
             f"bench: {name} done in {meter['load']['seconds']:.0f} s (others used {meter['load']['others_cores']} cores)", file=sys.stderr
