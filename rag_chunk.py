@@ -27,6 +27,12 @@ slug, each is qualified by its parent's slug (`parent--child`), and so on up the
 path until they differ. Text before the first heading is `DOC#top`. The second and
 later parts of a split section get `-2`, `-3`, ... So an edit renames only the
 chunks of the section it touches.
+
+Pages from site generators: a top heading that is only a template expression
+(`# <%= current_page.data.title %>`) takes the front-matter `title`; a page that
+opens with text gets that title as the root of its heading paths. Template tags
+(ERB, Liquid/Jinja, Hugo) are left out of headings and slugs; `text` keeps them,
+and `ragline.retrieval_text` leaves them out of what is embedded and indexed.
 """
 
 from __future__ import annotations
@@ -380,15 +386,18 @@ class Section:
     blocks: list[Block]
 
 
-def sections(doc: Doc, blocks: list[Block]) -> Iterator[Section]:
+def sections(doc: Doc, blocks: list[Block], root: str | None = None) -> Iterator[Section]:
     """Sections in order: each with its heading path and its content blocks.
+
+    `root` (a front-matter title, for a document that opens without a heading)
+    heads every section's path, above the document's own headings.
 
     A parent heading with no text of its own (a title straight above its first
     subsection) travels with the next chunk (`lead`), so no chunk is a bare
     title. A section that is empty before a sibling or a shallower heading is a
     chunk of its own heading lines.
     """
-    stack: list[tuple[int, str, str]] = []  # (level, title, slug)
+    stack: list[tuple[int, str, str]] = [(0, root, slugify(root))] if root else []  # (level, title, slug)
     lead: int | None = None
     lead_end = 0
     content: list[Block] = []
@@ -466,13 +475,31 @@ def front_matter(doc: Doc) -> tuple[int, str | None]:
     return 0, None  # an opening rule with no closing one: not front matter
 
 
+def clean_headings(doc: Doc, blocks: list[Block], title: str | None) -> str | None:
+    """Take site-generator template tags out of heading titles; return the path's root, if any.
+
+    A heading that is nothing but a template expression (`# <%= current_page.data.title %>`)
+    takes the front-matter `title` when it is the document's first block, and the
+    document's file name otherwise. A document that opens with text rather than a
+    heading gets the front-matter title as the root of every heading path.
+    """
+    for i, block in enumerate(blocks):
+        if block.kind != "heading":
+            continue
+        clean = " ".join(ragline.strip_templates(block.title).split())
+        if not clean:
+            clean = title if (i == 0 and title) else doc.name.rsplit("/", 1)[-1].replace("-", " ")
+        block.title = clean
+    return title if title and blocks[0].kind != "heading" else None
+
+
 def chunk_document(doc: Doc, window: int = DEFAULT_WORDS) -> list[dict[str, Any]]:
     """The chunk records of one document, in order."""
     start, title = front_matter(doc)
     blocks = scan(doc, start)
     if not blocks:
         return []
-    secs = list(sections(doc, blocks))
+    secs = list(sections(doc, blocks, clean_headings(doc, blocks, title)))
     slugs = _section_slugs([s.slugs for s in secs])
     records: list[dict[str, Any]] = []
     used: set[str] = set()

@@ -436,12 +436,9 @@ def cache_for(embedder: Embedder, path: str | None = None) -> Cache | None:
 def record_text(record: dict[str, Any], where: ragline.Line, text_field: str, query: bool, headings: bool) -> str:
     """The text to embed for one record (heading path joined for documents)."""
     text = ragline.field(record, text_field, str, where)
-    if query or not headings:
+    if query:
         return text
-    path = record.get("headings")
-    if isinstance(path, list) and path and all(isinstance(h, str) for h in path):
-        return " > ".join(path) + " :: " + text
-    return text
+    return ragline.retrieval_text(record, headings, text_field)
 
 
 def embed_texts(embedder: Embedder, texts: list[str], query: bool, cache: Cache | None = None) -> np.ndarray:

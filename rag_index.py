@@ -58,14 +58,6 @@ CURRENT = "CURRENT"
 CHUNK_FIELDS = ("id", "doc", "path", "headings", "text", "start_line", "end_line", "words", "title")
 
 
-def index_text(record: dict[str, Any], headings: bool = True) -> str:
-    """The text BM25 and the reranker see: the heading path joined to the chunk text."""
-    path = record.get("headings") or []
-    if headings and path:
-        return " > ".join(path) + " :: " + record["text"]
-    return record["text"]
-
-
 def idf(n_docs: int, df: np.ndarray) -> np.ndarray:
     """Lucene's BM25 idf: ln(1 + (N - df + 0.5) / (df + 0.5)); always positive."""
     df = np.asarray(df, dtype=np.float64)
@@ -273,7 +265,7 @@ def write(out: Path, chunks: list[dict[str, Any]], vectors: np.ndarray, facts: d
     try:
         (gen / "bm25").mkdir(parents=True)
         headings = facts.get("headings", True)
-        bm25 = build_bm25([index_text(c, headings) for c in chunks])
+        bm25 = build_bm25([ragline.retrieval_text(c, headings) for c in chunks])
         np.save(gen / "vectors.npy", vectors, allow_pickle=False)
         with open(gen / "chunks.jsonl", "wb") as handle:
             ragline.write_records(chunks, handle, flush_every=1 << 30)

@@ -399,6 +399,60 @@ def lazy_import(name: str) -> Any:
     return module
 
 
+# --------------------------------------------------------------------------- site-generator markup
+
+# Template tags of site generators: ERB `<%= ... %>`, Liquid/Jinja `{% ... %}` and `{{ ... }}`,
+# Hugo shortcodes `{{< ... >}}` and `{{% ... %}}`. Markup, not words of the handbook.
+TEMPLATE_TAG = re.compile(r"<%.*?%>|\{\{[<%].*?[%>]\}\}|\{%.*?%\}|\{\{.*?\}\}", re.S)
+# A quoted string literal with a space in it, inside a tag: `<%= warning_text('Do not ...') %>` says
+# something to the reader; `<%= partial 'partials/banner' %>` does not.
+_PROSE_LITERAL = re.compile(r"'([^'\n]*\s[^'\n]*)'|\"([^\"\n]*\s[^\"\n]*)\"")
+_FENCE_LINE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+
+
+def _untag(match: re.Match[str]) -> str:
+    said = [a or b for a, b in _PROSE_LITERAL.findall(match.group())]
+    return " ".join(said)
+
+
+def strip_templates(text: str) -> str:
+    """`text` with site-generator template tags taken out, outside fenced code.
+
+    A tag whose arguments hold a quoted phrase (`<%= warning_text('Do not ...') %>`)
+    leaves that phrase; any other tag leaves nothing. Inside a code fence a tag is
+    code (`${{ github.sha }}` in a workflow file) and stays. Text without tags is
+    returned unchanged (the same object).
+    """
+    if "{" not in text and "<%" not in text:
+        return text
+    out: list[str] = []
+    fence: str | None = None
+    for line in text.split("\n"):
+        if m := _FENCE_LINE.match(line):
+            marker = m.group(1)
+            if fence is None:
+                fence = marker
+            elif marker[0] == fence[0] and len(marker) >= len(fence):
+                fence = None
+            out.append(line)
+            continue
+        out.append(line if fence is not None else TEMPLATE_TAG.sub(_untag, line))
+    return "\n".join(out)
+
+
+def retrieval_text(record: dict[str, Any], headings: bool = True, text_field: str = "text") -> str:
+    """The text that is embedded and BM25-indexed for a chunk: heading path, then text.
+
+    `Heading > Sub :: text`, template tags left out of both. The one definition, so
+    the dense and the sparse side of an index cannot see different text.
+    """
+    text = strip_templates(record[text_field])
+    path = record.get("headings") if headings else None
+    if isinstance(path, list) and path and all(isinstance(h, str) for h in path):
+        return " > ".join(path) + " :: " + text
+    return text
+
+
 # --------------------------------------------------------------------------- tokeniser
 
 STOPWORDS = frozenset(

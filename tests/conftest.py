@@ -11,6 +11,7 @@ from click.testing import CliRunner
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent / "shared" / "corpora" / "eng-practices" / "docs"
+GDS_WAY = ROOT.parent / "shared" / "corpora" / "gds-way" / "docs"
 
 
 @pytest.fixture

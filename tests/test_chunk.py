@@ -6,7 +6,7 @@ import re
 from collections import Counter
 
 import pytest
-from conftest import SHARED, parse
+from conftest import GDS_WAY, SHARED, parse
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -236,6 +236,63 @@ def test_runs_clean_on_eng_practices():
             text = handle.read()
         assert " ".join(" ".join(r["text"].split()) for r in recs) == " ".join(text.split())
     assert max(r["words"] for r in records) <= 180
+
+
+# --------------------------------------------------------------------------- site-generator pages
+
+ERB_PAGE = """---
+title: How to store and query logs
+review_in: 6 months
+---
+
+# <%= current_page.data.title %>
+
+Use Splunk to store logs. <%= warning_text('Do not log secrets') %>
+
+## Short-term storage {#short}
+
+Keep them for 14 days.
+"""
+
+
+def test_template_heading_takes_the_front_matter_title():
+    recs = chunks(ERB_PAGE, name="standards/logging")
+    assert [r["id"] for r in recs] == ["standards/logging#how-to-store-and-query-logs", "standards/logging#short"]
+    assert recs[0]["headings"] == ["How to store and query logs"]
+    assert recs[1]["headings"] == ["How to store and query logs", "Short-term storage"]
+    assert "<%= warning_text('Do not log secrets') %>" in recs[0]["text"]  # the chunk text is the page, unchanged
+
+
+def test_front_matter_title_heads_a_page_without_a_heading():
+    recs = chunks("---\ntitle: Pair programming\n---\n\nTwo people, one screen.\n\n## When\n\nOften.\n", name="pair")
+    assert [(r["id"], r["headings"]) for r in recs] == [
+        ("pair#pair-programming", ["Pair programming"]),
+        ("pair#when", ["Pair programming", "When"]),
+    ]
+    # without front matter the old ids stand
+    assert [r["id"] for r in chunks("Two people.\n\n## When\n\nOften.\n", name="pair")] == ["pair#top", "pair#when"]
+
+
+def test_a_page_with_its_own_title_keeps_it():
+    recs = chunks("---\ntitle: Other\n---\n# Real title\n\nText.\n")
+    assert recs[0]["headings"] == ["Real title"] and recs[0]["title"] == "Other"
+
+
+def test_template_tags_leave_headings_and_a_bare_template_heading_is_named_by_the_file():
+    recs = chunks("# {{ page.title }}\n\nText.\n\n## Setup {% raw %}\n\nMore.\n", name="guides/dns-hosting")
+    assert [r["headings"] for r in recs] == [["dns hosting"], ["dns hosting", "Setup"]]
+    assert [r["id"] for r in recs] == ["guides/dns-hosting#dns-hosting", "guides/dns-hosting#setup"]
+
+
+@pytest.mark.skipif(not GDS_WAY.is_dir(), reason=f"{GDS_WAY} is absent (it lies beside the repository, not in it)")
+def test_gds_way_ids_and_headings_read_like_the_pages():
+    records = list(rag_chunk.chunk_paths([str(GDS_WAY)]))
+    assert len(records) > 200 and len({r["id"] for r in records}) == len(records)
+    for r in records:
+        assert not any(mark in r["id"] for mark in ("current-page", "data-title")), r["id"]
+        assert all("<%" not in h and "{{" not in h for h in r["headings"]), r["headings"]
+        if r.get("title"):
+            assert r["headings"][0] == r["title"], r["id"]
 
 
 # --------------------------------------------------------------------------- the command

@@ -135,3 +135,23 @@ class TestTokenize:
 
     def test_underscores_join(self):
         assert tokenize("idempotency_key") == ["idempotency_key", "idempotency", "key"]
+
+
+# --------------------------------------------------------------------------- site-generator markup
+
+
+def test_strip_templates_takes_tags_out_of_prose_but_not_code():
+    text = "Use it <%= partial 'partials/banner' %>now.\n{% include x.html %}Then {{ site.name }} and {{< ref \"a\" >}}.\n```yaml\nrun: ${{ github.sha }}\n```\n"
+    assert ragline.strip_templates(text) == "Use it now.\nThen  and .\n```yaml\nrun: ${{ github.sha }}\n```\n"
+
+
+def test_strip_templates_keeps_a_quoted_phrase_and_returns_plain_text_untouched():
+    assert ragline.strip_templates("<%= warning_text('Do not log secrets') %>") == "Do not log secrets"
+    plain = "No tags {here} at all."
+    assert ragline.strip_templates(plain) is plain
+
+
+def test_retrieval_text_is_one_definition_for_dense_and_sparse():
+    rec = {"text": "Keep <%= x %>logs.", "headings": ["Logging", "Storage"]}
+    assert ragline.retrieval_text(rec) == "Logging > Storage :: Keep logs."
+    assert ragline.retrieval_text(rec, headings=False) == "Keep logs."
