@@ -24,6 +24,40 @@ def fold(text: str) -> str:
     return " ".join(text.casefold().split())
 
 
+def corpus_text(files: list[Path]) -> str:
+    """The corpus's markdown files, joined and folded: an evidence string counts once in it."""
+    return fold(" ".join(f.read_text() for f in files))
+
+
+# The label rules every golden set obeys: shared by the Northwind set and the eng-practices set.
+
+
+def check_gold_ids_exist(golden: rag_eval.Golden, chunks: dict[str, dict]) -> None:
+    for q in golden.questions:
+        for gid in q.gold:
+            assert gid in chunks, f"{q.id}: {gid}"
+
+
+def check_evidence_is_unique_and_inside_a_gold_chunk(golden: rag_eval.Golden, chunks: dict[str, dict], corpus: str) -> None:
+    for q in golden.questions:
+        for ev in q.evidence:
+            assert corpus.count(fold(ev)) == 1, f"{q.id}: evidence {ev!r} occurs {corpus.count(fold(ev))} times"
+            assert any(fold(ev) in fold(chunks[g]["text"]) for g in q.gold), f"{q.id}: evidence {ev!r} is in no gold chunk"
+
+
+def check_answer_phrases_are_in_a_gold_chunk_and_not_in_the_question(golden: rag_eval.Golden, chunks: dict[str, dict]) -> None:
+    for q in golden.questions:
+        for phrase in q.answer_contains:
+            assert any(fold(phrase) in fold(chunks[g]["text"]) for g in q.gold), f"{q.id}: {phrase!r}"
+            assert fold(phrase) not in fold(q.question), f"{q.id}: {phrase!r} is already in the question"
+
+
+def check_unanswerable_questions_carry_no_labels(golden: rag_eval.Golden) -> None:
+    for q in golden.questions:
+        if q.kind == "unanswerable":
+            assert not (q.gold or q.evidence or q.answer_contains), q.id
+
+
 @pytest.fixture(scope="module")
 def chunks() -> dict[str, dict]:
     return {c["id"]: c for c in rag_chunk.chunk_paths([str(ROOT / "corpus")])}
@@ -47,30 +81,20 @@ def test_kind_counts(golden):
 
 
 def test_gold_ids_exist_under_the_default_chunking(golden, chunks):
-    for q in golden.questions:
-        for gid in q.gold:
-            assert gid in chunks, f"{q.id}: {gid}"
+    check_gold_ids_exist(golden, chunks)
 
 
 def test_evidence_is_unique_and_inside_a_gold_chunk(golden, chunks):
-    corpus = fold(" ".join((ROOT / "corpus" / f).read_text() for f in sorted(p.name for p in (ROOT / "corpus").glob("*.md"))))
-    for q in golden.questions:
-        for ev in q.evidence:
-            assert corpus.count(fold(ev)) == 1, f"{q.id}: evidence {ev!r} occurs {corpus.count(fold(ev))} times"
-            assert any(fold(ev) in fold(chunks[g]["text"]) for g in q.gold), f"{q.id}: evidence {ev!r} is in no gold chunk"
+    corpus = corpus_text(sorted((ROOT / "corpus").glob("*.md")))
+    check_evidence_is_unique_and_inside_a_gold_chunk(golden, chunks, corpus)
 
 
 def test_answer_phrases_are_in_a_gold_chunk_and_not_in_the_question(golden, chunks):
-    for q in golden.questions:
-        for phrase in q.answer_contains:
-            assert any(fold(phrase) in fold(chunks[g]["text"]) for g in q.gold), f"{q.id}: {phrase!r}"
-            assert fold(phrase) not in fold(q.question), f"{q.id}: {phrase!r} is already in the question"
+    check_answer_phrases_are_in_a_gold_chunk_and_not_in_the_question(golden, chunks)
 
 
 def test_unanswerable_questions_carry_no_labels(golden):
-    for q in golden.questions:
-        if q.kind == "unanswerable":
-            assert not (q.gold or q.evidence or q.answer_contains)
+    check_unanswerable_questions_carry_no_labels(golden)
 
 
 def test_only_one_chunk_says_when_the_sweep_runs(chunks):
@@ -86,10 +110,16 @@ def test_only_one_chunk_says_when_the_sweep_runs(chunks):
 
 @pytest.mark.skipif(not SHARED.is_dir(), reason=f"{SHARED} is absent (it lies beside the repository, not in it)")
 def test_eng_practices_golden_is_valid():
+    """The eng-practices set (written before any tuning on it) obeys the Northwind set's label rules."""
     g = rag_eval.load_golden(str(ROOT / "eval" / "eng-practices.golden.yaml"))
-    ids = {c["id"] for c in rag_chunk.chunk_paths([str(SHARED)])}
-    for q in g.questions:
-        assert set(q.gold) <= ids, q.id
+    chunks = {c["id"]: c for c in rag_chunk.chunk_paths([str(SHARED)])}
+    check_gold_ids_exist(g, chunks)
+    check_evidence_is_unique_and_inside_a_gold_chunk(g, chunks, corpus_text(sorted(SHARED.rglob("*.md"))))
+    check_answer_phrases_are_in_a_gold_chunk_and_not_in_the_question(g, chunks)
+    check_unanswerable_questions_carry_no_labels(g)
+    kinds = Counter(q.kind for q in g.questions)
+    assert len(g.questions) >= 40, kinds
+    assert kinds["unanswerable"] >= 6, kinds
 
 
 # --------------------------------------------------------------------------- the committed results
