@@ -10,7 +10,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, SHARED
+from conftest import GDS_WAY, ROOT, SHARED
 
 import rag_answer
 import rag_chunk
@@ -115,6 +115,20 @@ def test_eng_practices_golden_is_valid():
     chunks = {c["id"]: c for c in rag_chunk.chunk_paths([str(SHARED)])}
     check_gold_ids_exist(g, chunks)
     check_evidence_is_unique_and_inside_a_gold_chunk(g, chunks, corpus_text(sorted(SHARED.rglob("*.md"))))
+    check_answer_phrases_are_in_a_gold_chunk_and_not_in_the_question(g, chunks)
+    check_unanswerable_questions_carry_no_labels(g)
+    kinds = Counter(q.kind for q in g.questions)
+    assert len(g.questions) >= 40, kinds
+    assert kinds["unanswerable"] >= 6, kinds
+
+
+@pytest.mark.skipif(not GDS_WAY.is_dir(), reason=f"{GDS_WAY} is absent (it lies beside the repository, not in it)")
+def test_gds_way_golden_is_valid():
+    """The GDS Way set (written before any tuning on it) obeys the Northwind set's label rules."""
+    g = rag_eval.load_golden(str(ROOT / "eval" / "gds-way.golden.yaml"))
+    chunks = {c["id"]: c for c in rag_chunk.chunk_paths([str(GDS_WAY)])}
+    check_gold_ids_exist(g, chunks)
+    check_evidence_is_unique_and_inside_a_gold_chunk(g, chunks, corpus_text(sorted(GDS_WAY.rglob("*.md"))))
     check_answer_phrases_are_in_a_gold_chunk_and_not_in_the_question(g, chunks)
     check_unanswerable_questions_carry_no_labels(g)
     kinds = Counter(q.kind for q in g.questions)
