@@ -66,14 +66,13 @@ W_DENSE = 0.6
 W_RANK = 0.1
 DENSE_POOL = 12  # candidates the dense similarity rescores (embedding them all costs ~0.7 s a question)
 CITATION = re.compile(r"(?<!\\)\[(\d{1,3})\]")
-_SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[]?[A-Z0-9`*_])")
 
 
 # --------------------------------------------------------------------------- context
 
 
 @dataclass
-class Block:
+class ContextBlock:
     """One numbered context block."""
 
     n: int
@@ -92,8 +91,8 @@ class Block:
         }
 
 
-def context(hits: list[dict[str, Any]], size: int = CONTEXT) -> list[Block]:
-    return [Block(n, hit) for n, hit in enumerate(hits[:size], 1)]
+def context(hits: list[dict[str, Any]], size: int = CONTEXT) -> list[ContextBlock]:
+    return [ContextBlock(n, hit) for n, hit in enumerate(hits[:size], 1)]
 
 
 def escape_markers(text: str) -> str:
@@ -104,22 +103,14 @@ def escape_markers(text: str) -> str:
 # --------------------------------------------------------------------------- the citation check
 
 
-_ABBREVIATION = re.compile(r"(?:\b(?:vs|e\.g|i\.e|etc|cf|approx|incl|Mr|Ms|Dr|No|Fig)|\b[A-Z])\.$")
-
-
 def sentences(text: str) -> list[str]:
     """Sentences of one line of prose. A list ordinal (`1.`) or a bare run of markers
     (`[1]`) is not a sentence: it joins its neighbour; so does a piece ending in an
     abbreviation (`vs.`, `e.g.`, an initial)."""
     out: list[str] = []
-    pieces = _SENTENCE.split(text.strip())
-    merged: list[str] = []
-    for piece in pieces:
-        if merged and _ABBREVIATION.search(merged[-1]):
-            merged[-1] = merged[-1] + " " + piece
-        else:
-            merged.append(piece)
-    for piece in merged:
+    text = text.strip()
+    for a, b in ragline.sentence_spans(text):
+        piece = text[a:b]
         lead = re.match(r"^((?:\[\d{1,3}\]\s*)+)(.*)$", piece)
         if out and lead:  # markers opening a piece close the sentence before it
             out[-1] = out[-1] + " " + lead.group(1).strip()
@@ -198,7 +189,7 @@ class Candidate:
     score: float = 0.0
 
 
-def candidates(block: Block, unwrap: bool = True) -> list[Candidate]:
+def candidates(block: ContextBlock, unwrap: bool = True) -> list[Candidate]:
     """The quotable pieces of a block: sentences (of unwrapped paragraphs), list items,
     table rows (header and rule excluded), and each code block whole."""
     text = block.hit["text"]
@@ -318,19 +309,19 @@ class Extractive:
 
     def __init__(self, features: Iterable[str] = FEATURES, idf_source: rag_index.Bm25 | None = None, embedder: Any = None):
         self.features = tuple(f for f in FEATURES if f in set(features))
-        self.bm25 = idf_source
+        self.idf_source = idf_source
         self.embedder = embedder if "dense" in self.features else None
         self._memo: dict[str, np.ndarray] = {}
         self.cache = rag_embed.cache_for(self.embedder) if self.embedder is not None else None
 
     def _weights(self, question: str) -> dict[str, float]:
         terms = list(dict.fromkeys(ragline.tokenize(question)))
-        if "idf" in self.features and self.bm25 is not None:
-            _, ids = self.bm25.term_ids(terms)
-            return dict(zip(terms, self.bm25.idf_of(ids).tolist(), strict=True))
+        if "idf" in self.features and self.idf_source is not None:
+            _, ids = self.idf_source.term_ids(terms)
+            return dict(zip(terms, self.idf_source.idf_of(ids).tolist(), strict=True))
         return dict.fromkeys(terms, 1.0)
 
-    def generate(self, question: str, blocks: list[Block]) -> str:
+    def generate(self, question: str, blocks: list[ContextBlock]) -> str:
         weights = self._weights(question)
         total = sum(weights.values())
         if not blocks or total <= 0:
@@ -406,9 +397,10 @@ def cite(text: str, n: int, kind: str) -> str:
 class OpenAIChat:
     """Any server speaking the OpenAI chat completions protocol, over HTTP (stdlib only).
 
-    RAG_LLM_URL is the API base (e.g. http://127.0.0.1:8080/v1; /chat/completions is
-    appended unless already there), RAG_LLM_MODEL the model, RAG_LLM_KEY an optional
-    bearer key, RAG_LLM_TIMEOUT seconds (default 60). A timeout, a refused connection,
+    `url` is the API base (e.g. http://127.0.0.1:8080/v1; /chat/completions is
+    appended unless already there), `key` an optional bearer key, `timeout` in
+    seconds. The command reads them from RAG_LLM_URL, RAG_LLM_MODEL, RAG_LLM_KEY
+    and RAG_LLM_TIMEOUT (`openai_from_env`). A timeout, a refused connection,
     an HTTP error or a malformed reply is a StageError (exit 1), never a hang and
     never a silent refusal.
     """
@@ -416,16 +408,13 @@ class OpenAIChat:
     name = "openai"
     features: tuple[str, ...] = ()
 
-    def __init__(self, url: str | None = None, model: str | None = None, key: str | None = None, timeout: float | None = None):
-        url = url or os.environ.get("RAG_LLM_URL")
-        if not url:
-            raise StageError("--llm openai needs RAG_LLM_URL (the API base, e.g. http://127.0.0.1:8080/v1)")
+    def __init__(self, url: str, model: str = "default", key: str | None = None, timeout: float = 60.0):
         self.url = url if url.rstrip("/").endswith("/chat/completions") else url.rstrip("/") + "/chat/completions"
-        self.model = model or os.environ.get("RAG_LLM_MODEL") or "default"
-        self.key = key if key is not None else os.environ.get("RAG_LLM_KEY")
-        self.timeout = timeout or float(os.environ.get("RAG_LLM_TIMEOUT") or 60)
+        self.model = model
+        self.key = key
+        self.timeout = timeout
 
-    def prompt(self, question: str, blocks: list[Block]) -> list[dict[str, str]]:
+    def prompt(self, question: str, blocks: list[ContextBlock]) -> list[dict[str, str]]:
         context_text = "\n\n".join(f"[{b.n}] {' > '.join(b.hit.get('headings') or [])}\n{escape_markers(b.hit['text'])}" for b in blocks)
         system = (
             "You answer questions about an engineering handbook using only the numbered blocks given. "
@@ -435,7 +424,7 @@ class OpenAIChat:
         )
         return [{"role": "system", "content": system}, {"role": "user", "content": f"Blocks:\n\n{context_text}\n\nQuestion: {question}"}]
 
-    def generate(self, question: str, blocks: list[Block]) -> str:
+    def generate(self, question: str, blocks: list[ContextBlock]) -> str:
         body = json.dumps({"model": self.model, "messages": self.prompt(question, blocks), "temperature": 0}).encode()
         headers = {"Content-Type": "application/json"}
         if self.key:
@@ -527,6 +516,15 @@ def render(record: dict[str, Any]) -> str:
 # --------------------------------------------------------------------------- the command
 
 
+def openai_from_env() -> OpenAIChat:
+    """The OpenAI-protocol generator configured by RAG_LLM_URL, RAG_LLM_MODEL, RAG_LLM_KEY, RAG_LLM_TIMEOUT."""
+    url = os.environ.get("RAG_LLM_URL")
+    if not url:
+        raise StageError("--llm openai needs RAG_LLM_URL (the API base, e.g. http://127.0.0.1:8080/v1)")
+    timeout = ragline.env_default("RAG_LLM_TIMEOUT", 60.0, float)
+    return OpenAIChat(url, os.environ.get("RAG_LLM_MODEL") or "default", os.environ.get("RAG_LLM_KEY") or None, timeout)
+
+
 def _threshold() -> float:
     return ragline.env_default("RAG_ABSTAIN_CONFIDENCE", DEFAULT_ABSTAIN, float)
 
@@ -580,6 +578,7 @@ def _features(off: tuple[str, ...]) -> tuple[str, ...]:
     help="Hits sent as context blocks. Env: RAG_CONTEXT.",
 )
 @click.option("--json", "as_json", is_flag=True, help="JSON Lines even on a terminal.")
+@ragline.stage_main(STAGE)
 def main(
     questions: tuple[str, ...],
     search: rag_search.SearchArgs,
@@ -591,33 +590,31 @@ def main(
     as_json: bool,
 ) -> None:
     """Answer each hits record (stdin), or QUESTIONS (searching the index first)."""
-    ragline.die_on_sigterm()
-    with ragline.stage(STAGE):
-        features = _features(off)
-        limit = threshold if threshold is not None else _threshold()
-        index = rag_index.load(search.index_path)
-        if llm == "openai":
-            generator: Extractive | OpenAIChat = OpenAIChat()
-        else:
-            embedder = None
-            if "dense" in features:
-                embedder = rag_embed.load_embedder(search.model or index.manifest["model"], threads=search.threads)
-            generator = Extractive(features, index.bm25, embedder)
-        if questions:
-            searcher = rag_search.Searcher(index, search.config(at_least=size), model=search.model, threads=search.threads)
-            records: Iterable[tuple[ragline.Line, dict[str, Any]]] = rag_search.search_records(
-                searcher, rag_search.question_records(questions, None, "")
-            )
-            records = ((ragline.Line("<args>", n), r) for n, r in enumerate(records, 1))
-        else:
-            records = ragline.read_records(
-                [hits_path or "-"], usage="no input: pipe rag-search output into rag-answer, or give questions as arguments"
-            )
-        human = sys.stdout.isatty() and not as_json
-        out = sys.stdout.buffer
-        for record in answer_records(records, generator, limit, size):
-            out.write(render(record).encode() if human else ragline.dumps(record))
-            out.flush()
+    features = _features(off)
+    limit = threshold if threshold is not None else _threshold()
+    index = rag_index.load(search.index_path)
+    if llm == "openai":
+        generator: Extractive | OpenAIChat = openai_from_env()
+    else:
+        embedder = None
+        if "dense" in features:
+            embedder = rag_embed.load_embedder(search.model or index.manifest["model"], threads=search.threads)
+        generator = Extractive(features, index.bm25, embedder)
+    if questions:
+        searcher = rag_search.Searcher(index, search.config(at_least=size), model=search.model, threads=search.threads)
+        records: Iterable[tuple[ragline.Line, dict[str, Any]]] = rag_search.search_records(
+            searcher, rag_search.question_records(questions, None, "")
+        )
+        records = ((ragline.Line("<args>", n), r) for n, r in enumerate(records, 1))
+    else:
+        records = ragline.read_records(
+            [hits_path or "-"], usage="no input: pipe rag-search output into rag-answer, or give questions as arguments"
+        )
+    human = sys.stdout.isatty() and not as_json
+    out = sys.stdout.buffer
+    for record in answer_records(records, generator, limit, size):
+        out.write(render(record).encode() if human else ragline.dumps(record))
+        out.flush()
 
 
 if __name__ == "__main__":

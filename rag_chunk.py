@@ -38,7 +38,6 @@ and `ragline.retrieval_text` leaves them out of what is embedded and indexed.
 from __future__ import annotations
 
 import bisect
-import itertools
 import re
 import sys
 import unicodedata
@@ -65,7 +64,6 @@ _LIST_ITEM = re.compile(r"^( {0,3})([-*+]|\d{1,9}[.)])([ \t]+|$)")
 _HTML_OPEN = re.compile(r"^ {0,3}<(?:!--|/?[A-Za-z][A-Za-z0-9-]*(?:[\s/>]|$))")
 _HTML_RAW = re.compile(r"^ {0,3}<(script|pre|style|textarea)(?:[\s>]|$)", re.IGNORECASE)
 _ANCHOR = re.compile(r"\s*\{#([^}\s]+)\}\s*$")
-_SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9`*_])")
 
 
 # --------------------------------------------------------------------------- blocks
@@ -318,9 +316,8 @@ def _sentence_units(doc: Doc, block: Block, window: int) -> list[Unit]:
     A single sentence longer than the window is cut at word boundaries.
     """
     text = doc.text[block.start : block.end]
-    cuts = [0] + [m.end() for m in _SENTENCE_END.finditer(text)] + [len(text)]
     units: list[Unit] = []
-    for a, b in itertools.pairwise(cuts):
+    for a, b in ragline.sentence_spans(text):
         words = list(re.finditer(r"\S+", text[a:b]))
         for k in range(0, len(words), window):
             group = words[k : k + window]
@@ -597,23 +594,22 @@ def chunk_paths(paths: Iterable[str], window: int = DEFAULT_WORDS) -> Iterator[d
 )
 @click.option("--doc", "doc_name", default=None, help="Document id for markdown read from stdin.")
 @click.option("--quiet", "-q", is_flag=True, help="No notices on stderr.")
+@ragline.stage_main(STAGE)
 def main(inputs: tuple[str, ...], window: int, doc_name: str | None, quiet: bool) -> None:
     """Chunk markdown files or directories (or stdin with --doc) into JSON Lines."""
-    ragline.die_on_sigterm()
-    with ragline.stage(STAGE):
-        if not inputs or inputs == ("-",):
-            if doc_name is None:
-                raise click.UsageError("markdown on stdin needs --doc NAME (or name files and directories)")
-            if sys.stdin.isatty():
-                raise click.UsageError("no input: pipe markdown into rag-chunk --doc NAME, or name files and directories")
-            text = decode(sys.stdin.buffer.read(), ragline.STDIN)
-            records: Iterable[dict[str, Any]] = chunk_document(Doc(doc_name, ragline.STDIN, text), window)
-        else:
-            if "-" in inputs:
-                raise click.UsageError("stdin ('-') cannot be mixed with files")
-            records = list(chunk_paths(inputs, window))  # all or nothing on stdout
-        if not ragline.write_records(records):
-            raise StageError("no chunks: the input has no text")
+    if not inputs or inputs == ("-",):
+        if doc_name is None:
+            raise click.UsageError("markdown on stdin needs --doc NAME (or name files and directories)")
+        if sys.stdin.isatty():
+            raise click.UsageError("no input: pipe markdown into rag-chunk --doc NAME, or name files and directories")
+        text = decode(sys.stdin.buffer.read(), ragline.STDIN)
+        records: Iterable[dict[str, Any]] = chunk_document(Doc(doc_name, ragline.STDIN, text), window)
+    else:
+        if "-" in inputs:
+            raise click.UsageError("stdin ('-') cannot be mixed with files")
+        records = list(chunk_paths(inputs, window))  # all or nothing on stdout
+    if not ragline.write_records(records):
+        raise StageError("no chunks: the input has no text")
 
 
 if __name__ == "__main__":

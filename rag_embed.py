@@ -558,6 +558,7 @@ def _finish(
 )
 @click.option("--if-missing", is_flag=True, help="With --fetch-model: do nothing when the model folder is already there and checks out.")
 @click.option("--quiet", "-q", is_flag=True, help="No notices on stderr.")
+@ragline.stage_main(STAGE)
 def main(
     inputs: tuple[str, ...],
     model: str,
@@ -573,35 +574,33 @@ def main(
     quiet: bool,
 ) -> None:
     """Add `vector` and `model` to each JSON Lines record (files or stdin)."""
-    ragline.die_on_sigterm()
-    with ragline.stage(STAGE):
-        if fetch:
-            if if_missing and _usable(model):
-                return
-            folder = fetch_model(model)
-            ragline.note(f"{STAGE}: {model} is ready in {folder}", quiet)
+    if fetch:
+        if if_missing and _usable(model):
             return
-        embedder = load_embedder(model, threads=threads, batch_size=batch_size, long=long_mode)
-        cache = cache_for(embedder, cache_path)
-        field_name = text_field or ("question" if query else "text")
-        records = ragline.read_records(inputs, usage="no input: pipe JSON Lines into rag-embed or name a file (see --help)")
-        progress = ragline.Progress(STAGE, quiet)
-        out = sys.stdout.buffer
-        count = 0
-        for record in embed_records(records, embedder, text_field=field_name, query=query, headings=headings, cache=cache):
-            out.write(ragline.dumps(record))
-            count += 1
-            if count % 256 == 0:
-                out.flush()
-                progress.update(256)
-        out.flush()
-        progress.done(f"{count} records")
-        if embedder.truncated:
-            ragline.note(
-                f"{STAGE}: {embedder.truncated} of {count} texts were longer than {embedder.max_tokens} tokens and were truncated", quiet
-            )
-        if cache is not None and not quiet and sys.stderr.isatty():
-            ragline.note(f"{STAGE}: cache hits {cache.hits} of {count}")
+        folder = fetch_model(model)
+        ragline.note(f"{STAGE}: {model} is ready in {folder}", quiet)
+        return
+    embedder = load_embedder(model, threads=threads, batch_size=batch_size, long=long_mode)
+    cache = cache_for(embedder, cache_path)
+    field_name = text_field or ("question" if query else "text")
+    records = ragline.read_records(inputs, usage="no input: pipe JSON Lines into rag-embed or name a file (see --help)")
+    progress = ragline.Progress(STAGE, quiet)
+    out = sys.stdout.buffer
+    count = 0
+    for record in embed_records(records, embedder, text_field=field_name, query=query, headings=headings, cache=cache):
+        out.write(ragline.dumps(record))
+        count += 1
+        if count % 256 == 0:
+            out.flush()
+            progress.update(256)
+    out.flush()
+    progress.done(f"{count} records")
+    if embedder.truncated:
+        ragline.note(
+            f"{STAGE}: {embedder.truncated} of {count} texts were longer than {embedder.max_tokens} tokens and were truncated", quiet
+        )
+    if cache is not None and not quiet and sys.stderr.isatty():
+        ragline.note(f"{STAGE}: cache hits {cache.hits} of {count}")
 
 
 if __name__ == "__main__":

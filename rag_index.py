@@ -445,17 +445,16 @@ def _check_manifest(manifest: dict[str, Any], where: str) -> None:
     help="The index directory to write (replaced atomically). Env: RAG_INDEX.",
 )
 @click.option("--quiet", "-q", is_flag=True, help="No notices on stderr.")
+@ragline.stage_main(STAGE)
 def main(inputs: tuple[str, ...], out: str, quiet: bool) -> None:
     """Build an index directory from embedded chunk records (files or stdin)."""
-    ragline.die_on_sigterm()
-    with ragline.stage(STAGE):
-        records = ragline.read_records(
-            inputs, usage="no input: pipe embedded chunks into rag-index (rag-chunk DIR | rag-embed | rag-index --out IDX)"
-        )
-        chunks, vectors, facts = collect(records)
-        gen = write(Path(out), chunks, vectors, facts)
-        if not quiet and sys.stderr.isatty():
-            ragline.note(f"{STAGE}: {len(chunks)} chunks, {vectors.shape[1]} dims, model {facts['model']} -> {gen}")
+    records = ragline.read_records(
+        inputs, usage="no input: pipe embedded chunks into rag-index (rag-chunk DIR | rag-embed | rag-index --out IDX)"
+    )
+    chunks, vectors, facts = collect(records)
+    gen = write(Path(out), chunks, vectors, facts)
+    if not quiet and sys.stderr.isatty():
+        ragline.note(f"{STAGE}: {len(chunks)} chunks, {vectors.shape[1]} dims, model {facts['model']} -> {gen}")
 
 
 if __name__ == "__main__":

@@ -59,10 +59,11 @@ class Config:
     candidates: int = CANDIDATES
 
     def check(self) -> None:
+        """ValueError for a configuration that cannot run (the CLI turns it into a usage error)."""
         if not (self.dense or self.sparse):
-            raise click.UsageError("both retrievers are off: use dense (the default), --sparse, or both")
+            raise ValueError("both retrievers are off: use dense (the default), --sparse, or both")
         if self.rerank not in ("lexical", "none"):
-            raise click.UsageError(f"--rerank must be 'lexical' or 'none', got {self.rerank!r}")
+            raise ValueError(f"--rerank must be 'lexical' or 'none', got {self.rerank!r}")
 
 
 # --------------------------------------------------------------------------- ranking primitives
@@ -172,11 +173,6 @@ def blend(parts: dict[str, float]) -> float:
     return round(min(1.0, max(0.0, value)), 6)
 
 
-def confidence_needs_dense() -> bool:
-    """Whether `blend` uses the dense part (then the query is embedded even with --no-dense)."""
-    return True
-
-
 def explain(index: Index, question: str, chunk_id: str) -> dict[str, Any]:
     """Every query term's BM25 contribution to one chunk: tf, df, idf, contribution, and the total."""
     try:
@@ -216,19 +212,18 @@ class Searcher:
         built = index.manifest["model"]
         if model is not None and model != built and rag_embed.Path(model).name != built:
             raise StageError(f"the index was built with model '{built}', not '{model}': rebuild it or drop --model")
-        self.embedder = None
-        if config.dense or confidence_needs_dense():
-            self.embedder = rag_embed.load_embedder(model or built, threads=threads)
-            if self.embedder.name != built:
-                raise StageError(f"the index was built with model '{built}', the query model is '{self.embedder.name}'")
-            want = index.manifest.get("model_sha256")
-            if want and self.embedder.sha256 and want != self.embedder.sha256:
-                raise StageError(
-                    f"the index was built with another {built} file (sha256 {want[:12]}..., this one {self.embedder.sha256[:12]}...)"
-                )
-            if self.embedder.dim != index.manifest["dim"]:
-                raise StageError(f"the query model gives {self.embedder.dim} dimensions, the index has {index.manifest['dim']}")
-        self.cache = rag_embed.cache_for(self.embedder) if self.embedder is not None else None
+        # The query is embedded even with --no-dense: the abstain signal's dense part needs it (see `blend`).
+        self.embedder = rag_embed.load_embedder(model or built, threads=threads)
+        if self.embedder.name != built:
+            raise StageError(f"the index was built with model '{built}', the query model is '{self.embedder.name}'")
+        want = index.manifest.get("model_sha256")
+        if want and self.embedder.sha256 and want != self.embedder.sha256:
+            raise StageError(
+                f"the index was built with another {built} file (sha256 {want[:12]}..., this one {self.embedder.sha256[:12]}...)"
+            )
+        if self.embedder.dim != index.manifest["dim"]:
+            raise StageError(f"the query model gives {self.embedder.dim} dimensions, the index has {index.manifest['dim']}")
+        self.cache = rag_embed.cache_for(self.embedder)
         ids = index.ids
         order = np.argsort(np.array(ids, dtype=str), kind="stable")
         self.tiebreak = np.empty(len(ids), dtype=np.int64)
@@ -247,28 +242,25 @@ class Searcher:
     def search(self, questions: list[str]) -> list[dict[str, Any]]:
         """Hits, confidence and timing for a batch of questions."""
         start = time.perf_counter()
-        qvecs = None
-        if self.embedder is not None:
-            qvecs = rag_embed.embed_texts(self.embedder, questions, True, self.cache)
-            dense_all = (
-                qvecs @ np.asarray(self.index.vectors).T if len(questions) > 1 else (np.asarray(self.index.vectors) @ qvecs[0])[None, :]
-            )
+        qvecs = rag_embed.embed_texts(self.embedder, questions, True, self.cache)
+        vectors = np.asarray(self.index.vectors)
+        dense_all = qvecs @ vectors.T if len(questions) > 1 else (vectors @ qvecs[0])[None, :]
         share = (time.perf_counter() - start) / max(1, len(questions))
         out = []
         for i, question in enumerate(questions):
             t0 = time.perf_counter()
-            result = self._one(question, dense_all[i] if qvecs is not None else None)
+            result = self._one(question, dense_all[i])
             result["ms"] = round((share + time.perf_counter() - t0) * 1000, 3)
             out.append(result)
         return out
 
-    def _one(self, question: str, dense: np.ndarray | None) -> dict[str, Any]:
+    def _one(self, question: str, dense: np.ndarray) -> dict[str, Any]:
         cfg, bm25, chunks = self.config, self.index.bm25, self.index.chunks
         terms, ids, weights = query_terms(bm25, question)
         sparse = bm25.scores(ids)
         signals: dict[int, dict[str, Any]] = {}
         lists: dict[str, list[int]] = {}
-        if dense is not None and cfg.dense:
+        if cfg.dense:
             lists["dense"] = topk(dense, cfg.candidates, self.tiebreak).tolist()
             for rank, row in enumerate(lists["dense"], 1):
                 signals.setdefault(row, {})["dense"] = {"score": round(float(dense[row]), 6), "rank": rank}
@@ -317,7 +309,7 @@ class Searcher:
                 }
             )
         parts = confidence_parts(bm25, ids, weights, sparse, self.tiebreak)
-        parts["dense"] = round(float(dense.max()), 6) if dense is not None and len(dense) else 0.0
+        parts["dense"] = round(float(dense.max()), 6) if len(dense) else 0.0
         return {"hits": hits, "confidence": blend(parts), "confidence_parts": parts, "retrieval": self.retrieval()}
 
 
@@ -332,13 +324,13 @@ def search_records(
             raise StageError("field 'question' is empty", str(where))
         pending.append(record)
         if len(pending) >= batch:
-            yield from _answer_batch(searcher, pending, explain_id)
+            yield from _search_batch(searcher, pending, explain_id)
             pending = []
     if pending:
-        yield from _answer_batch(searcher, pending, explain_id)
+        yield from _search_batch(searcher, pending, explain_id)
 
 
-def _answer_batch(searcher: Searcher, records: list[dict[str, Any]], explain_id: str | None) -> Iterator[dict[str, Any]]:
+def _search_batch(searcher: Searcher, records: list[dict[str, Any]], explain_id: str | None) -> Iterator[dict[str, Any]]:
     results = searcher.search([r["question"] for r in records])
     for record, result in zip(records, results, strict=True):
         record.update(result)
@@ -393,7 +385,10 @@ class SearchArgs:
         """The Config these options ask for, with k and the candidate lists at least `at_least` long."""
         k = max(self.k, at_least)
         config = Config(dense=self.dense, sparse=self.sparse, rerank=self.rerank, k=k, rrf_k=self.rrf_k, candidates=max(self.candidates, k))
-        config.check()
+        try:
+            config.check()
+        except ValueError as err:
+            raise click.UsageError(str(err)) from None
         return config
 
 
@@ -505,6 +500,7 @@ def question_records(questions: tuple[str, ...], queries: str | None, usage: str
 )
 @click.option("--explain", "explain_id", default=None, metavar="CHUNK_ID", help="Add each query term's BM25 contribution to this chunk.")
 @click.option("--json", "as_json", is_flag=True, help="JSON Lines even on a terminal.")
+@ragline.stage_main(STAGE)
 def main(
     questions: tuple[str, ...],
     search: SearchArgs,
@@ -513,17 +509,15 @@ def main(
     as_json: bool,
 ) -> None:
     """Search an index for each question (arguments, or query records on stdin)."""
-    ragline.die_on_sigterm()
-    with ragline.stage(STAGE):
-        searcher = make_searcher(search)
-        records = question_records(
-            questions, queries, 'no input: pipe query records ({"id","question"}) into rag-search, or give questions as arguments'
-        )
-        human = sys.stdout.isatty() and not as_json
-        out = sys.stdout.buffer
-        for record in search_records(searcher, records, explain_id):
-            out.write(render(record).encode() if human else ragline.dumps(record))
-        out.flush()
+    searcher = make_searcher(search)
+    records = question_records(
+        questions, queries, 'no input: pipe query records ({"id","question"}) into rag-search, or give questions as arguments'
+    )
+    human = sys.stdout.isatty() and not as_json
+    out = sys.stdout.buffer
+    for record in search_records(searcher, records, explain_id):
+        out.write(render(record).encode() if human else ragline.dumps(record))
+    out.flush()
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ Nothing here imports a stage, and nothing runs at import time.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import re
 import shutil
@@ -97,6 +98,28 @@ def _quiet_stdout() -> None:
     with contextlib.suppress(Exception):
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
+
+
+def stage_main(name: str) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """Decorate a stage's click callback: SIGTERM becomes Ctrl-C, the body runs under `stage(name)`.
+
+    The one place the stages' shared plumbing lives (as csvkit's one `run`):
+
+        @click.command()
+        @ragline.stage_main("rag-chunk")
+        def main(...): ...
+    """
+
+    def decorate(body: Callable[..., None]) -> Callable[..., None]:
+        @functools.wraps(body)
+        def run(*args: Any, **kwargs: Any) -> None:
+            die_on_sigterm()
+            with stage(name):
+                body(*args, **kwargs)
+
+        return run
+
+    return decorate
 
 
 def die_on_sigterm() -> None:
@@ -451,6 +474,34 @@ def retrieval_text(record: dict[str, Any], headings: bool = True, text_field: st
     if isinstance(path, list) and path and all(isinstance(h, str) for h in path):
         return " > ".join(path) + " :: " + text
     return text
+
+
+# --------------------------------------------------------------------------- sentences
+
+# A sentence ends at . ! or ? (closing quotes and brackets included) before white space and a
+# capital, a digit or an opening mark; not after an abbreviation or an initial.
+_SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9`*_])")
+_ABBREVIATION = re.compile(r"(?:\b(?:vs|e\.g|i\.e|etc|cf|approx|incl|Mr|Ms|Dr|No|Fig)|\b[A-Z])\.$")
+
+
+def sentence_spans(text: str) -> list[tuple[int, int]]:
+    """[start, end) of each sentence of a run of prose, white space between them left out.
+
+    The one sentence splitter: rag-chunk cuts over-long paragraphs with it and
+    rag-answer quotes and checks sentences with it. `e.g. Gerrit` and `J. Smith`
+    do not end a sentence.
+    """
+    spans: list[tuple[int, int]] = []
+    start = 0
+    for m in _SENTENCE_END.finditer(text):
+        stop = m.start() + len(m.group().rstrip())  # after the closing marks
+        if _ABBREVIATION.search(text, max(0, m.start() - 8), m.start()):
+            continue
+        spans.append((start, stop))
+        start = m.end()
+    if start < len(text) or not spans:
+        spans.append((start, len(text)))
+    return spans
 
 
 # --------------------------------------------------------------------------- tokeniser

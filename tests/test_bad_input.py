@@ -1377,7 +1377,7 @@ def test_hostile_chunk_llm_through_the_pipe(hostile, llm_server):
 
 
 def test_hostile_markers_reach_the_llm_inert():
-    block = rag_answer.Block(1, {"chunk_id": "refunds#refund-window", "text": HOSTILE, "headings": ["Refunds"]})
+    block = rag_answer.ContextBlock(1, {"chunk_id": "refunds#refund-window", "text": HOSTILE, "headings": ["Refunds"]})
     user = rag_answer.OpenAIChat(url="http://127.0.0.1:9/v1").prompt(ASK, [block])[1]["content"]
     assert "\\[7]" in user and "\\[9]" in user
     assert rag_answer.CITATION.findall(user.split("Question:")[0]) == ["1"], "the only live marker is the block's own number"

@@ -203,3 +203,28 @@ def test_cli_with_real_model(runner, minilm):
     rec = parse(result.stdout_bytes)[0]
     assert rec["model"] == "all-MiniLM-L6-v2" and len(rec["vector"]) == 384
     assert abs(np.linalg.norm(rec["vector"]) - 1) < 1e-5
+
+
+@pytest.mark.model
+def test_long_windows_embeds_the_whole_text():
+    """`--long windows` (the default): every 256-token window counts, weighted by its length."""
+    windows = rag_embed.load_embedder("all-MiniLM-L6-v2", long="windows")
+    truncate = rag_embed.load_embedder("all-MiniLM-L6-v2", long="truncate")
+    cooking = " ".join(["Simmer the onions slowly in butter until they are soft and golden brown."] * 25)  # ~400 tokens
+    tail = "The settlement sweep runs every night at 23:40 IST."
+    long_text, short_text = cooking + " " + tail, "A short text about the settlement sweep."
+    assert len(windows.tokenizer.encode(long_text).overflowing) >= 1
+    # a text within the limit: one window, the same vector either way
+    assert np.allclose(windows.embed([short_text]), truncate.embed([short_text]), atol=1e-6)
+    # a long one: the truncated vector never saw the tail, the windowed one did
+    query = truncate.embed(["when does the settlement sweep run"], query=True)[0]
+    w, t = windows.embed([long_text])[0], truncate.embed([long_text])[0]
+    assert w @ query > t @ query + 0.05
+    # and it is the length-weighted mean of the windows, each pooled on its own
+    enc = windows.tokenizer.encode(long_text)
+    parts = [enc.ids, *(o.ids for o in enc.overflowing)]
+    pooled = [truncate.embed([windows.tokenizer.decode(ids, skip_special_tokens=True)])[0] for ids in parts]
+    assert len(parts) >= 2 and abs(np.linalg.norm(w) - 1) < 1e-5
+    mean = sum(len(ids) * v for ids, v in zip(parts, pooled, strict=True))
+    assert float(w @ (mean / np.linalg.norm(mean))) > 0.98
+    assert windows.truncated == 1
