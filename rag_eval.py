@@ -29,6 +29,10 @@ The golden file (rag_eval alone reads it; safe YAML loading only):
 An unanswerable question has no gold, evidence or answer_contains. Each label in
 `RUNS` names the configuration its records must show, so a result can never be
 filed under the wrong name (the hash embedder's run reported as MiniLM's).
+
+The formulas (recall@k, MRR, nDCG, the answer checks, the bootstrap interval, the
+paired randomisation test, ROC AUC, the abstain threshold rule) live in `irmetrics`,
+each specified in its docstring; this module applies them to golden questions and runs.
 """
 
 from __future__ import annotations
@@ -49,6 +53,7 @@ from ragline import Line, StageError, place
 
 np = ragline.lazy_import("numpy")  # imported on first use: `rag-eval --help` stays fast
 yaml = ragline.lazy_import("yaml")
+irmetrics = ragline.lazy_import("irmetrics")  # the formulas and statistics (it imports numpy)
 
 STAGE = "rag-eval"
 RESULT_SCHEMA = "eval-result/1"
@@ -319,147 +324,6 @@ def query_records(golden: Golden) -> Iterator[dict[str, Any]]:
         yield {"id": q.id, "question": q.question, "kind": q.kind}
 
 
-# --------------------------------------------------------------------------- metrics
-
-
-def recall_at_k(ranked: Sequence[str], relevant: Collection[str], k: int) -> float:
-    """Recall@k = |relevant ∩ ranked[:k]| / |relevant|.
-
-    The share of the question's gold chunks that appear among the first k hits; a
-    chunk listed twice counts once, and a ranking shorter than k is taken as it is.
-    No relevant chunk: 0.0, not NaN. k < 1 is a ValueError.
-    """
-    if k < 1:
-        raise ValueError(f"k must be >= 1, got {k}")
-    gold = set(relevant)
-    if not gold:
-        return 0.0
-    return len(gold.intersection(ranked[:k])) / len(gold)
-
-
-def reciprocal_rank(ranked: Sequence[str], relevant: Collection[str], k: int = CUTOFF) -> float:
-    """RR@k = 1 / rank of the first relevant chunk within ranked[:k] (ranks from 1).
-
-    No relevant chunk in the first k, or no relevant chunk at all: 0.0. The mean over
-    questions is MRR@k (k = 5 here, as in ranx's "mrr@5").
-    """
-    gold = set(relevant)
-    for rank, chunk_id in enumerate(ranked[:k], 1):
-        if chunk_id in gold:
-            return 1.0 / rank
-    return 0.0
-
-
-def ndcg_at_k(ranked: Sequence[str], relevant: Collection[str], k: int = CUTOFF) -> float:
-    """nDCG@k with binary gain: DCG@k / IDCG@k.
-
-        DCG@k  = sum over i = 1..k of rel_i / log2(i + 1),  rel_i = 1 if hit i is gold else 0
-        IDCG@k = sum over i = 1..min(|relevant|, k) of 1 / log2(i + 1)
-
-    Järvelin & Kekäläinen's (2002) cumulated gain with the log2(i + 1) discount from
-    rank 1, as in trec_eval and ranx's `ndcg`; with binary gain it equals Burges et
-    al.'s (2005) 2^rel - 1 variant. A gold chunk listed twice gains only at its first
-    rank, so the value stays in [0, 1]. No relevant chunk: 0.0, not NaN.
-    """
-    gold = set(relevant)
-    if not gold:
-        return 0.0
-    seen: set[str] = set()
-    dcg = 0.0
-    for rank, chunk_id in enumerate(ranked[:k], 1):
-        if chunk_id in gold and chunk_id not in seen:
-            seen.add(chunk_id)
-            dcg += 1.0 / math.log2(rank + 1)
-    ideal = sum(1.0 / math.log2(rank + 1) for rank in range(1, min(len(gold), k) + 1))
-    return dcg / ideal
-
-
-def _fold(text: str) -> str:
-    return " ".join(text.casefold().split())
-
-
-def answer_ok(answer: str, refused: bool, phrases: Sequence[str], answerable: bool) -> bool:
-    """Did the answer stage do the right thing?
-
-    Answerable: not refused, and every phrase occurs in the answer, compared
-    case-insensitively (casefold) with runs of whitespace folded to one space.
-    Unanswerable: refused. An answerable question with no phrases needs only an answer.
-    """
-    if not answerable:
-        return refused
-    if refused:
-        return False
-    text = _fold(answer)
-    return all(_fold(p) in text for p in phrases)
-
-
-def citations_on_target(cited_docs: Sequence[str | None], gold_docs: Collection[str]) -> float | None:
-    """The share of the answer's citations (those that survived rag-answer's check) whose
-    document holds a gold chunk: |{c : doc(c) in gold docs}| / |citations|.
-
-    No citations: None (nothing to judge; not 0.0, which would read as "all off target").
-    """
-    if not cited_docs:
-        return None
-    targets = set(gold_docs)
-    return sum(1 for doc in cited_docs if doc in targets) / len(cited_docs)
-
-
-def mean_or_none(values: Iterable[float]) -> float | None:
-    """The arithmetic mean; None for no values (never NaN)."""
-    values = list(values)
-    return sum(values) / len(values) if values else None
-
-
-def bootstrap_interval(
-    values: Sequence[float] | np.ndarray, resamples: int = RESAMPLES, seed: int = SEED, level: float = LEVEL
-) -> tuple[float, float] | None:
-    """Percentile bootstrap interval of the mean (Efron & Tibshirani 1993, ch. 13).
-
-    Draws `resamples` samples of n values with replacement (numpy, seeded, so the same
-    values give the same interval), takes each sample's mean, and returns the
-    (1 - level) / 2 and (1 + level) / 2 quantiles of those means (linear interpolation).
-    No values: None. One value v: (v, v).
-    """
-    data = np.asarray(values, dtype=np.float64)
-    n = len(data)
-    if n == 0:
-        return None
-    rng = np.random.default_rng(seed)
-    means = np.empty(resamples, dtype=np.float64)
-    batch = max(1, 4_000_000 // n)  # bounded memory for large question sets
-    for start in range(0, resamples, batch):
-        stop = min(resamples, start + batch)
-        means[start:stop] = data[rng.integers(0, n, size=(stop - start, n))].mean(axis=1)
-    lo, hi = np.quantile(means, [(1 - level) / 2, (1 + level) / 2])
-    return float(lo), float(hi)
-
-
-def paired_randomisation(a: Sequence[float], b: Sequence[float], resamples: int = RESAMPLES, seed: int = SEED) -> float:
-    """Two-sided p-value of a paired (sign-flip) randomisation test for mean(b - a) = 0.
-
-    a[i] and b[i] are two runs' values on the same question i; d = b - a. Under the
-    null hypothesis each d_i is as likely to have the other sign, so
-        p = (1 + #{r : |mean(s_r * d)| >= |mean(d)|}) / (1 + resamples)
-    over `resamples` seeded draws of random signs s_r in {-1, +1}^n (the approximate
-    randomisation test that Smucker, Allan & Carterette, CIKM 2007, recommend for IR
-    evaluation). No pairs, or no difference at all: 1.0.
-    """
-    d = np.asarray(b, dtype=np.float64) - np.asarray(a, dtype=np.float64)
-    n = len(d)
-    if n == 0 or not np.any(d):
-        return 1.0
-    observed = abs(d.mean())
-    rng = np.random.default_rng(seed)
-    hits = 0
-    batch = max(1, 4_000_000 // n)
-    for start in range(0, resamples, batch):
-        size = min(resamples, start + batch) - start
-        signs = rng.integers(0, 2, size=(size, n), dtype=np.int8) * 2 - 1
-        hits += int(np.count_nonzero(np.abs((signs * d).mean(axis=1)) >= observed - 1e-12))
-    return (1 + hits) / (1 + resamples)
-
-
 # --------------------------------------------------------------------------- run configuration
 
 
@@ -629,6 +493,43 @@ def score_run(
     Retrieval metrics and citations_on_target average over answerable questions,
     answer_ok over all; a metric with nothing to average is null.
     """
+    seen, actual, run = _one_run(golden, records, label, chunking, inputs)
+    rows = []
+    for q in golden.questions:
+        where, record = seen[q.id]
+        gold, refound = resolve_gold(q, chunking, golden.where(q))
+        rows.append(score_question(q, record, where, gold, refound, gold_docs(gold, chunking), chunking))
+    if all(not row["ranked"] for row in rows):
+        raise StageError("every hits list is empty: retrieval returned nothing (an empty index?)", inputs)
+    return {
+        "schema": RESULT_SCHEMA,
+        "label": label,
+        "expected": RUNS[label],
+        "actual": actual,
+        "run": run,
+        "golden": {"source": golden.source, "sha256": golden.sha256},
+        "gold_checked": chunking is not None,
+        "settings": {"cutoff": CUTOFF, "resamples": resamples, "seed": seed, "level": LEVEL},
+        "counts": {
+            "questions": len(rows),
+            "answerable": sum(r["answerable"] for r in rows),
+            "unanswerable": sum(not r["answerable"] for r in rows),
+            "records": len(seen),
+            "refound": sum(r["refound"] for r in rows),
+            "empty_hits": sum(not r["ranked"] for r in rows),
+            "refused": sum(r["refused"] for r in rows),
+        },
+        "questions": rows,
+        "aggregates": aggregate(rows),
+        "intervals": intervals(rows, resamples, seed),
+    }
+
+
+def _one_run(
+    golden: Golden, records: Iterable[tuple[Line, dict[str, Any]]], label: str, chunking: Chunking | None, inputs: str
+) -> tuple[dict[str, tuple[Line, dict[str, Any]]], dict[str, Any], dict[str, Any]]:
+    """The records by question id, the configuration they all show, and the rest of what
+    ran; every guard of `score_run` on the records themselves is here."""
     questions = golden.by_id()
     seen: dict[str, tuple[Line, dict[str, Any]]] = {}
     actual: dict[str, Any] | None = None
@@ -666,36 +567,8 @@ def score_run(
             f"{len(missing)} of {len(questions)} questions have no answer record ({names}): the run is incomplete",
             golden.where(missing[0]),
         )
-    rows = []
-    for q in golden.questions:
-        where, record = seen[q.id]
-        gold, refound = resolve_gold(q, chunking, golden.where(q))
-        rows.append(score_question(q, record, where, gold, refound, gold_docs(gold, chunking), chunking))
-    if all(not row["ranked"] for row in rows):
-        raise StageError("every hits list is empty: retrieval returned nothing (an empty index?)", inputs)
     assert actual is not None
-    return {
-        "schema": RESULT_SCHEMA,
-        "label": label,
-        "expected": RUNS[label],
-        "actual": actual,
-        "run": run,
-        "golden": {"source": golden.source, "sha256": golden.sha256},
-        "gold_checked": chunking is not None,
-        "settings": {"cutoff": CUTOFF, "resamples": resamples, "seed": seed, "level": LEVEL},
-        "counts": {
-            "questions": len(rows),
-            "answerable": sum(r["answerable"] for r in rows),
-            "unanswerable": sum(not r["answerable"] for r in rows),
-            "records": len(seen),
-            "refound": sum(r["refound"] for r in rows),
-            "empty_hits": sum(not r["ranked"] for r in rows),
-            "refused": sum(r["refused"] for r in rows),
-        },
-        "questions": rows,
-        "aggregates": aggregate(rows),
-        "intervals": intervals(rows, resamples, seed),
-    }
+    return seen, actual, run
 
 
 def _run_info(record: dict[str, Any], where: Line) -> dict[str, Any]:
@@ -744,16 +617,16 @@ def score_question(
     top = ranked[:CUTOFF]
     row: dict[str, Any] = {"id": q.id, "kind": q.kind, "answerable": q.answerable, "gold": list(gold), "refound": refound, "ranked": top}
     for name, value in (
-        ("recall@1", recall_at_k(top, gold, 1)),
-        ("recall@3", recall_at_k(top, gold, 3)),
-        ("recall@5", recall_at_k(top, gold, 5)),
-        ("rr", reciprocal_rank(top, gold)),
-        ("ndcg@5", ndcg_at_k(top, gold)),
+        ("recall@1", irmetrics.recall_at_k(top, gold, 1)),
+        ("recall@3", irmetrics.recall_at_k(top, gold, 3)),
+        ("recall@5", irmetrics.recall_at_k(top, gold, 5)),
+        ("rr", irmetrics.reciprocal_rank(top, gold, CUTOFF)),
+        ("ndcg@5", irmetrics.ndcg_at_k(top, gold, CUTOFF)),
     ):
         row[name] = _round(value) if q.answerable else None
-    on_target = citations_on_target([c.get("doc") for c in citations], docs) if q.answerable else None
+    on_target = irmetrics.citations_on_target([c.get("doc") for c in citations], docs) if q.answerable else None
     row |= {
-        "answer_ok": answer_ok(answer, refused, q.answer_contains, q.answerable),
+        "answer_ok": irmetrics.answer_ok(answer, refused, q.answer_contains, q.answerable),
         "citations": len(citations),
         "citations_on_target": _round(on_target),
         "refused": refused,
@@ -785,24 +658,15 @@ def _abstain_signals(record: dict[str, Any], hits: list[dict[str, Any]]) -> dict
 
 
 def signal_auc(rows: Sequence[dict[str, Any]], signal: str) -> float | None:
-    """ROC AUC of a signal for telling answerable (positive) from unanswerable questions.
-
-        AUC = P(s(a) > s(u)) + P(s(a) = s(u)) / 2  over all pairs (a answerable, u unanswerable)
-
-    (the Mann-Whitney form). 1.0: every answerable question scores above every
-    unanswerable one; 0.5: no better than chance. None when either class is missing
-    or the signal is absent from a row.
+    """ROC AUC of an abstain signal for telling answerable (positive) from unanswerable
+    questions (`irmetrics.roc_auc`: ties count half, 0.5 is chance), over result rows.
+    `signal` is "confidence" or a name in the rows' `signals`. None when either class is
+    missing or the signal is absent from a row.
     """
     values = [(r["answerable"], r["confidence"] if signal == "confidence" else (r.get("signals") or {}).get(signal)) for r in rows]
     if any(v is None for _, v in values):
         return None
-    pos = np.array([v for a, v in values if a], dtype=np.float64)
-    neg = np.array([v for a, v in values if not a], dtype=np.float64)
-    if not len(pos) or not len(neg):
-        return None
-    greater = (pos[:, None] > neg[None, :]).sum()
-    ties = (pos[:, None] == neg[None, :]).sum()
-    return float((greater + ties / 2) / (len(pos) * len(neg)))
+    return irmetrics.roc_auc([v for a, v in values if a], [v for a, v in values if not a])
 
 
 def _number(record: dict[str, Any], name: str, where: Line) -> float:
@@ -833,7 +697,7 @@ def metric_values(rows: Iterable[dict[str, Any]], metric: str, kind: str | None 
 
 def aggregate(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """Means of every METRICS name overall and per answerable kind, and latency percentiles."""
-    overall: dict[str, Any] = {m: _round(mean_or_none(metric_values(rows, m).values())) for m in METRICS}
+    overall: dict[str, Any] = {m: _round(irmetrics.mean_or_none(metric_values(rows, m).values())) for m in METRICS}
     for name, key in (("ms", "ms"), ("search_ms", "search_ms"), ("answer_ms", "answer_ms")):
         values = np.array([r[key] for r in rows], dtype=np.float64)
         overall[f"{name}_p50"] = _round(np.percentile(values, 50))
@@ -844,16 +708,18 @@ def aggregate(rows: list[dict[str, Any]]) -> dict[str, Any]:
         n = sum(r["kind"] == kind for r in rows)
         if n:
             by_kind[kind] = {"n": n} | {
-                m: _round(mean_or_none(metric_values(rows, m, kind).values())) for m in METRICS if m != "refused_when_unanswerable"
+                m: _round(irmetrics.mean_or_none(metric_values(rows, m, kind).values()))
+                for m in METRICS
+                if m != "refused_when_unanswerable"
             }
     return {"overall": overall, "by_kind": by_kind}
 
 
 def intervals(rows: list[dict[str, Any]], resamples: int = RESAMPLES, seed: int = SEED) -> dict[str, Any]:
-    """95% percentile-bootstrap intervals over questions (see `bootstrap_interval`)."""
+    """95% percentile-bootstrap intervals over questions (see `irmetrics.bootstrap_interval`)."""
 
     def interval(values: dict[str, float]) -> list[float] | None:
-        found = bootstrap_interval(list(values.values()), resamples, seed)
+        found = irmetrics.bootstrap_interval(list(values.values()), resamples=resamples, seed=seed, level=LEVEL)
         return None if found is None else [_round(found[0]), _round(found[1])]
 
     overall = {m: interval(metric_values(rows, m)) for m in INTERVAL_METRICS}
@@ -923,62 +789,20 @@ def dump_json(value: dict[str, Any]) -> bytes:
 # --------------------------------------------------------------------------- the abstain sweep
 
 
-def thresholds(step: float = STEP) -> np.ndarray:
-    """0, step, 2 step, ..., 1; `step` must divide 1."""
-    steps = round(1 / step)
-    if steps < 1 or abs(steps * step - 1) > 1e-9:
-        raise ValueError(f"step {step} does not divide 1")
-    return np.arange(steps + 1) / steps
-
-
-def choose_threshold(refuse: np.ndarray, answerable: np.ndarray, budget: float = REFUSAL_BUDGET) -> int:
-    """The index of the shipped threshold on a grid, under the stated preference.
-
-    `refuse[t, q]` says whether threshold t refuses question q (confidence < t).
-      1. Budget: refused_when_answerable <= budget (one in eight by default).
-      2. Within it, the most unanswerable questions refused.
-      3. Among those, the fewest answerable ones refused.
-      4. What is left is a run of neighbouring thresholds that behave identically on
-         these questions (both rates only grow with t); take its middle (the lower of
-         two middles), which keeps the widest margin on both sides for questions not
-         in the set, rather than an end that hugs one question's confidence.
-    A population with no questions counts as nothing refused. Threshold 0 refuses
-    nothing, so a grid that starts at 0 always has a choice.
-    """
-    ref_a = refuse[:, answerable].sum(axis=1)
-    ref_u = refuse[:, ~answerable].sum(axis=1)
-    candidates = np.flatnonzero(ref_a <= budget * int(answerable.sum()) + 1e-9)
-    if not len(candidates):
-        raise ValueError("no threshold on the grid keeps within the budget")
-    candidates = candidates[ref_u[candidates] == ref_u[candidates].max()]
-    candidates = candidates[ref_a[candidates] == ref_a[candidates].min()]
-    return int(candidates[(len(candidates) - 1) // 2])
-
-
-def _rates(refused: np.ndarray, ok: np.ndarray, answerable: np.ndarray) -> dict[str, float | None]:
-    def share(values: np.ndarray) -> float | None:
-        return _round(values.mean()) if len(values) else None
-
-    return {
-        "refused_when_unanswerable": share(refused[~answerable]),
-        "refused_when_answerable": share(refused[answerable]),
-        "answer_ok": share(ok),
-    }
-
-
 def sweep(golden: Golden, result: dict[str, Any], step: float = STEP, budget: float = REFUSAL_BUDGET) -> dict[str, Any]:
     """Walk the abstain threshold t over [0, 1] and pick the one to ship.
 
     At threshold t a question is refused when its confidence < t. The curve gives, for
     each t, refused_when_unanswerable and refused_when_answerable (from the threshold
     alone), and answer_ok: an answerable question is ok when t lets it through and the
-    run answered it right; an unanswerable one when t refuses it or the run did.
-    (So the run should be made with the answer stage's own threshold at 0, or its
-    refusals stay in the answer-level column.)
+    run answered it right; an unanswerable one when t refuses it or the run did
+    (`irmetrics.threshold_outcomes`). So the run should be made with the answer stage's
+    own threshold at 0, or its refusals stay in the answer-level column.
 
-    `chosen` is `choose_threshold` on all questions. `loo` is its leave-one-out
-    estimate: for each question, the threshold chosen on the others by the same rule,
-    applied to that question alone; its rates are less optimistic than in-sample.
+    `chosen` is `irmetrics.choose_threshold` on all questions. `loo` is its leave-one-out
+    estimate (`irmetrics.leave_one_out_choices`): for each question, the threshold chosen
+    on the others by the same rule, applied to that question alone; its rates are less
+    optimistic than in-sample.
     """
     rows = result["questions"]
     if result.get("golden", {}).get("sha256") != golden.sha256:
@@ -990,18 +814,13 @@ def sweep(golden: Golden, result: dict[str, Any], step: float = STEP, budget: fl
     confidence = np.array([r["confidence"] for r in rows], dtype=np.float64)
     ran_ok = np.array([bool(r["answer_ok"]) for r in rows])
     ran_refused = np.array([bool(r["refused"]) for r in rows])
-    grid = thresholds(step)
-    refuse = confidence[None, :] < grid[:, None]
-    ok = np.where(answerable[None, :], ~refuse & ran_ok[None, :], refuse | ran_refused[None, :])
+    grid = irmetrics.thresholds(step)
+    refuse, ok = irmetrics.threshold_outcomes(grid, confidence, answerable, ran_ok, ran_refused)
     curve = [{"threshold": float(t)} | _rates(refuse[i], ok[i], answerable) for i, t in enumerate(grid)]
-    best = choose_threshold(refuse, answerable, budget)
-    held_threshold = np.empty(len(rows), dtype=np.float64)
-    held_refused = np.empty(len(rows), dtype=bool)
-    held_ok = np.empty(len(rows), dtype=bool)
-    for q in range(len(rows)):
-        others = np.arange(len(rows)) != q
-        i = choose_threshold(refuse[:, others], answerable[others], budget)
-        held_threshold[q], held_refused[q], held_ok[q] = grid[i], refuse[i, q], ok[i, q]
+    best = irmetrics.choose_threshold(refuse, answerable, budget)
+    held = irmetrics.leave_one_out_choices(refuse, answerable, budget)
+    questions = np.arange(len(rows))
+    held_threshold, held_refused, held_ok = grid[held], refuse[held, questions], ok[held, questions]
     return {
         "schema": SWEEP_SCHEMA,
         "label": result.get("label"),
@@ -1015,7 +834,7 @@ def sweep(golden: Golden, result: dict[str, Any], step: float = STEP, budget: fl
             ),
         },
         "counts": {"questions": len(rows), "answerable": int(answerable.sum()), "unanswerable": int((~answerable).sum())},
-        "run": _rates(ran_refused, np.array([bool(r["answer_ok"]) for r in rows]), answerable),
+        "run": _rates(ran_refused, ran_ok, answerable),
         "chosen": {"threshold": float(grid[best])} | _rates(refuse[best], ok[best], answerable),
         "loo": _rates(held_refused, held_ok, answerable)
         | {
@@ -1031,6 +850,11 @@ def sweep(golden: Golden, result: dict[str, Any], step: float = STEP, budget: fl
         },
         "curve": curve,
     }
+
+
+def _rates(refused: np.ndarray, ok: np.ndarray, answerable: np.ndarray) -> dict[str, float | None]:
+    """`irmetrics.refusal_rates`, rounded as the result files store numbers."""
+    return {name: _round(value) for name, value in irmetrics.refusal_rates(refused, ok, answerable).items()}
 
 
 def plot_sweep(result: dict[str, Any], out: Any) -> bool:
@@ -1058,7 +882,7 @@ def plot_sweep(result: dict[str, Any], out: Any) -> bool:
     return True
 
 
-# --------------------------------------------------------------------------- tables
+# --------------------------------------------------------------------------- tables: the numbers
 
 MAIN_COLUMNS = (
     ("recall@1", "recall@1"),
@@ -1069,18 +893,92 @@ MAIN_COLUMNS = (
     ("citations on target", "citations_on_target"),
 )
 REFUSAL_COLUMNS = (("refused when unanswerable", "refused_when_unanswerable"), ("refused when answerable", "refused_when_answerable"))
+KIND_METRIC = "mrr"  # the by-kind table's metric
+SIGNALS = ("confidence", "part:best", "part:coverage", "part:dense", "top score", "top RRF score")
+SIGNAL_RUNS = ("default", "hybrid", "bm25", "hash")  # the runs whose abstain signals the tables compare
 
 
-def render_tables(results: Sequence[tuple[str, dict[str, Any]]]) -> str:
-    """Markdown tables from (path, result) pairs: the main table, MRR by kind, refusals,
-    and the abstain threshold for each sweep file among them.
+@dataclass(frozen=True)
+class Cell:
+    """One table cell: a run's mean of a metric, its bootstrap interval, and the p-value of
+    the paired test against the default run (None in the default row, without a default
+    run, or where there is no mean)."""
+
+    value: float | None
+    interval: tuple[float, float] | None
+    p: float | None
+
+    @property
+    def differs(self) -> bool:
+        return self.p is not None and self.p < ALPHA
+
+
+@dataclass(frozen=True)
+class Row:
+    """One run's numbers in the tables: `overall` by metric (MAIN_COLUMNS and
+    REFUSAL_COLUMNS), `by_kind` the KIND_METRIC by answerable kind, `auc` one ROC AUC per
+    SIGNALS entry (None for runs not in SIGNAL_RUNS)."""
+
+    label: str
+    gold_checked: bool
+    overall: dict[str, Cell]
+    by_kind: dict[str, Cell]
+    ms_p50: float | None
+    auc: tuple[float | None, ...] | None
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Everything the tables show, computed: the rows in RUNS' order, the question counts
+    of the golden file, the size of each answerable kind any run has, and the sweeps."""
+
+    golden: dict[str, str]
+    counts: dict[str, int]
+    resamples: int
+    rows: tuple[Row, ...]
+    kinds: dict[str, int]
+    sweeps: tuple[dict[str, Any], ...]
+
+
+def compare(results: Sequence[tuple[str, dict[str, Any]]]) -> Comparison:
+    """The tables' numbers from (path, result) pairs, score results and sweeps mixed.
 
     Rows follow RUNS' order. A row whose recorded configuration is not what RUNS says
     its label is, two results with one label, or results scored against different
-    golden files: StageError. Each cell is "mean [95% interval]". A non-default cell
-    whose per-question values differ from the default row's at p < 0.05 under the
-    paired randomisation test (`paired_randomisation`, pairs by question id) gets †.
+    golden files: StageError. Each non-default cell carries the p-value of the paired
+    randomisation test (`irmetrics.paired_randomisation`, two-sided, pairs by question
+    id, the result's own resamples, seed SEED) of its per-question values against the
+    default run's.
     """
+    by_label, sweeps = _checked_results(results)
+    ordered = [by_label[label] for label in RUNS if label in by_label]
+    base = by_label.get("default")
+    kinds = {
+        k: next(r["aggregates"]["by_kind"][k]["n"] for r in ordered if k in r["aggregates"]["by_kind"])
+        for k in ANSWERABLE_KINDS
+        if any(k in r["aggregates"]["by_kind"] for r in ordered)
+    }
+    metrics = [m for _, m in MAIN_COLUMNS + REFUSAL_COLUMNS]
+    rows = []
+    for r in ordered:
+        rows.append(
+            Row(
+                label=r["label"],
+                gold_checked=bool(r.get("gold_checked")),
+                overall={m: _cell(r, base, m) for m in metrics},
+                by_kind={k: _cell(r, base, KIND_METRIC, k) for k in kinds},
+                ms_p50=r["aggregates"]["overall"].get("ms_p50"),
+                auc=tuple(signal_auc(r["questions"], s) for s in SIGNALS) if r["label"] in SIGNAL_RUNS else None,
+            )
+        )
+    order = list(RUNS)
+    sweeps.sort(key=lambda swept: order.index(swept["label"]) if swept["label"] in order else len(order))
+    first = ordered[0]
+    return Comparison(first["golden"], first["counts"], first["settings"]["resamples"], tuple(rows), kinds, tuple(sweeps))
+
+
+def _checked_results(results: Sequence[tuple[str, dict[str, Any]]]) -> tuple[dict[str, dict[str, Any]], list[dict[str, Any]]]:
+    """The score results by label and the sweeps, once they are known to belong in one table."""
     sweeps = [(path, r) for path, r in results if r.get("schema") == SWEEP_SCHEMA]
     results = [(path, r) for path, r in results if r.get("schema") != SWEEP_SCHEMA]
     if not results:
@@ -1098,76 +996,97 @@ def render_tables(results: Sequence[tuple[str, dict[str, Any]]]) -> str:
     for path, swept in sweeps:
         if swept["golden"]["sha256"] not in digests:
             raise StageError("the sweep was made on another golden file than the results'", path)
-    ordered = [by_label[label] for label in RUNS if label in by_label]
-    base = by_label.get("default")
-    marked = False
+    return by_label, [swept for _, swept in sweeps]
 
-    def cell(result: dict[str, Any], metric: str, kind: str | None = None) -> str:
-        nonlocal marked
-        agg = result["aggregates"]["overall"] if kind is None else result["aggregates"]["by_kind"].get(kind, {})
-        value = agg.get(metric)
-        if value is None:
-            return "–"
-        ivs = result["intervals"]["overall"] if kind is None else result["intervals"]["by_kind"].get(kind, {})
-        text = f"{value:.2f}"
-        if ivs.get(metric) is not None:
-            text += f" [{ivs[metric][0]:.2f}, {ivs[metric][1]:.2f}]"
-        if base is not None and result is not base:
-            mine, theirs = metric_values(result["questions"], metric, kind), metric_values(base["questions"], metric, kind)
-            common = sorted(set(mine) & set(theirs))
-            p = paired_randomisation([theirs[i] for i in common], [mine[i] for i in common], result["settings"]["resamples"])
-            if p < ALPHA:
-                text += f" {MARK}"
-                marked = True
-        return text
 
-    def name(result: dict[str, Any]) -> str:
-        return f"`{result['label']}`" + ("" if result.get("gold_checked") else " °")
+def _cell(result: dict[str, Any], base: dict[str, Any] | None, metric: str, kind: str | None = None) -> Cell:
+    aggregates, ivs = result["aggregates"], result["intervals"]
+    value = (aggregates["overall"] if kind is None else aggregates["by_kind"].get(kind, {})).get(metric)
+    if value is None:
+        return Cell(None, None, None)
+    interval = (ivs["overall"] if kind is None else ivs["by_kind"].get(kind, {})).get(metric)
+    p = None
+    if base is not None and result is not base:
+        mine, theirs = metric_values(result["questions"], metric, kind), metric_values(base["questions"], metric, kind)
+        common = sorted(set(mine) & set(theirs))
+        p = irmetrics.paired_randomisation(
+            [theirs[i] for i in common], [mine[i] for i in common], resamples=result["settings"]["resamples"], seed=SEED
+        )
+    return Cell(value, None if interval is None else (interval[0], interval[1]), p)
 
-    first = ordered[0]
-    counts = first["counts"]
-    lines = [
-        f"Scored against `{first['golden']['source']}` (sha256 `{first['golden']['sha256'][:12]}`): {counts['questions']} questions, "
+
+# --------------------------------------------------------------------------- tables: the markdown
+
+
+def render_tables(results: Sequence[tuple[str, dict[str, Any]]]) -> str:
+    """Markdown tables from (path, result) pairs (see `compare`): the main table, MRR by
+    kind, refusals, the abstain signals, the abstain threshold for each sweep file among
+    them, and the notes. Each cell is "mean [95% interval]", with † where it differs from
+    the default row at p < ALPHA."""
+    c = compare(results)
+    sections = [main_table(c), kind_table(c), refusal_table(c), signal_table(c), *map(sweep_table, c.sweeps), *table_notes(c)]
+    return "\n\n".join("\n".join(section) for section in sections if section) + "\n"
+
+
+def _table(head: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:
+    """A markdown table: the first column (the run) left-aligned, the others right-aligned."""
+
+    def line(cells: Sequence[str]) -> str:
+        return f"| {cells[0]} | " + " | ".join(cells[1:]) + " |"
+
+    return [line(head), "| --- |" + " ---: |" * (len(head) - 1), *map(line, rows)]
+
+
+def _show_cell(cell: Cell) -> str:
+    if cell.value is None:
+        return "–"
+    text = f"{cell.value:.2f}"
+    if cell.interval is not None:
+        text += f" [{cell.interval[0]:.2f}, {cell.interval[1]:.2f}]"
+    return text + (f" {MARK}" if cell.differs else "")
+
+
+def _run_name(row: Row) -> str:
+    return f"`{row.label}`" + ("" if row.gold_checked else " °")
+
+
+def main_table(c: Comparison) -> list[str]:
+    """The headline metrics, one row a run, with the median latency."""
+    counts = c.counts
+    intro = (
+        f"Scored against `{c.golden['source']}` (sha256 `{c.golden['sha256'][:12]}`): {counts['questions']} questions, "
         f"{counts['answerable']} answerable and {counts['unanswerable']} unanswerable. Retrieval metrics and citations on target "
         f"over the answerable questions at cutoff {CUTOFF}; answer ok over all (refusing is the right answer to an unanswerable "
         "one); ms p50 is the median time per question, search and answer. 95% percentile-bootstrap intervals over questions in "
-        "brackets.",
-        "",
-        "| run | " + " | ".join(title for title, _ in MAIN_COLUMNS) + " | ms p50 |",
-        "| --- |" + " ---: |" * (len(MAIN_COLUMNS) + 1),
+        "brackets."
+    )
+    head = ["run", *(title for title, _ in MAIN_COLUMNS), "ms p50"]
+    rows = [
+        [_run_name(r), *(_show_cell(r.overall[m]) for _, m in MAIN_COLUMNS), "–" if r.ms_p50 is None else f"{r.ms_p50:.1f}"] for r in c.rows
     ]
-    for r in ordered:
-        ms = r["aggregates"]["overall"].get("ms_p50")
-        lines.append(f"| {name(r)} | " + " | ".join(cell(r, m) for _, m in MAIN_COLUMNS) + f" | {'–' if ms is None else f'{ms:.1f}'} |")
-    kinds = [k for k in ANSWERABLE_KINDS if any(k in r["aggregates"]["by_kind"] for r in ordered)]
-    sizes = {k: next(r["aggregates"]["by_kind"][k]["n"] for r in ordered if k in r["aggregates"]["by_kind"]) for k in kinds}
-    lines += ["", "MRR by kind of question (how many in parentheses):", ""]
-    lines += ["| run | " + " | ".join(f"{k} ({sizes[k]})" for k in kinds) + " |", "| --- |" + " ---: |" * len(kinds)]
-    lines += [f"| {name(r)} | " + " | ".join(cell(r, "mrr", k) for k in kinds) + " |" for r in ordered]
-    lines += ["", "Refusals:", ""]
-    lines += ["| run | " + " | ".join(title for title, _ in REFUSAL_COLUMNS) + " |", "| --- |" + " ---: |" * len(REFUSAL_COLUMNS)]
-    lines += [f"| {name(r)} | " + " | ".join(cell(r, m) for _, m in REFUSAL_COLUMNS) + " |" for r in ordered]
-    signals = ["confidence", "part:best", "part:coverage", "part:dense", "top score", "top RRF score"]
-    auc_rows = [
-        (r, [signal_auc(r["questions"], sg) for sg in signals]) for r in ordered if r["label"] in ("default", "hybrid", "bm25", "hash")
-    ]
-    if auc_rows:
-        lines += ["", "How well each candidate abstain signal tells answerable from unanswerable questions (ROC AUC; 0.5 is chance):", ""]
-        lines += ["| run | " + " | ".join(sg.removeprefix("part:") for sg in signals) + " |", "| --- |" + " ---: |" * len(signals)]
-        lines += [f"| {name(r)} | " + " | ".join("–" if v is None else f"{v:.2f}" for v in values) + " |" for r, values in auc_rows]
-    for _, swept in sorted(sweeps, key=lambda item: list(RUNS).index(item[1]["label"]) if item[1]["label"] in RUNS else len(RUNS)):
-        lines += ["", *sweep_table(swept)]
-    notes = []
-    if marked:
-        notes.append(
-            f"{MARK} differs from `default` at p < {ALPHA} (two-sided paired randomisation test on per-question values, "
-            f"{first['settings']['resamples']:,} seeded sign flips)."
-        )
-    if any(not r.get("gold_checked") for r in ordered):
-        notes.append("° gold chunk ids taken as labelled, not checked against this run's chunking (scored without --corpus-chunks).")
-    for note in notes:
-        lines += ["", note]
-    return "\n".join(lines) + "\n"
+    return [intro, "", *_table(head, rows)]
+
+
+def kind_table(c: Comparison) -> list[str]:
+    """MRR by kind of question."""
+    head = ["run", *(f"{k} ({n})" for k, n in c.kinds.items())]
+    rows = [[_run_name(r), *(_show_cell(r.by_kind[k]) for k in c.kinds)] for r in c.rows]
+    return ["MRR by kind of question (how many in parentheses):", "", *_table(head, rows)]
+
+
+def refusal_table(c: Comparison) -> list[str]:
+    """How often each run refused, by whether the question was answerable."""
+    rows = [[_run_name(r), *(_show_cell(r.overall[m]) for _, m in REFUSAL_COLUMNS)] for r in c.rows]
+    return ["Refusals:", "", *_table(["run", *(title for title, _ in REFUSAL_COLUMNS)], rows)]
+
+
+def signal_table(c: Comparison) -> list[str]:
+    """ROC AUC of each candidate abstain signal, for the SIGNAL_RUNS present; none: no table."""
+    rows = [[_run_name(r), *("–" if v is None else f"{v:.2f}" for v in r.auc)] for r in c.rows if r.auc is not None]
+    if not rows:
+        return []
+    title = "How well each candidate abstain signal tells answerable from unanswerable questions (ROC AUC; 0.5 is chance):"
+    return [title, "", *_table(["run", *(s.removeprefix("part:") for s in SIGNALS)], rows)]
 
 
 def sweep_table(swept: dict[str, Any]) -> list[str]:
@@ -1179,19 +1098,33 @@ def sweep_table(swept: dict[str, Any]) -> list[str]:
     chosen, loo, counts = swept["chosen"], swept["loo"], swept["counts"]
     spread = loo["thresholds"]
     cols = ("refused_when_unanswerable", "refused_when_answerable", "answer_ok")
-    return [
+    intro = (
         f"Abstain threshold, from the `{swept['label']}` run (refuse when confidence < t; wrongly refused answerable questions "
-        f"at most {swept['rule']['budget']:g}, then the most unanswerable ones refused):",
-        "",
-        "| threshold chosen on | t | refused when unanswerable | refused when answerable | answer ok |",
-        "| --- | ---: | ---: | ---: | ---: |",
-        f"| all {counts['questions']} questions (in-sample) | {chosen['threshold']:.2f} | "
-        + " | ".join(share(chosen[c]) for c in cols)
-        + " |",
-        f"| the other {counts['questions'] - 1}, for each question (leave-one-out) | {spread['min']:.2f}–{spread['max']:.2f} | "
-        + " | ".join(share(loo[c]) for c in cols)
-        + " |",
+        f"at most {swept['rule']['budget']:g}, then the most unanswerable ones refused):"
+    )
+    head = ["threshold chosen on", "t", "refused when unanswerable", "refused when answerable", "answer ok"]
+    rows = [
+        [f"all {counts['questions']} questions (in-sample)", f"{chosen['threshold']:.2f}", *(share(chosen[k]) for k in cols)],
+        [
+            f"the other {counts['questions'] - 1}, for each question (leave-one-out)",
+            f"{spread['min']:.2f}–{spread['max']:.2f}",
+            *(share(loo[k]) for k in cols),
+        ],
     ]
+    return [intro, "", *_table(head, rows)]
+
+
+def table_notes(c: Comparison) -> list[list[str]]:
+    """The footnotes the marks in the tables need, each a section of one line."""
+    notes = []
+    if any(cell.differs for r in c.rows for cell in (*r.overall.values(), *r.by_kind.values())):
+        notes.append(
+            f"{MARK} differs from `default` at p < {ALPHA} (two-sided paired randomisation test on per-question values, "
+            f"{c.resamples:,} seeded sign flips)."
+        )
+    if any(not r.gold_checked for r in c.rows):
+        notes.append("° gold chunk ids taken as labelled, not checked against this run's chunking (scored without --corpus-chunks).")
+    return [[note] for note in notes]
 
 
 def replace_tables(readme: str, tables: str, source: str) -> str:

@@ -1,38 +1,21 @@
-"""rag-eval: metrics by hand and against ranx, the golden file's checks, gold re-finding,
-the guards, the abstain sweep, the tables, and each subcommand through click."""
+"""rag-eval: the golden file's checks, gold re-finding, scoring and its guards, the abstain
+sweep, the tables, and each subcommand through click. The formulas themselves (irmetrics)
+are tested in test_irmetrics.py."""
 
 from __future__ import annotations
 
-import math
+import ast
 import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
 import orjson
 import pytest
 from conftest import ROOT, SHARED, jsonl, parse
-from hypothesis import given
-from hypothesis import strategies as st
 
 import rag_chunk
 import rag_eval
-from rag_eval import (
-    RUNS,
-    Chunking,
-    answer_ok,
-    bootstrap_interval,
-    choose_threshold,
-    citations_on_target,
-    main,
-    ndcg_at_k,
-    paired_randomisation,
-    parse_golden,
-    recall_at_k,
-    reciprocal_rank,
-    resolve_gold,
-    thresholds,
-)
+from rag_eval import RUNS, Chunking, main, parse_golden, resolve_gold
 from ragline import Line, StageError
 
 # --------------------------------------------------------------------------- fixtures
@@ -166,117 +149,6 @@ def write_jsonl(path: Path, records: list[dict]) -> Path:
     return path
 
 
-# --------------------------------------------------------------------------- metrics by hand
-
-
-class TestMetrics:
-    def test_recall_counts_the_share_of_gold_in_the_top_k(self):
-        ranked = ["x", "a", "y", "b"]
-        assert recall_at_k(ranked, {"a", "b"}, 1) == 0.0
-        assert recall_at_k(ranked, {"a", "b"}, 3) == 0.5
-        assert recall_at_k(ranked, {"a", "b"}, 5) == 1.0  # a ranking shorter than k is taken as it is
-        assert recall_at_k(["a"], {"a"}, 1) == 1.0
-
-    def test_recall_edge_cases(self):
-        assert recall_at_k(["a", "b"], set(), 3) == 0.0  # no relevant chunk: 0.0, not NaN
-        assert recall_at_k([], {"a"}, 3) == 0.0
-        assert recall_at_k(["a", "a", "x"], {"a", "b"}, 3) == 0.5  # listed twice, counted once
-        with pytest.raises(ValueError):
-            recall_at_k(["a"], {"a"}, 0)
-
-    def test_reciprocal_rank(self):
-        assert reciprocal_rank(["a", "x"], {"a"}) == 1.0
-        assert reciprocal_rank(["x", "y", "a", "b"], {"a", "b"}) == pytest.approx(1 / 3)
-        assert reciprocal_rank(["x", "y"], {"a"}) == 0.0
-        assert reciprocal_rank(["v", "w", "x", "y", "z", "a"], {"a"}) == 0.0  # rank 6 is past the cutoff of 5
-        assert reciprocal_rank(["a"], set()) == 0.0
-
-    def test_ndcg_with_one_gold_chunk(self):
-        assert ndcg_at_k(["a", "x"], {"a"}) == 1.0
-        assert ndcg_at_k(["x", "a"], {"a"}) == pytest.approx(1 / math.log2(3))  # 0.6309
-        assert ndcg_at_k(["x", "y", "z", "w", "a"], {"a"}) == pytest.approx(1 / math.log2(6))  # 0.3869
-        assert ndcg_at_k(["x", "y", "z", "w", "v", "a"], {"a"}) == 0.0
-
-    def test_ndcg_with_two_gold_chunks(self):
-        ideal = 1 + 1 / math.log2(3)  # two ones at ranks 1 and 2: 1.6309
-        assert ndcg_at_k(["a", "b"], {"a", "b"}) == 1.0
-        assert ndcg_at_k(["a", "x", "b"], {"a", "b"}) == pytest.approx((1 + 0.5) / ideal)  # 0.9197
-        assert ndcg_at_k(["x", "a", "y", "b"], {"a", "b"}) == pytest.approx((1 / math.log2(3) + 1 / math.log2(5)) / ideal)
-        assert ndcg_at_k(["a", "x"], {"a", "b"}) == pytest.approx(1 / ideal)  # 0.6131
-
-    def test_ndcg_edge_cases(self):
-        assert ndcg_at_k(["a"], set()) == 0.0  # no relevant chunk: 0.0, not NaN
-        assert ndcg_at_k([], {"a"}) == 0.0
-        assert ndcg_at_k(["a", "a"], {"a", "b"}) == pytest.approx(1 / (1 + 1 / math.log2(3)))  # a gains once
-        six = ["a", "b", "c", "d", "e", "f"]
-        assert ndcg_at_k(six[:5], set(six)) == 1.0  # the ideal has min(6, 5) = 5 ones
-
-    def test_answer_ok(self):
-        assert answer_ok("Send an  IDEMPOTENCY\nkey.", False, ["idempotency key"], True)
-        assert not answer_ok("Send a key.", False, ["idempotency key"], True)
-        assert not answer_ok("idempotency key", True, ["idempotency key"], True)  # refused: not ok
-        assert answer_ok("", True, [], False)  # unanswerable and refused
-        assert not answer_ok("Yes, Apple Pay works.", False, [], False)
-
-    def test_citations_on_target(self):
-        assert citations_on_target([], {"a"}) is None
-        assert citations_on_target(["a", "b", "a"], {"a"}) == pytest.approx(2 / 3)
-        assert citations_on_target(["b"], {"a"}) == 0.0
-        assert citations_on_target([None], {"a"}) == 0.0
-
-    def test_bootstrap_interval(self):
-        assert bootstrap_interval([]) is None
-        assert bootstrap_interval([0.5]) == (0.5, 0.5)
-        assert bootstrap_interval([1.0] * 10) == (1.0, 1.0)
-        values = [0.0] * 5 + [1.0] * 15
-        lo, hi = bootstrap_interval(values)
-        assert 0.5 < lo < 0.75 < hi < 0.95
-        assert bootstrap_interval(values) == (lo, hi)  # seeded
-
-    def test_paired_randomisation(self):
-        assert paired_randomisation([1, 0, 1], [1, 0, 1]) == 1.0
-        assert paired_randomisation([], []) == 1.0
-        assert paired_randomisation([0.0] * 30, [1.0] * 30) < 0.001
-        assert paired_randomisation([0.0] * 30, [1.0, -1.0] * 15) == 1.0  # mean difference 0
-        one_better = [0.0] * 29 + [1.0]
-        assert paired_randomisation([0.0] * 30, one_better) > 0.5  # one question of thirty is no evidence
-        assert paired_randomisation([0.0] * 30, one_better) == paired_randomisation([0.0] * 30, one_better)
-
-
-@given(
-    ranked=st.lists(st.sampled_from("abcdefgh"), max_size=8, unique=True),
-    gold=st.sets(st.sampled_from("abcdefgh"), min_size=1, max_size=4),
-)
-def test_recall_is_monotone_in_k_and_ndcg_stays_in_0_1(ranked, gold):
-    recalls = [recall_at_k(ranked, gold, k) for k in range(1, 9)]
-    assert recalls == sorted(recalls)
-    assert 0.0 <= ndcg_at_k(ranked, gold) <= 1.0
-    assert reciprocal_rank(ranked, gold) > 0 or recall_at_k(ranked, gold, 5) == 0
-
-
-@pytest.mark.reference
-def test_metrics_agree_with_ranx():
-    ranx = pytest.importorskip("ranx", reason="ranx is the reference implementation (pip install -e '.[reference]')")
-    rng = np.random.default_rng(7)
-    docs = [f"d{i:02d}" for i in range(30)]
-    qrels, run, ours = {}, {}, {m: [] for m in ("recall@1", "recall@3", "recall@5", "mrr@5", "ndcg@5")}
-    for q in range(50):
-        qid = f"q{q:03d}"
-        gold = list(rng.choice(docs, size=int(rng.integers(1, 5)), replace=False))
-        ranked = list(rng.choice(docs, size=int(rng.integers(1, 11)), replace=False))
-        qrels[qid] = {d: 1 for d in gold}
-        run[qid] = {d: float(len(ranked) - i) for i, d in enumerate(ranked)}  # distinct scores, best first
-        ours["recall@1"].append(recall_at_k(ranked, gold, 1))
-        ours["recall@3"].append(recall_at_k(ranked, gold, 3))
-        ours["recall@5"].append(recall_at_k(ranked, gold, 5))
-        ours["mrr@5"].append(reciprocal_rank(ranked, gold, 5))
-        ours["ndcg@5"].append(ndcg_at_k(ranked, gold, 5))
-    theirs = ranx.evaluate(ranx.Qrels(qrels), ranx.Run(run), list(ours), return_mean=False)
-    for metric, values in ours.items():
-        assert np.allclose(values, theirs[metric]), metric
-    assert 0.1 < np.mean(ours["recall@5"]) < 0.9  # the synthetic run is neither empty nor perfect
-
-
 # --------------------------------------------------------------------------- the golden file
 
 
@@ -288,7 +160,7 @@ def run_questions(runner, tmp_path: Path, text: str):
 
 class TestGolden:
     def test_the_repository_golden_files_parse(self):
-        for name, total in (("golden.yaml", 42), ("eval/eng-practices.golden.yaml", 12)):
+        for name, total in (("golden.yaml", 42), ("eval/eng-practices.golden.yaml", 71)):
             golden = rag_eval.load_golden(str(ROOT / name))
             assert len(golden.questions) == total
             assert {q.kind for q in golden.questions} == set(rag_eval.KINDS)
@@ -572,31 +444,6 @@ class TestScore:
 
 
 class TestSweep:
-    def grid_choice(self, answerable_conf, unanswerable_conf):
-        conf = np.array(answerable_conf + unanswerable_conf)
-        answerable = np.array([True] * len(answerable_conf) + [False] * len(unanswerable_conf))
-        grid = thresholds()
-        return float(grid[choose_threshold(conf[None, :] < grid[:, None], answerable)])
-
-    def test_the_grid(self):
-        grid = thresholds()
-        assert len(grid) == 101 and grid[0] == 0.0 and grid[-1] == 1.0 and grid[40] == 0.4
-        with pytest.raises(ValueError):
-            thresholds(0.03)
-
-    def test_one_answerable_in_eight_may_be_refused(self):
-        # refusing both unanswerable (0.3, 0.5) costs the answerable 0.1: 1/8, within budget.
-        # t in (0.5, 0.6] behaves the same: 0.51 ... 0.60, the lower middle is 0.55
-        assert self.grid_choice([0.1, 0.6, 0.7, 0.7, 0.8, 0.8, 0.9, 0.9], [0.3, 0.5]) == 0.55
-
-    def test_two_in_eight_is_over_budget(self):
-        # a second answerable at 0.2: no threshold refuses an unanswerable question within budget,
-        # so refuse none, and refuse no answerable one either: t in [0, 0.1], the middle is 0.05
-        assert self.grid_choice([0.1, 0.2, 0.7, 0.7, 0.8, 0.8, 0.9, 0.9], [0.3, 0.5]) == 0.05
-
-    def test_no_unanswerable_questions(self):
-        assert self.grid_choice([0.3, 0.9], []) == 0.15  # t in [0, 0.3] refuses nothing
-
     def result_file(self, golden, confidences: dict[str, float]) -> dict:
         records = perfect_run()
         for r in records:
@@ -699,6 +546,32 @@ class TestTable:
         assert "† differs from `default` at p < 0.05 (two-sided paired randomisation test" in text
         assert "° gold chunk ids taken as labelled" in text
         assert runner.invoke(main, ["table", *map(str, reversed(paths))]).stdout == text  # deterministic, order-free
+
+    def test_the_numbers_come_before_the_markdown(self, results):
+        _, paths = results
+        c = rag_eval.compare([(str(p), rag_eval.load_result(str(p))) for p in reversed(paths)])
+        assert [r.label for r in c.rows] == ["default", "no-rerank", "hash"]  # RUNS' order
+        default, no_rerank, hash_run = c.rows
+        assert default.overall["mrr"].p is None  # the default row is not tested against itself
+        assert no_rerank.overall["mrr"] == rag_eval.Cell(1.0, (1.0, 1.0), 1.0)  # the same per-question values
+        assert hash_run.overall["mrr"].p < 0.05 and hash_run.overall["mrr"].differs
+        assert hash_run.by_kind["factual"].value == 0.0 and hash_run.by_kind["factual"].differs
+        assert c.kinds == {"identifier": 8, "semantic": 8, "procedural": 7, "factual": 7}
+        assert default.auc is not None and no_rerank.auc is None  # the signal table compares SIGNAL_RUNS only
+
+    def test_rendering_only_formats(self):
+        cell, empty = rag_eval.Cell(0.5, (0.25, 0.75), 0.01), rag_eval.Cell(None, None, None)
+        metrics = [m for _, m in rag_eval.MAIN_COLUMNS + rag_eval.REFUSAL_COLUMNS]
+        row = rag_eval.Row("no-rerank", False, dict.fromkeys(metrics, cell), {"factual": empty}, None, None)
+        counts = {"questions": 3, "answerable": 2, "unanswerable": 1}
+        c = rag_eval.Comparison({"source": "g.yaml", "sha256": "ab" * 32}, counts, 100, (row,), {"factual": 2}, ())
+        assert rag_eval.main_table(c)[-1] == "| `no-rerank` ° | " + " | ".join(["0.50 [0.25, 0.75] †"] * 6) + " | – |"
+        assert rag_eval.kind_table(c)[-3:] == ["| run | factual (2) |", "| --- | ---: |", "| `no-rerank` ° | – |"]
+        assert rag_eval.refusal_table(c)[-1] == "| `no-rerank` ° | 0.50 [0.25, 0.75] † | 0.50 [0.25, 0.75] † |"
+        assert rag_eval.signal_table(c) == []
+        notes = rag_eval.table_notes(c)
+        assert notes[0][0].startswith("† differs from `default` at p < 0.05") and "100 seeded sign flips" in notes[0][0]
+        assert notes[1][0].startswith("° gold chunk ids taken as labelled")
 
     def test_refuses_a_row_whose_run_is_not_its_label(self, runner, results):
         _, paths = results
@@ -860,9 +733,28 @@ def _has_matplotlib() -> bool:
     return True
 
 
+def switched_on(path: Path) -> set[str]:
+    """The names a module's code tests with `"name" in features` or `"name" in x.features`."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], ast.In):
+            left, right = node.left, node.comparators[0]
+            name = right.attr if isinstance(right, ast.Attribute) else getattr(right, "id", None)
+            if name == "features" and isinstance(left, ast.Constant) and isinstance(left.value, str):
+                found.add(left.value)
+    return found
+
+
 def test_features_are_rag_answers():
-    rag_answer = pytest.importorskip("rag_answer", reason="rag_answer.py is not in this tree")
-    assert tuple(rag_answer.FEATURES) == rag_eval.FEATURES
+    """rag_eval's FEATURES are the switches rag_answer's code really has, in the order its
+    generator records them, and every run's feature list is one the generator records."""
+    import rag_answer
+
+    assert switched_on(Path(rag_answer.__file__)) == set(rag_eval.FEATURES)
+    assert rag_answer.Extractive(rag_eval.FEATURES).features == tuple(rag_eval.FEATURES)
+    for label, config in RUNS.items():
+        assert list(rag_answer.Extractive(config["features"]).features) == config["features"], label
+    assert {f for config in RUNS.values() for f in rag_eval.FEATURES if f not in config["features"]} == set(rag_eval.FEATURES)
 
 
 def test_runs_table_and_no_heavy_import():

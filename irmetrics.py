@@ -1,0 +1,283 @@
+"""irmetrics: the retrieval metrics, answer checks and statistics that rag-eval scores with.
+
+A library, not a stage: pure functions over sequences and numpy arrays, with no I/O,
+no click, no environment and no clock; it imports numpy and the standard library only.
+Each function's docstring is its specification: the formula, the edge cases, and the
+variant it implements where the literature has several. The ranking metrics are
+cross-checked against ranx (tests/test_irmetrics.py, marked `reference`).
+
+    >>> recall_at_k(["x", "a", "b"], {"a", "b"}, k=2)
+    0.5
+    >>> reciprocal_rank(["x", "a"], {"a"}, k=5)
+    0.5
+
+    ranking       recall_at_k, reciprocal_rank, ndcg_at_k
+    answers       answer_ok, citations_on_target
+    statistics    mean_or_none, bootstrap_interval, paired_randomisation, roc_auc
+    abstaining    thresholds, threshold_outcomes, choose_threshold, leave_one_out_choices, refusal_rates
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Collection, Iterable, Sequence
+
+import numpy as np
+
+_BATCH_VALUES = 4_000_000  # resampling draws at most this many values at once: bounded memory for large question sets
+
+# --------------------------------------------------------------------------- ranking
+
+
+def recall_at_k(ranked: Sequence[str], relevant: Collection[str], k: int) -> float:
+    """Recall@k = |relevant ∩ ranked[:k]| / |relevant|.
+
+    The share of the question's relevant (gold) ids that appear among the first k; an
+    id listed twice counts once, and a ranking shorter than k is taken as it is.
+    No relevant id: 0.0, not NaN. k < 1 is a ValueError.
+    """
+    if k < 1:
+        raise ValueError(f"k must be >= 1, got {k}")
+    gold = set(relevant)
+    if not gold:
+        return 0.0
+    return len(gold.intersection(ranked[:k])) / len(gold)
+
+
+def reciprocal_rank(ranked: Sequence[str], relevant: Collection[str], k: int) -> float:
+    """RR@k = 1 / rank of the first relevant id within ranked[:k] (ranks from 1).
+
+    No relevant id in the first k, or no relevant id at all: 0.0. The mean over
+    questions is MRR@k (ranx's "mrr@k").
+    """
+    gold = set(relevant)
+    for rank, item in enumerate(ranked[:k], 1):
+        if item in gold:
+            return 1.0 / rank
+    return 0.0
+
+
+def ndcg_at_k(ranked: Sequence[str], relevant: Collection[str], k: int) -> float:
+    """nDCG@k with binary gain: DCG@k / IDCG@k.
+
+        DCG@k  = sum over i = 1..k of rel_i / log2(i + 1),  rel_i = 1 if ranked[i] is relevant else 0
+        IDCG@k = sum over i = 1..min(|relevant|, k) of 1 / log2(i + 1)
+
+    Järvelin & Kekäläinen's (2002) cumulated gain with the log2(i + 1) discount from
+    rank 1, as in trec_eval and ranx's `ndcg`; with binary gain it equals Burges et
+    al.'s (2005) 2^rel - 1 variant. A relevant id listed twice gains only at its first
+    rank, so the value stays in [0, 1]. No relevant id: 0.0, not NaN.
+    """
+    gold = set(relevant)
+    if not gold:
+        return 0.0
+    seen: set[str] = set()
+    dcg = 0.0
+    for rank, item in enumerate(ranked[:k], 1):
+        if item in gold and item not in seen:
+            seen.add(item)
+            dcg += 1.0 / math.log2(rank + 1)
+    ideal = sum(1.0 / math.log2(rank + 1) for rank in range(1, min(len(gold), k) + 1))
+    return dcg / ideal
+
+
+# --------------------------------------------------------------------------- answers
+
+
+def _fold(text: str) -> str:
+    return " ".join(text.casefold().split())
+
+
+def answer_ok(answer: str, refused: bool, phrases: Sequence[str], answerable: bool) -> bool:
+    """Did the answer stage do the right thing?
+
+    Answerable: not refused, and every phrase occurs in the answer, compared
+    case-insensitively (casefold) with runs of whitespace folded to one space.
+    Unanswerable: refused. An answerable question with no phrases needs only an answer.
+    """
+    if not answerable:
+        return refused
+    if refused:
+        return False
+    text = _fold(answer)
+    return all(_fold(p) in text for p in phrases)
+
+
+def citations_on_target(cited_docs: Sequence[str | None], gold_docs: Collection[str]) -> float | None:
+    """The share of an answer's citations whose document holds a gold chunk:
+    |{c : doc(c) in gold docs}| / |citations|. A citation with no document (None) is off target.
+
+    No citations: None (nothing to judge; not 0.0, which would read as "all off target").
+    """
+    if not cited_docs:
+        return None
+    targets = set(gold_docs)
+    return sum(1 for doc in cited_docs if doc in targets) / len(cited_docs)
+
+
+# --------------------------------------------------------------------------- statistics
+
+
+def mean_or_none(values: Iterable[float]) -> float | None:
+    """The arithmetic mean, sum(values) / n; None for no values (never NaN)."""
+    values = list(values)
+    return sum(values) / len(values) if values else None
+
+
+def bootstrap_interval(
+    values: Sequence[float] | np.ndarray, *, seed: int, resamples: int = 10_000, level: float = 0.95
+) -> tuple[float, float] | None:
+    """Percentile bootstrap interval of the mean (Efron & Tibshirani 1993, ch. 13).
+
+    Draws `resamples` samples of n values with replacement (numpy's default_rng(seed),
+    so the same values and seed give the same interval), takes each sample's mean, and
+    returns the (1 - level) / 2 and (1 + level) / 2 quantiles of those means (numpy's
+    default linear interpolation). The percentile kind: not BCa, not the basic
+    (reverse-percentile) interval. No values: None. One value v: (v, v).
+    """
+    data = np.asarray(values, dtype=np.float64)
+    n = len(data)
+    if n == 0:
+        return None
+    rng = np.random.default_rng(seed)
+    means = np.empty(resamples, dtype=np.float64)
+    batch = max(1, _BATCH_VALUES // n)
+    for start in range(0, resamples, batch):
+        stop = min(resamples, start + batch)
+        means[start:stop] = data[rng.integers(0, n, size=(stop - start, n))].mean(axis=1)
+    lo, hi = np.quantile(means, [(1 - level) / 2, (1 + level) / 2])
+    return float(lo), float(hi)
+
+
+def paired_randomisation(a: Sequence[float], b: Sequence[float], *, seed: int, resamples: int = 10_000) -> float:
+    """Two-sided p-value of a paired (sign-flip) randomisation test for mean(b - a) = 0.
+
+    a[i] and b[i] are two runs' values on the same question i; d = b - a. Under the
+    null hypothesis each d_i is as likely to have the other sign, so
+        p = (1 + #{r : |mean(s_r * d)| >= |mean(d)| - 1e-12}) / (1 + resamples)
+    over `resamples` draws of random signs s_r in {-1, +1}^n from default_rng(seed)
+    (the approximate randomisation test that Smucker, Allan & Carterette, CIKM 2007,
+    recommend for IR evaluation; the +1s count the observed signs as one draw, so p > 0).
+    Two-sided: a difference either way counts. No pairs, or no difference at all: 1.0.
+    """
+    d = np.asarray(b, dtype=np.float64) - np.asarray(a, dtype=np.float64)
+    n = len(d)
+    if n == 0 or not np.any(d):
+        return 1.0
+    observed = abs(d.mean())
+    rng = np.random.default_rng(seed)
+    hits = 0
+    batch = max(1, _BATCH_VALUES // n)
+    for start in range(0, resamples, batch):
+        size = min(resamples, start + batch) - start
+        signs = rng.integers(0, 2, size=(size, n), dtype=np.int8) * 2 - 1
+        hits += int(np.count_nonzero(np.abs((signs * d).mean(axis=1)) >= observed - 1e-12))
+    return (1 + hits) / (1 + resamples)
+
+
+def roc_auc(positive: Sequence[float] | np.ndarray, negative: Sequence[float] | np.ndarray) -> float | None:
+    """ROC AUC of a score for telling positive from negative cases, in its Mann-Whitney form:
+
+        AUC = (#{(p, n) : p > n} + #{(p, n) : p = n} / 2) / (|positive| * |negative|)
+
+    over all pairs of a positive and a negative score (ties count half). 1.0: every
+    positive scores above every negative; 0.5: no better than chance; 0.0: every one
+    below. Either class empty: None.
+    """
+    pos = np.asarray(positive, dtype=np.float64)
+    neg = np.asarray(negative, dtype=np.float64)
+    if not len(pos) or not len(neg):
+        return None
+    greater = (pos[:, None] > neg[None, :]).sum()
+    ties = (pos[:, None] == neg[None, :]).sum()
+    return float((greater + ties / 2) / (len(pos) * len(neg)))
+
+
+# --------------------------------------------------------------------------- abstaining
+
+
+def thresholds(step: float) -> np.ndarray:
+    """The grid 0, step, 2 step, ..., 1 (as i / steps, so 0.4 is exactly 0.4); `step`
+    must divide 1, else ValueError."""
+    steps = round(1 / step)
+    if steps < 1 or abs(steps * step - 1) > 1e-9:
+        raise ValueError(f"step {step} does not divide 1")
+    return np.arange(steps + 1) / steps
+
+
+def threshold_outcomes(
+    grid: np.ndarray, confidence: np.ndarray, answerable: np.ndarray, ran_ok: np.ndarray, ran_refused: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """What each threshold t of `grid` would do to each question q: (refuse, ok), both [t, q].
+
+        refuse[t, q] = confidence[q] < grid[t]
+        ok[t, q]     = not refuse[t, q] and ran_ok[q]       (answerable q)
+                       refuse[t, q] or ran_refused[q]       (unanswerable q)
+
+    An answerable question is ok when t lets it through and the run answered it right;
+    an unanswerable one when t refuses it or the run did already.
+    """
+    refuse = confidence[None, :] < grid[:, None]
+    ok = np.where(answerable[None, :], ~refuse & ran_ok[None, :], refuse | ran_refused[None, :])
+    return refuse, ok
+
+
+def choose_threshold(refuse: np.ndarray, answerable: np.ndarray, budget: float) -> int:
+    """The index of the threshold to ship on a grid, under the stated preference.
+
+    `refuse[t, q]` says whether threshold t refuses question q (confidence < t).
+      1. Budget: refused_when_answerable <= budget (+ 1e-9 for rounding).
+      2. Within it, the most unanswerable questions refused.
+      3. Among those, the fewest answerable ones refused.
+      4. What is left is a run of neighbouring thresholds that behave identically on
+         these questions (both rates only grow with t); take its middle (the lower of
+         two middles), which keeps the widest margin on both sides for questions not
+         in the set, rather than an end that hugs one question's confidence.
+    A population with no questions counts as nothing refused. Threshold 0 refuses
+    nothing, so a grid that starts at 0 always has a choice; no threshold within the
+    budget is a ValueError.
+    """
+    ref_a = refuse[:, answerable].sum(axis=1)
+    ref_u = refuse[:, ~answerable].sum(axis=1)
+    candidates = np.flatnonzero(ref_a <= budget * int(answerable.sum()) + 1e-9)
+    if not len(candidates):
+        raise ValueError("no threshold on the grid keeps within the budget")
+    candidates = candidates[ref_u[candidates] == ref_u[candidates].max()]
+    candidates = candidates[ref_a[candidates] == ref_a[candidates].min()]
+    return int(candidates[(len(candidates) - 1) // 2])
+
+
+def leave_one_out_choices(refuse: np.ndarray, answerable: np.ndarray, budget: float) -> np.ndarray:
+    """For each question q, the threshold index `choose_threshold` picks on all the other
+    questions: choice[q] = choose_threshold(refuse[:, others], answerable[others], budget).
+
+    Applying choice[q] to q alone gives a leave-one-out (n-fold cross-validated)
+    estimate of the rule, less optimistic than choosing and measuring on the same
+    questions. No questions: an empty array.
+    """
+    n = refuse.shape[1]
+    choices = np.empty(n, dtype=np.intp)
+    for q in range(n):
+        others = np.arange(n) != q
+        choices[q] = choose_threshold(refuse[:, others], answerable[others], budget)
+    return choices
+
+
+def refusal_rates(refused: np.ndarray, ok: np.ndarray, answerable: np.ndarray) -> dict[str, float | None]:
+    """Three shares over one set of questions (boolean arrays, one entry per question):
+
+        refused_when_unanswerable = mean(refused[~answerable])
+        refused_when_answerable   = mean(refused[answerable])
+        answer_ok                 = mean(ok)
+
+    A share over no questions is None, not NaN.
+    """
+
+    def share(values: np.ndarray) -> float | None:
+        return float(values.mean()) if len(values) else None
+
+    return {
+        "refused_when_unanswerable": share(refused[~answerable]),
+        "refused_when_answerable": share(refused[answerable]),
+        "answer_ok": share(ok),
+    }
