@@ -442,7 +442,7 @@ class OpenAIChat:
         try:
             content = json.loads(raw)["choices"][0]["message"]["content"]
         except (ValueError, KeyError, IndexError, TypeError):
-            raise StageError(f"LLM reply is not a chat completion: {ragline._one_line(raw.decode('utf-8', 'replace'), 120)}") from None
+            raise StageError(f"LLM reply is not a chat completion: {ragline.one_line(raw.decode('utf-8', 'replace'), 120)}") from None
         if not isinstance(content, str):
             raise StageError("LLM reply has no text content")
         return content

@@ -464,7 +464,7 @@ def front_matter(doc: Doc) -> tuple[int, str | None]:
                 raise StageError(f"front matter is not valid YAML: {problem}", ragline.place(doc.path, line)) from None
             except Exception as err:  # PyYAML's safe constructors raise more than YAMLError: !!timestamp 2020-99-99, [[[[...
                 raise StageError(
-                    f"front matter is not valid YAML: {ragline._one_line(str(err) or type(err).__name__, 200)}", ragline.place(doc.path, 1)
+                    f"front matter is not valid YAML: {ragline.one_line(str(err) or type(err).__name__, 200)}", ragline.place(doc.path, 1)
                 ) from None
             if isinstance(meta, dict) and isinstance(meta.get("title"), str):
                 title = meta["title"]

@@ -27,7 +27,7 @@ import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import click
 import numpy as np
@@ -41,8 +41,8 @@ DEFAULT_MODEL = "all-MiniLM-L6-v2"
 DESCRIPTION = "ragline-model.json"
 WINDOW = 2048  # records read ahead for length-sorted batching; bounds memory
 HASH_DIM = 384
-# Texts per model call. With batches sorted by length, smaller batches pad less: in `just bench`
-# batch 8 embedded 1.22x the tokens per second of batch 32, and batch 128 0.65x (results/bench.json).
+# Texts per model call. With batches sorted by length, smaller batches pad less:
+# the batch-size ablation in results/bench.json (`just bench`) is what chose it.
 BATCH_SIZE = 8
 STRIDE = 32  # tokens shared by consecutive windows of a long text (long="windows")
 LONG_MODES = ("truncate", "windows")
@@ -251,7 +251,7 @@ class OnnxEmbedder:
         try:
             self.tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
         except Exception as err:  # tokenizers raises a bare Exception on bad files
-            raise StageError(f"cannot load tokenizer: {ragline._one_line(str(err))}", str(folder / "tokenizer.json")) from None
+            raise StageError(f"cannot load tokenizer: {ragline.one_line(str(err))}", str(folder / "tokenizer.json")) from None
         self.tokenizer.no_padding()
         self.tokenizer.enable_truncation(self.max_tokens, stride=STRIDE)
         options = ort.SessionOptions()
@@ -262,7 +262,7 @@ class OnnxEmbedder:
         try:
             self.session = ort.InferenceSession(str(folder / "model.onnx"), options, providers=["CPUExecutionProvider"])
         except Exception as err:  # onnxruntime raises its own exception types
-            raise StageError(f"cannot load model: {ragline._one_line(str(err))}", str(folder / "model.onnx")) from None
+            raise StageError(f"cannot load model: {ragline.one_line(str(err))}", str(folder / "model.onnx")) from None
         self.inputs = {i.name for i in self.session.get_inputs()}
         if not {"input_ids", "attention_mask"} <= self.inputs:
             raise StageError(f"model inputs are {sorted(self.inputs)}, expected input_ids and attention_mask", str(folder / "model.onnx"))
@@ -499,6 +499,27 @@ def _finish(
         yield record
 
 
+class Progress:
+    """A one-line counter on stderr, shown only when stderr is a terminal."""
+
+    def __init__(self, label: str, quiet: bool = False, stream: IO[str] | None = None):
+        self.stream = stream or sys.stderr
+        self.label = label
+        self.enabled = not quiet and self.stream.isatty()
+        self.count = 0
+
+    def update(self, n: int = 1) -> None:
+        self.count += n
+        if self.enabled:
+            self.stream.write(f"\r{self.label}: {self.count}")
+            self.stream.flush()
+
+    def done(self, summary: str | None = None) -> None:
+        if self.enabled:
+            self.stream.write(f"\r{self.label}: {summary or self.count}\n")
+            self.stream.flush()
+
+
 # --------------------------------------------------------------------------- the command
 
 
@@ -584,7 +605,7 @@ def main(
     cache = cache_for(embedder, cache_path)
     field_name = text_field or ("question" if query else "text")
     records = ragline.read_records(inputs, usage="no input: pipe JSON Lines into rag-embed or name a file (see --help)")
-    progress = ragline.Progress(STAGE, quiet)
+    progress = Progress(STAGE, quiet)
     out = sys.stdout.buffer
     count = 0
     for record in embed_records(records, embedder, text_field=field_name, query=query, headings=headings, cache=cache):

@@ -206,7 +206,7 @@ def parse_golden(data: bytes | str, source: str) -> Golden:
     except yaml.YAMLError as err:
         raise _yaml_error(err, source) from None
     except Exception as err:  # the safe constructors raise more than YAMLError: !!timestamp 2020-99-99, deep nesting
-        raise StageError(f"not valid YAML: {ragline._one_line(str(err) or type(err).__name__, 200)}", source) from None
+        raise StageError(f"not valid YAML: {ragline.one_line(str(err) or type(err).__name__, 200)}", source) from None
     finally:
         if loader is not None:
             loader.dispose()

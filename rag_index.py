@@ -400,7 +400,7 @@ def load(path: str | os.PathLike[str], *, mmap: bool = True) -> Index:
             for name in ("terms", "df", "doc_len", "indptr", "docs", "tf", "weights")
         }
     except (ValueError, OSError) as err:
-        raise StageError(f"index arrays cannot be read ({ragline._one_line(str(err), 120)}): rebuild it", str(root)) from None
+        raise StageError(f"index arrays cannot be read ({ragline.one_line(str(err), 120)}): rebuild it", str(root)) from None
     for name in manifest["files"]:  # same sizes, other bytes: a flipped bit, or a file from another build
         if name in hashes and _sha256(gen / name) != hashes[name]:
             raise StageError(f"index file {name} does not match the manifest's sha256 (corrupted or replaced): rebuild it", str(root))

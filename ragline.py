@@ -53,7 +53,7 @@ def place(source: str, line: int | None = None) -> str:
     return f"{source}:{line}" if line else source
 
 
-def _one_line(text: str, limit: int = 300) -> str:
+def one_line(text: str, limit: int = 300) -> str:
     text = " ".join(str(text).split())
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
@@ -88,7 +88,7 @@ def stage(name: str) -> Iterator[None]:
 def _die(name: str, message: str, code: int) -> None:
     with contextlib.suppress(Exception):
         sys.stdout.flush()
-    sys.stderr.write(f"{name}: {_one_line(message, 2000)}\n")
+    sys.stderr.write(f"{name}: {one_line(message, 2000)}\n")
     sys.stderr.flush()
     raise SystemExit(code)
 
@@ -200,7 +200,7 @@ def _json_error(raw: bytes, err: orjson.JSONDecodeError) -> str:
     except UnicodeDecodeError as bad:
         return f"not valid JSON: not UTF-8 (byte 0x{raw[bad.start]:02x} at column {bad.start + 1})"
     column = min(err.pos, len(raw.rstrip(b"\r\n"))) + 1  # orjson counts a trailing newline as a new line
-    return f"not valid JSON: {_one_line(err.msg)} (column {column})"
+    return f"not valid JSON: {one_line(err.msg)} (column {column})"
 
 
 def read_records(paths: Iterable[str], usage: str | None = None) -> Iterator[tuple[Line, dict[str, Any]]]:
@@ -347,27 +347,6 @@ def fsync_dir(path: str | os.PathLike[str]) -> None:
 # --------------------------------------------------------------------------- progress
 
 
-class Progress:
-    """A one-line counter on stderr, shown only when stderr is a terminal."""
-
-    def __init__(self, label: str, quiet: bool = False, stream: IO[str] | None = None):
-        self.stream = stream or sys.stderr
-        self.label = label
-        self.enabled = not quiet and self.stream.isatty()
-        self.count = 0
-
-    def update(self, n: int = 1) -> None:
-        self.count += n
-        if self.enabled:
-            self.stream.write(f"\r{self.label}: {self.count}")
-            self.stream.flush()
-
-    def done(self, summary: str | None = None) -> None:
-        if self.enabled:
-            self.stream.write(f"\r{self.label}: {summary or self.count}\n")
-            self.stream.flush()
-
-
 def note(message: str, quiet: bool = False) -> None:
     """A notice on stderr (counts, truncations): shown unless --quiet."""
     if not quiet:
@@ -385,15 +364,6 @@ def env_default(name: str, default: Any, convert: Callable[[str], Any] = str) ->
         import click
 
         raise click.UsageError(f"{name}={value!r} is not valid") from None
-
-
-def env_flag(value: str) -> bool:
-    v = value.strip().lower()
-    if v in {"1", "true", "yes", "on"}:
-        return True
-    if v in {"0", "false", "no", "off"}:
-        return False
-    raise ValueError(value)
 
 
 # --------------------------------------------------------------------------- shared names
