@@ -225,6 +225,30 @@ class HashEmbedder:
         return normalise(out)
 
 
+def onnx_session(model: Path, threads: int = 0, optimization: str = "all", profile: str | None = None) -> Any:
+    """An onnxruntime CPU session for `model` with ragline's options: `threads` intra-op
+    threads (0: one per core), one inter-op thread, graph optimisation "all" (or "basic",
+    "extended", "none"), warnings off; with `profile`, onnxruntime's per-operator profile
+    is written under that file prefix (`session.end_profiling()` names the file)."""
+    import onnxruntime as ort
+
+    levels = {
+        "none": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
+        "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
+        "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
+        "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
+    }
+    options = ort.SessionOptions()
+    options.graph_optimization_level = levels[optimization]
+    options.intra_op_num_threads = threads or (os.cpu_count() or 1)
+    options.inter_op_num_threads = 1
+    options.log_severity_level = 3
+    if profile:
+        options.enable_profiling = True
+        options.profile_file_prefix = profile
+    return ort.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
+
+
 class OnnxEmbedder:
     """A BERT-style sentence encoder run by onnxruntime, tokenised by `tokenizers`.
 
@@ -234,7 +258,6 @@ class OnnxEmbedder:
     """
 
     def __init__(self, folder: Path, spec: dict[str, Any], threads: int = 0, batch_size: int = BATCH_SIZE, long: str = "truncate"):
-        import onnxruntime as ort
         from tokenizers import Tokenizer
 
         self.folder = folder
@@ -254,23 +277,20 @@ class OnnxEmbedder:
             raise StageError(f"cannot load tokenizer: {ragline.one_line(str(err))}", str(folder / "tokenizer.json")) from None
         self.tokenizer.no_padding()
         self.tokenizer.enable_truncation(self.max_tokens, stride=STRIDE)
-        options = ort.SessionOptions()
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        options.intra_op_num_threads = threads or (os.cpu_count() or 1)
-        options.inter_op_num_threads = 1
-        options.log_severity_level = 3
         try:
-            self.session = ort.InferenceSession(str(folder / "model.onnx"), options, providers=["CPUExecutionProvider"])
+            self.session = onnx_session(folder / "model.onnx", threads)
         except Exception as err:  # onnxruntime raises its own exception types
             raise StageError(f"cannot load model: {ragline.one_line(str(err))}", str(folder / "model.onnx")) from None
         self.inputs = {i.name for i in self.session.get_inputs()}
         if not {"input_ids", "attention_mask"} <= self.inputs:
             raise StageError(f"model inputs are {sorted(self.inputs)}, expected input_ids and attention_mask", str(folder / "model.onnx"))
-        probe = self._run([[101, 102]], [[1, 1]])
+        probe = self.run_batch([[101, 102]], [[1, 1]])
         if probe.shape[1] != self.dim:
             raise StageError(f"model gives {probe.shape[1]} dimensions, its description says {self.dim}", str(folder / "model.onnx"))
 
-    def _run(self, ids: np.ndarray | list[list[int]], masks: np.ndarray | list[list[int]]) -> np.ndarray:
+    def run_batch(self, ids: np.ndarray | list[list[int]], masks: np.ndarray | list[list[int]]) -> np.ndarray:
+        """Pooled vectors (not yet normalised) of one tokenised batch: rows of token ids
+        padded to one width, and their attention masks (1 for a token, 0 for padding)."""
         input_ids = np.asarray(ids, dtype=np.int64)
         mask = np.asarray(masks, dtype=np.int64)
         feed = {"input_ids": input_ids, "attention_mask": mask}
@@ -313,7 +333,7 @@ class OnnxEmbedder:
                 seq = units[u][1]
                 ids[r, : len(seq)] = seq
                 mask[r, : len(seq)] = 1
-            pooled[rows] = self._run(ids, mask)
+            pooled[rows] = self.run_batch(ids, mask)
         if len(units) == len(texts):
             return normalise(pooled)
         owner = np.array([i for i, _ in units])

@@ -20,7 +20,7 @@ A rebuild writes a new generation beside the live one, then replaces CURRENT
 (os.replace) and removes the old generation. A kill at any moment leaves CURRENT
 naming a complete generation; a generation without a manifest, or whose files
 disagree with it (size or sha256; files over 64 MiB by a sampled sha256, see
-`_sha256`), is never loaded. A kill may leave a dead
+`file_digest`), is never loaded. A kill may leave a dead
 generation or a `.CURRENT.*.tmp` beside the live one: readers never look at them,
 and the next build sweeps them away.
 
@@ -290,7 +290,7 @@ def write(out: Path, chunks: list[dict[str, Any]], vectors: np.ndarray, facts: d
             },
             "corpus_digest": corpus_digest(chunks),
             "files": {f: (gen / f).stat().st_size for f in files},
-            "sha256": {f: _sha256(gen / f) for f in files},
+            "sha256": {f: file_digest(gen / f) for f in files},
         }
         for f in files:
             _fsync(gen / f)
@@ -312,7 +312,7 @@ FULL_DIGEST_LIMIT = 64 << 20  # files up to this size are hashed whole at every 
 SAMPLES = 16  # blocks of 1 MiB hashed from a larger file (first and last included)
 
 
-def _sha256(path: Path) -> str:
+def file_digest(path: Path) -> str:
     """sha256 of a file; above FULL_DIGEST_LIMIT, `sampled:` + the sha256 of its size and
     SAMPLES evenly spaced 1 MiB blocks, so that loading a 1.5 GB vector matrix costs
     milliseconds, not seconds (a flipped bit outside the samples is then caught only
@@ -402,7 +402,7 @@ def load(path: str | os.PathLike[str], *, mmap: bool = True) -> Index:
     except (ValueError, OSError) as err:
         raise StageError(f"index arrays cannot be read ({ragline.one_line(str(err), 120)}): rebuild it", str(root)) from None
     for name in manifest["files"]:  # same sizes, other bytes: a flipped bit, or a file from another build
-        if name in hashes and _sha256(gen / name) != hashes[name]:
+        if name in hashes and file_digest(gen / name) != hashes[name]:
             raise StageError(f"index file {name} does not match the manifest's sha256 (corrupted or replaced): rebuild it", str(root))
     chunks = [record for _, record in ragline.parse_lines(str(gen / "chunks.jsonl"), open(gen / "chunks.jsonl", "rb"))]  # noqa: SIM115
     counts = manifest["counts"]
