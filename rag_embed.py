@@ -46,6 +46,7 @@ HASH_DIM = 384
 BATCH_SIZE = 8
 STRIDE = 32  # tokens shared by consecutive windows of a long text (long="windows")
 LONG_MODES = ("truncate", "windows")
+PASSAGE_WORDS = 60  # a passage vector covers about this many words (whole sentences, one shared with the next)
 
 
 @dataclass(frozen=True)
@@ -479,6 +480,39 @@ def embed_texts(embedder: Embedder, texts: list[str], query: bool, cache: Cache 
     return out
 
 
+def passage_texts(record: dict[str, Any], headings: bool = True, text_field: str = "text", words: int = PASSAGE_WORDS) -> list[str]:
+    """The passages of a chunk that get vectors of their own, beside the chunk's vector.
+
+    The chunk's prose (template tags out, heading lines dropped, each paragraph
+    unwrapped) is cut into runs of whole sentences of about `words` words, each
+    run sharing its last sentence with the next; each passage carries the heading
+    path, as the chunk's own text does (`ragline.retrieval_text`). A chunk that is
+    one passage long gets none: its own vector already is that passage's.
+    A sentence is never cut, so a table or a list without full stops stays one passage.
+    """
+    body = ragline.strip_templates(record[text_field])
+    sentences: list[str] = []
+    for para in body.split("\n\n"):
+        flat = " ".join(line for line in para.split("\n") if not line.lstrip().startswith("#"))
+        flat = " ".join(flat.split())
+        sentences.extend(flat[a:b] for a, b in ragline.sentence_spans(flat) if flat[a:b].strip())
+    runs: list[list[str]] = []
+    size = 0
+    for sentence in sentences:
+        n = len(sentence.split())
+        if runs and size + n <= words:
+            runs[-1].append(sentence)
+            size += n
+        else:
+            runs.append([runs[-1][-1], sentence] if runs and len(runs[-1]) > 1 else [sentence])
+            size = sum(len(s.split()) for s in runs[-1])
+    if len(runs) < 2:
+        return []
+    path = record.get("headings") if headings else None
+    lead = " > ".join(path) + " :: " if isinstance(path, list) and path and all(isinstance(h, str) for h in path) else ""
+    return [lead + " ".join(run) for run in runs]
+
+
 def embed_records(
     records: Iterable[tuple[ragline.Line, dict[str, Any]]],
     embedder: Embedder,
@@ -486,29 +520,44 @@ def embed_records(
     text_field: str = "text",
     query: bool = False,
     headings: bool = True,
+    passages: bool = False,
     window: int = WINDOW,
     cache: Cache | None = None,
 ) -> Iterator[dict[str, Any]]:
-    """Records with `vector` and `model` added, in input order, `window` at a time."""
+    """Records with `vector` and `model` added, in input order, `window` at a time.
+
+    With `passages` (documents only), each record also gets `passage_vectors`, one
+    row per `passage_texts` passage (none for a chunk that is one passage long).
+    """
     batch: list[dict[str, Any]] = []
     texts: list[str] = []
     for where, record in records:
         texts.append(record_text(record, where, text_field, query, headings))
         batch.append(record)
         if len(batch) >= window:
-            yield from _finish(batch, texts, embedder, query, headings, cache)
+            yield from _finish(batch, texts, embedder, query, headings, passages and not query, text_field, cache)
             batch, texts = [], []
     if batch:
-        yield from _finish(batch, texts, embedder, query, headings, cache)
+        yield from _finish(batch, texts, embedder, query, headings, passages and not query, text_field, cache)
 
 
 def _finish(
-    batch: list[dict[str, Any]], texts: list[str], embedder: Embedder, query: bool, headings: bool, cache: Cache | None
+    batch: list[dict[str, Any]],
+    texts: list[str],
+    embedder: Embedder,
+    query: bool,
+    headings: bool,
+    passages: bool,
+    text_field: str,
+    cache: Cache | None,
 ) -> Iterator[dict[str, Any]]:
-    vectors = embed_texts(embedder, texts, query, cache)
+    parts = [passage_texts(r, headings, text_field) if passages else [] for r in batch]
+    flat = [p for ps in parts for p in ps]
+    vectors = embed_texts(embedder, texts + flat, query, cache)
     if not np.isfinite(vectors).all():
         raise StageError(f"{embedder.name} produced a non-finite vector")
-    for record, vector in zip(batch, vectors, strict=True):
+    start = len(texts)
+    for record, vector, ps in zip(batch, vectors, parts, strict=False):
         record["vector"] = vector
         record["model"] = embedder.name
         if embedder.sha256:
@@ -516,6 +565,10 @@ def _finish(
         if not query:
             record["embed_headings"] = headings
             record["embed_long"] = getattr(embedder, "long", "truncate")
+            record["embed_passages"] = passages
+        if passages:
+            record["passage_vectors"] = vectors[start : start + len(ps)]
+            start += len(ps)
         yield record
 
 
@@ -563,6 +616,13 @@ class Progress:
     help="Join the chunk's heading path to its text. Env: RAG_EMBED_HEADINGS.",
 )
 @click.option(
+    "--passages/--no-passages",
+    envvar="RAG_EMBED_PASSAGES",
+    default=True,
+    show_default=True,
+    help="Also embed each chunk's passages (runs of sentences of about 60 words) for rag-search to match. Env: RAG_EMBED_PASSAGES.",
+)
+@click.option(
     "--batch-size",
     envvar="RAG_BATCH_SIZE",
     default=BATCH_SIZE,
@@ -606,6 +666,7 @@ def main(
     query: bool,
     text_field: str | None,
     headings: bool,
+    passages: bool,
     long_mode: str,
     batch_size: int,
     threads: int,
@@ -628,7 +689,7 @@ def main(
     progress = Progress(STAGE, quiet)
     out = sys.stdout.buffer
     count = 0
-    for record in embed_records(records, embedder, text_field=field_name, query=query, headings=headings, cache=cache):
+    for record in embed_records(records, embedder, text_field=field_name, query=query, headings=headings, passages=passages, cache=cache):
         out.write(ragline.dumps(record))
         count += 1
         if count % 256 == 0:

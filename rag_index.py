@@ -174,6 +174,8 @@ class Index:
     vectors: np.ndarray
     chunks: list[dict[str, Any]]
     bm25: Bm25
+    passages: np.ndarray | None = None  # passage vectors (rag-embed --passages), one row each
+    passage_rows: np.ndarray | None = None  # the chunk row each passage belongs to
 
     @property
     def ids(self) -> list[str]:
@@ -183,14 +185,41 @@ class Index:
 # --------------------------------------------------------------------------- building
 
 
+def _numbers(value: Any, name: str, ndim: int, at: str) -> np.ndarray:
+    """A vector (ndim 1) or a matrix of row vectors (ndim 2) of finite float32s, else a StageError."""
+    shape = "a flat, non-empty list of numbers" if ndim == 1 else "a list of equally long lists of numbers"
+    try:
+        raw = np.asarray(value)
+        if raw.dtype.kind not in "iufO":  # booleans and numeric strings are not numbers
+            raise ValueError
+        with np.errstate(over="ignore"):  # null (how orjson writes NaN) becomes NaN, refused below
+            array = np.asarray(value, dtype=np.float32) if raw.dtype.kind == "O" else raw.astype(np.float32)
+    except (TypeError, ValueError, OverflowError):
+        raise StageError(f"field '{name}' must be {shape}", at) from None
+    if array.ndim != ndim or (ndim == 1 and not len(array)):
+        raise StageError(f"field '{name}' must be {shape}", at)
+    if not np.isfinite(array).all():
+        raise StageError(f"{'vector' if ndim == 1 else name} has a non-finite value (NaN or infinity)", at)
+    return array
+
+
+def _unit_rows(matrix: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    return matrix / np.where(norms > 0, norms, 1.0)
+
+
 def collect(records: Iterable[tuple[ragline.Line, dict[str, Any]]]) -> tuple[list[dict[str, Any]], np.ndarray, dict[str, Any]]:
     """Check the stream and gather (chunk records, vectors, embedding facts).
 
     Refused, naming the line: a record without the chunk fields, a vector that is
-    not a list of finite numbers, a second model or dimension, a duplicate id.
+    not a list of finite numbers, a second model or dimension, a duplicate id, passage
+    vectors of another dimension. Passage vectors, where the records carry them, are
+    gathered into facts["passages"] (a matrix) and facts["passage_rows"] (each one's chunk row).
     """
     chunks: list[dict[str, Any]] = []
     rows: list[np.ndarray] = []
+    passages: list[np.ndarray] = []
+    owners: list[int] = []
     seen: dict[str, str] = {}
     facts: dict[str, Any] = {}
     for where, record in records:
@@ -202,18 +231,7 @@ def collect(records: Iterable[tuple[ragline.Line, dict[str, Any]]]) -> tuple[lis
         if cid in seen:
             raise StageError(f"duplicate chunk id '{cid}' (first at {seen[cid]})", at)
         seen[cid] = at
-        try:
-            raw = np.asarray(vector)
-            if raw.dtype.kind not in "iufO":  # booleans and numeric strings are not numbers
-                raise ValueError
-            with np.errstate(over="ignore"):  # null (how orjson writes NaN) becomes NaN, refused below
-                row = np.asarray(vector, dtype=np.float32) if raw.dtype.kind == "O" else raw.astype(np.float32)
-        except (TypeError, ValueError, OverflowError):
-            raise StageError("field 'vector' must be a list of numbers", at) from None
-        if row.ndim != 1 or not len(row):
-            raise StageError("field 'vector' must be a flat, non-empty list of numbers", at)
-        if not np.isfinite(row).all():
-            raise StageError("vector has a non-finite value (NaN or infinity)", at)
+        row = _numbers(vector, "vector", 1, at)
         path = record.get("headings")
         if path is not None and not (isinstance(path, list) and all(isinstance(h, str) for h in path)):
             raise StageError("field 'headings' must be an array of strings", at)
@@ -240,12 +258,19 @@ def collect(records: Iterable[tuple[ragline.Line, dict[str, Any]]]) -> tuple[lis
             raise StageError(f"vector has {len(row)} values, the stream's first has {facts['dim']}", at)
         elif headings != facts["headings"]:
             raise StageError("embed_headings differs from the first record's: re-embed the whole corpus one way", at)
-        norm = float(np.linalg.norm(row))
-        rows.append(row / norm if norm > 0 else row)
+        if record.get("passage_vectors") is not None and len(record["passage_vectors"]):
+            matrix = _numbers(record["passage_vectors"], "passage_vectors", 2, at)
+            if matrix.shape[1] != facts["dim"]:
+                raise StageError(f"passage vectors have {matrix.shape[1]} values, the stream's first vector has {facts['dim']}", at)
+            passages.append(_unit_rows(matrix))
+            owners.extend([len(chunks)] * len(matrix))
+        rows.append(row)
         chunks.append({k: record[k] for k in CHUNK_FIELDS if k in record} | {"text": record["text"]})
     if not chunks:
         raise StageError("no records: nothing to index")
-    return chunks, np.vstack(rows).astype(np.float32), facts
+    facts["passages"] = np.vstack(passages).astype(np.float32) if passages else np.zeros((0, facts["dim"]), dtype=np.float32)
+    facts["passage_rows"] = np.array(owners, dtype=np.int32)
+    return chunks, _unit_rows(np.vstack(rows)).astype(np.float32), facts
 
 
 def corpus_digest(chunks: list[dict[str, Any]]) -> str:
@@ -267,6 +292,10 @@ def write(out: Path, chunks: list[dict[str, Any]], vectors: np.ndarray, facts: d
         headings = facts.get("headings", True)
         bm25 = build_bm25([ragline.retrieval_text(c, headings) for c in chunks])
         np.save(gen / "vectors.npy", vectors, allow_pickle=False)
+        passages = facts.get("passages")
+        if passages is not None and len(passages):
+            np.save(gen / "passages.npy", passages, allow_pickle=False)
+            np.save(gen / "passage_rows.npy", facts["passage_rows"], allow_pickle=False)
         with open(gen / "chunks.jsonl", "wb") as handle:
             ragline.write_records(chunks, handle, flush_every=1 << 30)
         for name in ("terms", "df", "doc_len", "indptr", "docs", "tf", "weights"):
@@ -287,6 +316,7 @@ def write(out: Path, chunks: list[dict[str, Any]], vectors: np.ndarray, facts: d
                 "docs": len({c.get("doc") for c in chunks}),
                 "terms": len(bm25.terms),
                 "postings": len(bm25.docs),
+                "passages": 0 if passages is None else len(passages),
             },
             "corpus_digest": corpus_digest(chunks),
             "files": {f: (gen / f).stat().st_size for f in files},
@@ -414,7 +444,30 @@ def load(path: str | os.PathLike[str], *, mmap: bool = True) -> Index:
         raise StageError(f"index arrays disagree with the manifest (vectors {vectors.shape}, {len(chunks)} chunks): rebuild it", str(root))
     params = manifest["bm25"]
     bm25 = Bm25(**arrays, k1=params["k1"], b=params["b"])
-    return Index(root, manifest, vectors, chunks, bm25)
+    index = Index(root, manifest, vectors, chunks, bm25)
+    if "passages.npy" in manifest["files"]:
+        index.passages, index.passage_rows = _load_passages(gen, manifest, mmap)
+    return index
+
+
+def _load_passages(gen: Path, manifest: dict[str, Any], mmap: bool) -> tuple[np.ndarray, np.ndarray]:
+    """The passage vectors and their chunk rows, checked against the manifest."""
+    where = str(gen.parent)
+    try:
+        passages = np.load(gen / "passages.npy", mmap_mode="r" if mmap else None, allow_pickle=False)
+        rows = np.load(gen / "passage_rows.npy", allow_pickle=False)
+    except (ValueError, OSError) as err:
+        raise StageError(f"index passage arrays cannot be read ({ragline.one_line(str(err), 120)}): rebuild it", where) from None
+    n = manifest["counts"].get("passages")
+    if (
+        passages.shape != (n, manifest["dim"])
+        or rows.shape != (n,)
+        or (n and not 0 <= int(rows.min()) <= int(rows.max()) < manifest["counts"]["chunks"])
+    ):
+        raise StageError(
+            f"index passage arrays disagree with the manifest (passages {passages.shape}, rows {rows.shape}): rebuild it", where
+        )
+    return passages, rows
 
 
 def _check_manifest(manifest: dict[str, Any], where: str) -> None:

@@ -45,6 +45,8 @@ CANDIDATES = 30  # each retriever's list length before fusion and rerank
 RERANK_WEIGHT = 0.5  # lexical overlap's weight against the min-max normalised base score
 HEADING_WEIGHT = 0.5  # a query term in the heading path counts this much on top of the text
 BATCH = 64
+FUSIONS = ("rrf", "score")
+DENSE_WEIGHT = 0.5
 
 
 @dataclass(frozen=True)
@@ -57,6 +59,9 @@ class Config:
     k: int = DEFAULT_K
     rrf_k: int = DEFAULT_RRF_K
     candidates: int = CANDIDATES
+    fusion: str = "rrf"  # or "score": a weighted sum of normalised scores
+    dense_weight: float = DENSE_WEIGHT  # the dense share of a score fusion
+    passages: bool = True  # a chunk's dense score is its best passage's, where the index has passage vectors
 
     def check(self) -> None:
         """ValueError for a configuration that cannot run (the CLI turns it into a usage error)."""
@@ -64,6 +69,10 @@ class Config:
             raise ValueError("both retrievers are off: use dense (the default), --sparse, or both")
         if self.rerank not in ("lexical", "none"):
             raise ValueError(f"--rerank must be 'lexical' or 'none', got {self.rerank!r}")
+        if self.fusion not in FUSIONS:
+            raise ValueError(f"--fusion must be one of {', '.join(FUSIONS)}, got {self.fusion!r}")
+        if not 0.0 <= self.dense_weight <= 1.0:
+            raise ValueError(f"--dense-weight must be between 0 and 1, got {self.dense_weight:g}")
 
 
 # --------------------------------------------------------------------------- ranking primitives
@@ -98,6 +107,39 @@ def rrf(rankings: dict[str, list[int]], k: int = DEFAULT_RRF_K) -> dict[int, flo
         for rank, row in enumerate(ranking, 1):
             fused[row] = fused.get(row, 0.0) + 1.0 / (k + rank)
     return fused
+
+
+def dense_scores(index: Index, queries: np.ndarray, passages: bool = True) -> np.ndarray:
+    """Cosine of each query (unit rows) with each chunk: (queries, chunks).
+
+    With `passages` and an index that has passage vectors (rag-embed --passages), a
+    chunk scores the best of its own vector and its passages' (max-sim over the
+    chunk's views), so one on-topic paragraph of a long section counts in full.
+    """
+    vectors = np.asarray(index.vectors)
+    scores = queries @ vectors.T if len(queries) > 1 else (vectors @ queries[0])[None, :]
+    if passages and index.passages is not None and len(index.passages):
+        rows = np.asarray(index.passage_rows)
+        for q, per_passage in enumerate(queries @ np.asarray(index.passages).T):
+            np.maximum.at(scores[q], rows, per_passage)
+    return scores
+
+
+def score_fusion(dense: np.ndarray, sparse: np.ndarray, rows: np.ndarray, dense_weight: float) -> np.ndarray:
+    """Convex combination of normalised scores for `rows` (Bruch et al., 2023):
+
+        fused(d) = w * (cos(q, d) - min cos) / (max cos - min cos) + (1 - w) * BM25(q, d) / max BM25
+
+    Each retriever's scores are scaled by its extremes over the whole index, so a
+    retriever whose best chunk stands out keeps that margin (RRF keeps only ranks).
+    BM25's lower bound is its theoretical 0. A retriever whose scores are all equal
+    (no query term in the corpus) contributes 0.
+    """
+    lo, hi = float(dense.min()), float(dense.max())
+    d = (dense[rows] - lo) / (hi - lo) if hi > lo else np.zeros(len(rows))
+    top = float(sparse.max())
+    b = sparse[rows] / top if top > 0 else np.zeros(len(rows))
+    return dense_weight * d + (1.0 - dense_weight) * b
 
 
 def query_terms(bm25: Bm25, question: str) -> tuple[list[str], np.ndarray, np.ndarray]:
@@ -231,20 +273,23 @@ class Searcher:
 
     def retrieval(self) -> dict[str, Any]:
         m = self.index.manifest
-        return {
-            "model": m["model"],
-            "index": str(self.index.path),
-            "embed_headings": m.get("embed_headings"),
-            "embed_long": m.get("embed_long"),
-            "window": m.get("chunking", {}).get("window"),
-        } | asdict(self.config)
+        return (
+            {
+                "model": m["model"],
+                "index": str(self.index.path),
+                "embed_headings": m.get("embed_headings"),
+                "embed_long": m.get("embed_long"),
+                "window": m.get("chunking", {}).get("window"),
+            }
+            | asdict(self.config)
+            | {"passages": self.config.passages and bool(m.get("counts", {}).get("passages"))}
+        )
 
     def search(self, questions: list[str]) -> list[dict[str, Any]]:
         """Hits, confidence and timing for a batch of questions."""
         start = time.perf_counter()
         qvecs = rag_embed.embed_texts(self.embedder, questions, True, self.cache)
-        vectors = np.asarray(self.index.vectors)
-        dense_all = qvecs @ vectors.T if len(questions) > 1 else (vectors @ qvecs[0])[None, :]
+        dense_all = dense_scores(self.index, qvecs, self.config.passages)
         share = (time.perf_counter() - start) / max(1, len(questions))
         out = []
         for i, question in enumerate(questions):
@@ -269,7 +314,12 @@ class Searcher:
             lists["bm25"] = [int(r) for r in ranked if sparse[r] > 0]
             for rank, row in enumerate(lists["bm25"], 1):
                 signals.setdefault(row, {})["bm25"] = {"score": round(float(sparse[row]), 6), "rank": rank}
-        if len(lists) > 1:
+        if len(lists) > 1 and cfg.fusion == "score":
+            rows = np.array(sorted(set(lists["dense"]) | set(lists["bm25"])), dtype=np.int64)
+            base = score_fusion(dense, sparse, rows, cfg.dense_weight)
+            for r, value in zip(rows, base, strict=True):
+                signals.setdefault(int(r), {})["fused"] = round(float(value), 6)
+        elif len(lists) > 1:
             fused = rrf(lists, cfg.rrf_k)
             rows = np.array(list(fused), dtype=np.int64)
             base = np.array([fused[r] for r in rows])
@@ -379,12 +429,25 @@ class SearchArgs:
     k: int
     rrf_k: int
     candidates: int
+    fusion: str
+    dense_weight: float
+    passages: bool
     threads: int
 
     def config(self, at_least: int = 1) -> Config:
         """The Config these options ask for, with k and the candidate lists at least `at_least` long."""
         k = max(self.k, at_least)
-        config = Config(dense=self.dense, sparse=self.sparse, rerank=self.rerank, k=k, rrf_k=self.rrf_k, candidates=max(self.candidates, k))
+        config = Config(
+            dense=self.dense,
+            sparse=self.sparse,
+            rerank=self.rerank,
+            k=k,
+            rrf_k=self.rrf_k,
+            candidates=max(self.candidates, k),
+            fusion=self.fusion,
+            dense_weight=self.dense_weight,
+            passages=self.passages,
+        )
         try:
             config.check()
         except ValueError as err:
@@ -462,6 +525,29 @@ def search_options(f: Any) -> Any:
             show_default=True,
             type=click.IntRange(1, 10_000),
             help="Each retriever's list length before fusion and rerank. Env: RAG_CANDIDATES.",
+        ),
+        click.option(
+            "--fusion",
+            envvar="RAG_FUSION",
+            default="rrf",
+            show_default=True,
+            type=click.Choice(FUSIONS),
+            help="How dense and BM25 combine: reciprocal rank fusion, or a weighted sum of normalised scores. Env: RAG_FUSION.",
+        ),
+        click.option(
+            "--dense-weight",
+            envvar="RAG_DENSE_WEIGHT",
+            default=DENSE_WEIGHT,
+            show_default=True,
+            type=click.FloatRange(0.0, 1.0),
+            help="The dense share of --fusion score. Env: RAG_DENSE_WEIGHT.",
+        ),
+        click.option(
+            "--passages/--no-passages",
+            envvar="RAG_USE_PASSAGES",
+            default=True,
+            show_default=True,
+            help="Score a chunk by its best passage vector too, where the index has them. Env: RAG_USE_PASSAGES.",
         ),
         click.option(
             "--threads",

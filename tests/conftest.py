@@ -83,7 +83,7 @@ curl -X POST https://api.example/v2/charges -H "NW-Idempotency-Key: abc"
 }
 
 
-def build_index(tmp_path: Path, docs: dict[str, str] | None = None, model: str = "hash", window: int = 180) -> Path:
+def build_index(tmp_path: Path, docs: dict[str, str] | None = None, model: str = "hash", window: int = 180, passages: bool = False) -> Path:
     """Chunk, embed and index a tiny corpus in-process; returns the index directory."""
     import rag_chunk
     import rag_embed
@@ -96,7 +96,7 @@ def build_index(tmp_path: Path, docs: dict[str, str] | None = None, model: str =
         (corpus / f"{name}.md").write_text(text)
     chunks = list(rag_chunk.chunk_paths([str(corpus)], window))
     embedder = rag_embed.load_embedder(model)
-    records = list(rag_embed.embed_records(((Line("x", i), c) for i, c in enumerate(chunks, 1)), embedder))
+    records = list(rag_embed.embed_records(((Line("x", i), c) for i, c in enumerate(chunks, 1)), embedder, passages=passages))
     for r in records:
         r["vector"] = r["vector"].tolist()
     out = tmp_path / "idx"

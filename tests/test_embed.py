@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 
@@ -228,3 +229,41 @@ def test_long_windows_embeds_the_whole_text():
     mean = sum(len(ids) * v for ids, v in zip(parts, pooled, strict=True))
     assert float(w @ (mean / np.linalg.norm(mean))) > 0.98
     assert windows.truncated == 1
+
+
+# --------------------------------------------------------------------------- passages
+
+LONG_SECTION = {
+    "text": "## Sweep\n\n"
+    + " ".join(f"The sweep step {i} moves batch {i} to the ledger before noon." for i in range(12))
+    + " <%= partial 'x' %>",
+    "headings": ["Settlement", "Sweep"],
+}
+
+
+def test_passages_are_runs_of_whole_sentences_with_the_heading_path():
+    ps = rag_embed.passage_texts(LONG_SECTION, words=30)
+    assert len(ps) >= 4
+    assert all(p.startswith("Settlement > Sweep :: The sweep step ") for p in ps)
+    assert all(p.endswith("before noon.") for p in ps)  # a sentence is never cut
+    assert all(len(p.split(" :: ")[1].split()) <= 30 for p in ps)
+    bodies = [p.split(" :: ")[1] for p in ps]
+    assert all(a.split(". ")[-1].rstrip(".") == b.split(". ")[0] for a, b in itertools.pairwise(bodies))  # one shared sentence
+    assert not any("<%" in p or "##" in p for p in ps)
+    assert rag_embed.passage_texts(LONG_SECTION, headings=False, words=30)[0].startswith("The sweep step 0")
+
+
+def test_a_chunk_that_is_one_passage_gets_none():
+    assert rag_embed.passage_texts({"text": "One short sentence. And another.", "headings": ["H"]}) == []
+
+
+def test_embed_records_adds_passage_vectors_for_documents_only():
+    embedder = rag_embed.load_embedder("hash")
+    short = {"id": "s", "text": "Short.", "headings": ["H"]}
+    out = list(rag_embed.embed_records([(Line("x", 1), dict(LONG_SECTION, id="l")), (Line("x", 2), short)], embedder, passages=True))
+    want = rag_embed.passage_texts(LONG_SECTION)
+    assert out[0]["passage_vectors"].shape == (len(want), 384) and len(want) >= 2
+    assert np.allclose(out[0]["passage_vectors"], embedder.embed(want))
+    assert out[1]["passage_vectors"].shape == (0, 384) and out[0]["embed_passages"] is True
+    queries = list(rag_embed.embed_records([(Line("x", 1), {"question": "q"})], embedder, text_field="question", query=True, passages=True))
+    assert "passage_vectors" not in queries[0]

@@ -153,7 +153,20 @@ class TestStreamChecks:
             ),
             ([rec("a", [1.0, 0.0]), rec("b", [0.0, 1.0, 0.0])], "<stdin>:2: vector has 3 values, the stream's first has 2"),
             ([rec("a", [1.0, 0.0]), rec("a", [0.0, 1.0])], "<stdin>:2: duplicate chunk id 'a' (first at <stdin>:1)"),
-            ([rec("a", [1.0, "x"])], "<stdin>:1: field 'vector' must be a list of numbers"),
+            ([rec("a", [1.0, "x"])], "<stdin>:1: field 'vector' must be a flat, non-empty list of numbers"),
+            (
+                [rec("a", [1.0, 0.0], passage_vectors=[[1.0, 0.0, 0.0]])],
+                "<stdin>:1: passage vectors have 3 values, the stream's first vector has 2",
+            ),
+            (
+                [rec("a", [1.0, 0.0], passage_vectors=[1.0, 0.0])],
+                "<stdin>:1: field 'passage_vectors' must be a list of equally long lists of numbers",
+            ),
+            (
+                [rec("a", [1.0, 0.0], passage_vectors=[[1.0, 0.0], [1.0]])],
+                "<stdin>:1: field 'passage_vectors' must be a list of equally long lists of numbers",
+            ),
+            ([rec("a", [1.0, 0.0], passage_vectors=[[1e39, 0.0]])], "<stdin>:1: passage_vectors has a non-finite value (NaN or infinity)"),
             ([{"id": "a", "text": "t", "model": "hash"}], "<stdin>:1: missing field 'vector'"),
             ([], "no records: nothing to index"),
         ],
@@ -190,3 +203,30 @@ def test_manifest_lists_every_file_with_its_size(tmp_path):
     on_disk = {p.relative_to(gen).as_posix(): p.stat().st_size for p in gen.rglob("*") if p.is_file() and p.name != "manifest.json"}
     assert manifest["files"] == on_disk
     assert os.path.getsize(gen / "vectors.npy") == manifest["files"]["vectors.npy"]
+
+
+class TestPassages:
+    def test_passage_vectors_are_stored_unit_length_with_their_chunk(self, runner, tmp_path):
+        records = [
+            rec("a", [1.0, 0.0]),
+            rec("b", [0.0, 1.0], passage_vectors=[[3.0, 4.0], [0.0, 2.0]]),
+            rec("c", [1.0, 1.0], passage_vectors=[]),
+        ]
+        result = runner.invoke(main, ["--out", str(tmp_path / "i")], input=jsonl(*records))
+        assert result.exit_code == 0, result.stderr
+        index = load(tmp_path / "i")
+        assert np.allclose(index.passages, [[0.6, 0.8], [0.0, 1.0]])
+        assert index.passage_rows.tolist() == [1, 1]
+        assert index.manifest["counts"]["passages"] == 2
+
+    def test_an_index_without_passages_has_none(self, tmp_path):
+        index = load(build_index(tmp_path))
+        assert index.passages is None and index.manifest["counts"]["passages"] == 0
+
+    def test_passage_arrays_that_disagree_with_the_manifest_are_refused(self, tmp_path):
+        idx = build_index(tmp_path, {"a": "# A\n\n" + " ".join(f"Sentence number {i} is here." for i in range(40)) + "\n"}, passages=True)
+        gen = idx / (idx / "CURRENT").read_text().strip()
+        rows = np.load(gen / "passage_rows.npy")
+        np.save(gen / "passage_rows.npy", rows + 5)  # same size, rows past the last chunk
+        with pytest.raises(StageError, match="does not match the manifest's sha256|passage arrays disagree"):
+            load(idx)

@@ -8,6 +8,7 @@ from conftest import build_index, jsonl, parse
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import rag_embed
 import rag_index
 import rag_search
 from rag_search import Config, Searcher, main, rrf, topk
@@ -169,3 +170,50 @@ def test_query_cache_gives_identical_results(tiny_index, tmp_path, monkeypatch):
     assert warm.cache is not None and warm.cache.hits == 2
     for a, b, c in zip(cold, first, again, strict=True):
         assert a["hits"] == b["hits"] == c["hits"] and a["confidence"] == b["confidence"] == c["confidence"]
+
+
+# --------------------------------------------------------------------------- score fusion and passages
+
+
+def test_score_fusion_by_hand():
+    dense = np.array([0.2, 0.6, 1.0, -0.2])  # min -0.2, max 1.0
+    sparse = np.array([0.0, 4.0, 2.0, 8.0])  # max 8
+    rows = np.array([1, 2, 3])
+    got = rag_search.score_fusion(dense, sparse, rows, 0.75)
+    assert got.tolist() == pytest.approx([0.75 * 0.8 / 1.2 + 0.25 * 0.5, 0.75 * 1.0 + 0.25 * 0.25, 0.75 * 0.0 + 0.25 * 1.0])
+    # a retriever with nothing to say (no query term in the corpus) adds nothing
+    assert rag_search.score_fusion(dense, np.zeros(4), rows, 0.5).tolist() == pytest.approx([0.5 * 0.8 / 1.2, 0.5, 0.0])
+
+
+def test_score_fusion_ranks_by_the_weighted_scores(tmp_path):
+    docs = {"a": "# Alpha\n\nNW-4021 means the capture was too large.\n", "b": "# Beta\n\nCapture amounts and limits.\n"}
+    index = rag_index.load(build_index(tmp_path, docs))
+    for w in (0.0, 1.0):
+        got = Searcher(index, Config(sparse=True, fusion="score", dense_weight=w, rerank="none")).search(["NW-4021"])[0]
+        assert all("fused" in h["signals"] for h in got["hits"])
+        key = "bm25" if w == 0.0 else "dense"
+        scores = [(h["signals"].get(key) or {}).get("score", 0.0) for h in got["hits"]]
+        assert scores == sorted(scores, reverse=True)
+    assert got["retrieval"]["fusion"] == "score" and got["retrieval"]["dense_weight"] == 1.0
+
+
+def test_config_refuses_what_cannot_run():
+    for bad in (Config(fusion="max"), Config(dense_weight=1.5), Config(dense=False, sparse=False), Config(rerank="x")):
+        with pytest.raises(ValueError):
+            bad.check()
+
+
+def test_a_chunk_scores_its_best_passage(tmp_path):
+    filler = " ".join(f"Cooking step {i} needs onions and butter." for i in range(20))
+    docs = {"a": f"# Kitchen\n\n{filler} The settlement sweep runs nightly at 23:40.\n", "b": "# Other\n\nNothing about it at all here.\n"}
+    index = rag_index.load(build_index(tmp_path, docs, passages=True))
+    assert index.passages is not None and len(index.passages) >= 2
+    q = rag_embed.load_embedder("hash").embed(["settlement sweep nightly"], query=True)
+    with_p = rag_search.dense_scores(index, q, passages=True)[0]
+    without = rag_search.dense_scores(index, q, passages=False)[0]
+    best = max(float(index.passages[i] @ q[0]) for i in np.flatnonzero(index.passage_rows == 0))
+    assert with_p[0] == pytest.approx(max(without[0], best)) and best > without[0]
+    assert with_p[1] == pytest.approx(without[1])  # no passages of its own: its own vector
+    hits = Searcher(index, Config(rerank="none")).search(["settlement sweep nightly"])[0]
+    assert hits["retrieval"]["passages"] is True
+    assert Searcher(index, Config(passages=False)).search(["x"])[0]["retrieval"]["passages"] is False
