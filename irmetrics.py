@@ -13,14 +13,16 @@ cross-checked against ranx (tests/test_irmetrics.py, marked `reference`).
 
     ranking       recall_at_k, reciprocal_rank, ndcg_at_k
     answers       answer_ok, citations_on_target
-    statistics    mean_or_none, bootstrap_interval, paired_randomisation, roc_auc
-    abstaining    thresholds, threshold_outcomes, choose_threshold, leave_one_out_choices, refusal_rates
+    statistics    mean_or_none, bootstrap_interval, paired_randomisation, roc_auc,
+                  macro_mean, macro_bootstrap_interval, macro_weights
+    abstaining    thresholds, threshold_outcomes, choose_threshold, leave_one_group_out_choices, refusal_rates
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Collection, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -136,25 +138,66 @@ def bootstrap_interval(
     (reverse-percentile) interval. No values: None. One value v: (v, v).
     """
     data = np.asarray(values, dtype=np.float64)
-    n = len(data)
-    if n == 0:
+    if not len(data):
         return None
-    rng = np.random.default_rng(seed)
+    means = _resampled_means(data, np.random.default_rng(seed), resamples)
+    lo, hi = np.quantile(means, [(1 - level) / 2, (1 + level) / 2])
+    return float(lo), float(hi)
+
+
+def _resampled_means(data: np.ndarray, rng: np.random.Generator, resamples: int) -> np.ndarray:
+    """The means of `resamples` samples of len(data) values drawn with replacement, in batches."""
+    n = len(data)
     means = np.empty(resamples, dtype=np.float64)
     batch = max(1, _BATCH_VALUES // n)
     for start in range(0, resamples, batch):
         stop = min(resamples, start + batch)
         means[start:stop] = data[rng.integers(0, n, size=(stop - start, n))].mean(axis=1)
+    return means
+
+
+def macro_mean(groups: Sequence[Sequence[float]]) -> float | None:
+    """The macro average: the mean of the group means, (1 / G) * sum over g of mean(groups[g]).
+
+    Each group (a corpus) weighs the same whatever its size; the micro average, which
+    pools the values, would let the largest group dominate. No groups, or a group with
+    no values: None (a mean that leaves a group out would not be the macro average).
+    """
+    if not groups or any(len(g) == 0 for g in groups):
+        return None
+    return sum(sum(g) / len(g) for g in groups) / len(groups)
+
+
+def macro_bootstrap_interval(
+    groups: Sequence[Sequence[float]], *, seed: int, resamples: int = 10_000, level: float = 0.95
+) -> tuple[float, float] | None:
+    """Percentile bootstrap interval of `macro_mean`, resampling within each group (stratified).
+
+    Each of the `resamples` draws takes n_g values with replacement from each group g
+    (of size n_g) and averages the G sample means, so every group stays in every draw
+    with its own size; the interval is the (1 - level) / 2 and (1 + level) / 2
+    quantiles of those macro means. Groups are drawn one after another from one
+    default_rng(seed), each as `bootstrap_interval` draws, so one group gives exactly
+    `bootstrap_interval`'s interval. Where `macro_mean` is None: None.
+    """
+    if macro_mean(groups) is None:
+        return None
+    rng = np.random.default_rng(seed)
+    means = np.mean([_resampled_means(np.asarray(g, dtype=np.float64), rng, resamples) for g in groups], axis=0)
     lo, hi = np.quantile(means, [(1 - level) / 2, (1 + level) / 2])
     return float(lo), float(hi)
 
 
-def paired_randomisation(a: Sequence[float], b: Sequence[float], *, seed: int, resamples: int = 10_000) -> float:
-    """Two-sided p-value of a paired (sign-flip) randomisation test for mean(b - a) = 0.
+def paired_randomisation(
+    a: Sequence[float], b: Sequence[float], *, seed: int, resamples: int = 10_000, weights: Sequence[float] | np.ndarray | None = None
+) -> float:
+    """Two-sided p-value of a paired (sign-flip) randomisation test for a weighted mean of b - a = 0.
 
-    a[i] and b[i] are two runs' values on the same question i; d = b - a. Under the
+    a[i] and b[i] are two runs' values on the same question i; d = b - a; the statistic
+    is T(s) = |sum over i of w_i * s_i * d_i|, with w_i = 1 / n (the mean difference)
+    unless `weights` are given (`macro_weights`: the macro-mean difference). Under the
     null hypothesis each d_i is as likely to have the other sign, so
-        p = (1 + #{r : |mean(s_r * d)| >= |mean(d)| - 1e-12}) / (1 + resamples)
+        p = (1 + #{r : T(s_r) >= T(1) - 1e-12}) / (1 + resamples)
     over `resamples` draws of random signs s_r in {-1, +1}^n from default_rng(seed)
     (the approximate randomisation test that Smucker, Allan & Carterette, CIKM 2007,
     recommend for IR evaluation; the +1s count the observed signs as one draw, so p > 0).
@@ -164,15 +207,27 @@ def paired_randomisation(a: Sequence[float], b: Sequence[float], *, seed: int, r
     n = len(d)
     if n == 0 or not np.any(d):
         return 1.0
-    observed = abs(d.mean())
+    w = np.full(n, 1.0 / n) if weights is None else np.asarray(weights, dtype=np.float64)
+    if w.shape != d.shape:
+        raise ValueError(f"{len(w)} weights for {n} pairs")
+    wd = w * d
+    observed = abs(wd.sum())
     rng = np.random.default_rng(seed)
     hits = 0
     batch = max(1, _BATCH_VALUES // n)
     for start in range(0, resamples, batch):
         size = min(resamples, start + batch) - start
         signs = rng.integers(0, 2, size=(size, n), dtype=np.int8) * 2 - 1
-        hits += int(np.count_nonzero(np.abs((signs * d).mean(axis=1)) >= observed - 1e-12))
+        hits += int(np.count_nonzero(np.abs(signs @ wd) >= observed - 1e-12))
     return (1 + hits) / (1 + resamples)
+
+
+def macro_weights(sizes: Sequence[int]) -> np.ndarray:
+    """Per-item weights that turn a weighted sum into `macro_mean`: each of the n_g items of
+    group g weighs 1 / (G * n_g), over the G groups with any items; concatenated in
+    group order. For `paired_randomisation` over pairs listed group by group."""
+    filled = [n for n in sizes if n > 0]
+    return np.concatenate([np.full(n, 1.0 / (len(filled) * n) if n else 0.0) for n in sizes]) if filled else np.zeros(0)
 
 
 def roc_auc(positive: Sequence[float] | np.ndarray, negative: Sequence[float] | np.ndarray) -> float | None:
@@ -222,45 +277,59 @@ def threshold_outcomes(
     return refuse, ok
 
 
-def choose_threshold(refuse: np.ndarray, answerable: np.ndarray, budget: float) -> int:
+def choose_threshold(refuse: np.ndarray, answerable: np.ndarray, budget: float, groups: Sequence[Any] | np.ndarray | None = None) -> int:
     """The index of the threshold to ship on a grid, under the stated preference.
 
-    `refuse[t, q]` says whether threshold t refuses question q (confidence < t).
-      1. Budget: refused_when_answerable <= budget (+ 1e-9 for rounding).
+    `refuse[t, q]` says whether threshold t refuses question q (confidence < t);
+    `groups` gives each question's group (its corpus; None: all one group).
+      1. Budget, in every group: refused answerable <= budget * the group's answerable
+         questions (+ 1e-9 for rounding). Pooled, one corpus's questions could pay for
+         another's; each must hold on its own.
       2. Within it, the most unanswerable questions refused.
       3. Among those, the fewest answerable ones refused.
       4. What is left is a run of neighbouring thresholds that behave identically on
          these questions (both rates only grow with t); take its middle (the lower of
          two middles), which keeps the widest margin on both sides for questions not
          in the set, rather than an end that hugs one question's confidence.
-    A population with no questions counts as nothing refused. Threshold 0 refuses
-    nothing, so a grid that starts at 0 always has a choice; no threshold within the
-    budget is a ValueError.
+    As refusals only grow with t, counting 2 and 3 pooled or as shares averaged over
+    the groups picks the same thresholds. A population with no questions counts as
+    nothing refused. Threshold 0 refuses nothing, so a grid that starts at 0 always
+    has a choice; no threshold within the budget is a ValueError.
     """
-    ref_a = refuse[:, answerable].sum(axis=1)
-    ref_u = refuse[:, ~answerable].sum(axis=1)
-    candidates = np.flatnonzero(ref_a <= budget * int(answerable.sum()) + 1e-9)
+    labels = np.zeros(refuse.shape[1], dtype=np.intp) if groups is None else np.asarray(groups)
+    within = np.ones(refuse.shape[0], dtype=bool)
+    for group in np.unique(labels):
+        members = (labels == group) & answerable
+        within &= refuse[:, members].sum(axis=1) <= budget * int(members.sum()) + 1e-9
+    candidates = np.flatnonzero(within)
     if not len(candidates):
         raise ValueError("no threshold on the grid keeps within the budget")
+    ref_a = refuse[:, answerable].sum(axis=1)
+    ref_u = refuse[:, ~answerable].sum(axis=1)
     candidates = candidates[ref_u[candidates] == ref_u[candidates].max()]
     candidates = candidates[ref_a[candidates] == ref_a[candidates].min()]
     return int(candidates[(len(candidates) - 1) // 2])
 
 
-def leave_one_out_choices(refuse: np.ndarray, answerable: np.ndarray, budget: float) -> np.ndarray:
-    """For each question q, the threshold index `choose_threshold` picks on all the other
-    questions: choice[q] = choose_threshold(refuse[:, others], answerable[others], budget).
-
-    Applying choice[q] to q alone gives a leave-one-out (n-fold cross-validated)
-    estimate of the rule, less optimistic than choosing and measuring on the same
-    questions. No questions: an empty array.
+def leave_one_group_out_choices(
+    refuse: np.ndarray, answerable: np.ndarray, groups: Sequence[Any] | np.ndarray, budget: float
+) -> dict[Any, int]:
+    """For each group g (a corpus), the threshold index `choose_threshold` picks on the other
+    groups alone, by the same rule, their budgets each held:
+        choice[g] = choose_threshold(refuse[:, o], answerable[o], budget, groups[o]),  o = groups != g
+    Applying choice[g] to g's questions measures the rule on a corpus it never saw
+    (leave-one-corpus-out), less optimistic than choosing and measuring on the same
+    questions. Fewer than two groups: {} (nothing to choose on).
     """
-    n = refuse.shape[1]
-    choices = np.empty(n, dtype=np.intp)
-    for q in range(n):
-        others = np.arange(n) != q
-        choices[q] = choose_threshold(refuse[:, others], answerable[others], budget)
-    return choices
+    labels = np.asarray(groups)
+    names = np.unique(labels)
+    if len(names) < 2:
+        return {}
+    out = {}
+    for g in names:
+        others = labels != g
+        out[g.item()] = choose_threshold(refuse[:, others], answerable[others], budget, labels[others])
+    return out
 
 
 def refusal_rates(refused: np.ndarray, ok: np.ndarray, answerable: np.ndarray) -> dict[str, float | None]:

@@ -5,7 +5,6 @@
 set shell := ["bash", "-euo", "pipefail", "-c"]
 
 corpus := "corpus"
-golden := "golden.yaml"
 export RAG_EMBED_CACHE := env_var_or_default("RAG_EMBED_CACHE", ".cache/embed-cache.sqlite")
 cache := RAG_EMBED_CACHE
 
@@ -49,48 +48,35 @@ fmt:
     ruff format .
     ruff check --fix .
 
-# Every configuration from scratch, the abstain sweep, and the README tables.
-eval: model
-    rm -rf build/eval && mkdir -p build/eval results
-    just _run default
-    just _run no-rerank    all-MiniLM-L6-v2 180 ""              "--rerank none"
-    just _run no-headings  all-MiniLM-L6-v2 180 "--no-headings" ""
-    just _run truncate     all-MiniLM-L6-v2 180 "--long truncate" ""
-    just _run hybrid       all-MiniLM-L6-v2 180 ""              "--sparse"
-    just _run bm25         all-MiniLM-L6-v2 180 ""              "--no-dense --sparse"
-    just _run hash         hash             180 ""              "--dense --no-sparse"
-    just _run hash-hybrid  hash             180 ""              "--dense --sparse"
-    just _run window-120   all-MiniLM-L6-v2 120
-    just _run window-300   all-MiniLM-L6-v2 300
-    just _run answer-no-unwrap   all-MiniLM-L6-v2 180 "" "" "--off unwrap"
-    just _run answer-no-idf      all-MiniLM-L6-v2 180 "" "" "--off idf"
-    just _run answer-no-headings all-MiniLM-L6-v2 180 "" "" "--off headings"
-    just _run answer-no-cue      all-MiniLM-L6-v2 180 "" "" "--off cue"
-    just _run answer-no-dense    all-MiniLM-L6-v2 180 "" "" "--off dense"
-    rag-eval sweep results/default.json --golden {{golden}} --out results/abstain-sweep.json --plot results/abstain-sweep.png
-    if [ -d ../shared/corpora/eng-practices/docs ]; then just eval-corpus ../shared/corpora/eng-practices/docs eval/eng-practices.golden.yaml; just examples; fi
+# Every run of `rag-eval plan` (each configuration on each corpus) from scratch, the abstain sweep, the README tables; `just eval default gds-way`: only those.
+eval *only: model
+    rm -rf build/eval && mkdir -p build/eval
+    rag-eval plan {{only}} > build/eval/plan.tsv
+    tr '\t' '\037' < build/eval/plan.tsv | while IFS=$'\037' read -r corpus label docs golden chunk embed index search answer; do just _run "$corpus" "$label" "$docs" "$golden" "$chunk" "$embed" "$index" "$search" "$answer" < /dev/null; done
+    rag-eval sweep results/*/default.json --out results/abstain-sweep.json --plot results/abstain-sweep.png
+    if [ -d build/eval/eng-practices/default/idx ]; then just examples; fi
     just tables
 
-# One configuration: chunk, embed, index into build/eval/OUT/LABEL, search, answer, score into OUT/LABEL.json.
-_run label model="all-MiniLM-L6-v2" window="180" embed="" search="" answer="" corpus=corpus golden=golden out="results":
-    mkdir -p build/eval/{{out}}/{{label}} {{out}}
-    rag-chunk --words {{window}} {{corpus}} > build/eval/{{out}}/{{label}}/chunks.jsonl
-    rag-embed --quiet --model {{model}} {{embed}} --cache {{cache}} < build/eval/{{out}}/{{label}}/chunks.jsonl | rag-index --out build/eval/{{out}}/{{label}}/idx
-    rag-eval questions {{golden}} | rag-search --index build/eval/{{out}}/{{label}}/idx {{search}} | rag-answer --index build/eval/{{out}}/{{label}}/idx {{answer}} | rag-eval score --golden {{golden}} --label {{label}} --corpus-chunks build/eval/{{out}}/{{label}}/chunks.jsonl --out {{out}}/{{label}}.json
+# One run (a line of `rag-eval plan`): chunk, embed, index into build/eval/CORPUS/LABEL, search, answer, score into OUT/CORPUS/LABEL.json.
+_run corpus label docs golden chunk="" embed="" index="" search="" answer="" out="results":
+    mkdir -p build/eval/{{corpus}}/{{label}} {{out}}/{{corpus}}
+    rag-chunk {{chunk}} {{docs}} > build/eval/{{corpus}}/{{label}}/chunks.jsonl
+    rag-embed --quiet {{embed}} --cache {{cache}} < build/eval/{{corpus}}/{{label}}/chunks.jsonl | rag-index {{index}} --out build/eval/{{corpus}}/{{label}}/idx
+    rag-eval questions {{golden}} | rag-search --index build/eval/{{corpus}}/{{label}}/idx {{search}} | rag-answer --index build/eval/{{corpus}}/{{label}}/idx {{answer}} | rag-eval score --golden {{golden}} --corpus {{corpus}} --label {{label}} --corpus-chunks build/eval/{{corpus}}/{{label}}/chunks.jsonl --out {{out}}/{{corpus}}/{{label}}.json
 
-# The default configuration on another corpus with its own golden file.
+# The default configuration on any handbook with its own golden file; its tables on stdout (results/ is left alone).
 eval-corpus dir golden_file: model
-    just _run default all-MiniLM-L6-v2 180 "" "" "" {{dir}} {{golden_file}} results/$(basename {{golden_file}} .golden.yaml)
-    rag-eval table results/$(basename {{golden_file}} .golden.yaml)/*.json > results/$(basename {{golden_file}} .golden.yaml)/tables.md
+    just _run "$(basename {{golden_file}} .golden.yaml)" default {{dir}} {{golden_file}} "" "" "" "" "" build/eval-corpus
+    rag-eval table build/eval-corpus/$(basename {{golden_file}} .golden.yaml)/default.json
 
 # Answers to four questions on the eng-practices index, for the README.
-examples idx=("build/eval/results/eng-practices/default/idx"):
+examples idx=("build/eval/eng-practices/default/idx"):
     rag-answer --index {{idx}} --json "How quickly should I respond to a code review?" "What should I do when the author pushes back on my comment?" "Can I squash my commits before review?" "How do I configure Gerrit to require two approvals?" \
       | python3 -c 'import json, sys, rag_answer; [print("**" + r["question"] + "** (confidence %.2f)\n\n```text\n%s```\n" % (r["confidence"], rag_answer.render(r))) for r in map(json.loads, sys.stdin)]' > results/eng-practices/examples.md
 
 # Render the tables from results/ into the README, and every other generated section.
 tables:
-    rag-eval table $(grep -l -E '"schema": "(eval-result|abstain-sweep)/1"' results/*.json) --readme README.md
+    rag-eval table results/*/*.json results/abstain-sweep.json --readme README.md
     just readme
 
 # Regenerate the README's generated sections: chunk statistics, --help texts, bench, reliability.
@@ -99,7 +85,7 @@ readme:
 
 # Fail when the README's tables differ from what results/ regenerates.
 tables-check:
-    rag-eval table $(grep -l -E '"schema": "(eval-result|abstain-sweep)/1"' results/*.json) --readme README.md --check
+    rag-eval table results/*/*.json results/abstain-sweep.json --readme README.md --check
     python3 scripts/readme.py --check
 
 # Needs `pip install -e '.[bench]'`; the sentence-transformers peer runs under $RAG_BENCH_ST_PYTHON.

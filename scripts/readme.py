@@ -4,13 +4,13 @@
     python3 scripts/readme.py --check    # exit 1 naming the first stale section
 
 Sections are delimited by `<!-- NAME:begin -->` and `<!-- NAME:end -->`:
-  chunks      chunk count and size distribution of corpus/ and, where present, ../shared's eng-practices
+  chunks      chunk count and size distribution of each corpus `just eval` runs on (evalruns.CORPORA), where present
   help        each command's --help text
   bench       results/bench.md (written by `just bench`)
   reliability results/reliability.json (written by tests/measure_large.py)
   bad-input   the bad-input battery's table (tests/bad_input_table.py)
-  eng-practices  results/eng-practices/tables.md (written by `just eval-corpus`)
-The result tables (`tables`) belong to `rag-eval table --readme`.
+  examples    results/eng-practices/examples.md (written by `just eval`)
+The result tables (`tables`), every corpus's, belong to `rag-eval table --readme`.
 """
 
 from __future__ import annotations
@@ -26,20 +26,19 @@ from click.testing import CliRunner
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-SHARED = ROOT.parent / "shared" / "corpora" / "eng-practices" / "docs"
 COMMANDS = ["rag-chunk", "rag-embed", "rag-index", "rag-search", "rag-answer", "rag-eval"]
 
 
 def chunk_stats() -> str:
+    import evalruns
     import rag_chunk
 
     rows = [
         "| corpus | documents | words | chunks | words per chunk: min | median | p90 | max | over the window |",
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
-    corpora = [("Northwind (`corpus/`)", ROOT / "corpus")]
-    corpora.append(("eng-practices (`../shared`)", SHARED))
-    for name, path in corpora:
+    for corpus in evalruns.CORPORA:
+        name, path = f"{corpus.name} (`{corpus.docs}`)", ROOT / corpus.docs
         if not path.is_dir():
             rows.append(f"| {name} | absent here | | | | | | | |")
             continue
@@ -88,7 +87,6 @@ SECTIONS = {
     "reliability": lambda: file_section(ROOT / "results" / "reliability.json", "run `python3 tests/measure_large.py`"),
     "bad-input": bad_input,
     "examples": lambda: file_section(ROOT / "results" / "eng-practices" / "examples.md", "run `just eval`"),
-    "eng-practices": lambda: file_section(ROOT / "results" / "eng-practices" / "tables.md", "run `just eval`"),
 }
 
 

@@ -5,6 +5,7 @@ are tested in test_irmetrics.py."""
 from __future__ import annotations
 
 import ast
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -13,9 +14,13 @@ import orjson
 import pytest
 from conftest import ROOT, SHARED, jsonl, parse
 
+import evalruns
+import evaltables
 import rag_chunk
 import rag_eval
-from rag_eval import RUNS, Chunking, main, parse_golden, resolve_gold
+from evalruns import RUNS
+from golden import ANSWERABLE_KINDS, KINDS, Chunking, Golden, load_golden, parse_golden, read_chunking, resolve_gold
+from rag_eval import main
 from ragline import Line, StageError
 
 # --------------------------------------------------------------------------- fixtures
@@ -105,6 +110,9 @@ def record(qid: str, question: str, hits: list[str], answer: str = "", cited: li
             "dense": cfg["dense"],
             "sparse": cfg["sparse"],
             "rerank": cfg["rerank"],
+            "fusion": cfg["fusion"],
+            "dense_weight": cfg["dense_weight"],
+            "passages": cfg["passages"],
             "k": cfg.get("k", 5),
             "rrf_k": 60,
             "candidates": 30,
@@ -129,7 +137,7 @@ def lines(records: list[dict], source: str = "answers.jsonl") -> list[tuple[Line
 
 
 def chunking(chunks: list[dict] = CHUNKS) -> Chunking:
-    return rag_eval.read_chunking(lines(chunks, "chunks.jsonl"), "chunks.jsonl")
+    return read_chunking(lines(chunks, "chunks.jsonl"), "chunks.jsonl")
 
 
 @pytest.fixture
@@ -140,13 +148,120 @@ def golden_path(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def golden(golden_path: Path) -> rag_eval.Golden:
-    return rag_eval.load_golden(str(golden_path))
+def golden(golden_path: Path) -> Golden:
+    return load_golden(str(golden_path))
 
 
 def write_jsonl(path: Path, records: list[dict]) -> Path:
     path.write_bytes(jsonl(*records))
     return path
+
+
+# --------------------------------------------------------------------------- the runs, their flags and the plan
+
+# Which option of which stage each configuration key is, as the stages' click commands name it (test-only knowledge).
+OPTIONS = {
+    "window": [("chunk", "window")],
+    "model": [("embed", "model")],
+    "embed_headings": [("embed", "headings")],
+    "embed_long": [("embed", "long_mode")],
+    "passages": [("embed", "passages"), ("search", "passages")],
+    "dense": [("search", "dense")],
+    "sparse": [("search", "sparse")],
+    "rerank": [("search", "rerank")],
+    "fusion": [("search", "fusion")],
+    "dense_weight": [("search", "dense_weight")],
+}
+
+
+def stage_params(flags: dict[str, list[str]]) -> dict[str, dict]:
+    """What each stage's command line makes of the flags: its parsed parameters (click, no run)."""
+    import rag_answer
+    import rag_embed
+    import rag_index
+    import rag_search
+
+    commands = {"chunk": (rag_chunk, ["x"]), "embed": (rag_embed, []), "index": (rag_index, ["--out", "x"])}
+    commands |= {"search": (rag_search, ["--index", "x"]), "answer": (rag_answer, ["--index", "x"])}
+    return {stage: module.main.make_context(stage, [*base, *flags[stage]]).params for stage, (module, base) in commands.items()}
+
+
+class TestRuns:
+    def test_flags_from_the_configuration(self):
+        assert evalruns.run_flags(RUNS["default"]) == {"chunk": [], "embed": [], "index": [], "search": [], "answer": []}
+        assert evalruns.run_flags(RUNS["hash-hybrid"]) == {
+            "chunk": [], "embed": ["--model", "hash"], "index": [], "search": ["--sparse"], "answer": [],
+        }  # fmt: skip
+        assert evalruns.run_flags(RUNS["window-120"])["chunk"] == ["--words", "120"]
+        assert evalruns.run_flags(RUNS["answer-no-cue"])["answer"] == ["--off", "cue"]
+        no_passages = evalruns.run_flags(RUNS["no-passages"])
+        assert no_passages["embed"] == no_passages["search"] == ["--no-passages"]  # no passage vectors made, none used
+        scored = evalruns.run_flags(RUNS["default"] | {"fusion": "score", "dense_weight": 0.7, "sparse": True})
+        assert scored["search"] == ["--sparse", "--fusion", "score", "--dense-weight", "0.7"]
+
+    @pytest.mark.parametrize("label", list(RUNS))
+    def test_the_stages_make_of_the_flags_the_runs_configuration(self, label, monkeypatch):
+        """Each run's flags, parsed by the stages' own command lines, ask for its configuration;
+        for `default`, no flags: the stages' defaults are DEFAULT_RUN."""
+        for name in [n for n in os.environ if n.startswith("RAG_")]:
+            monkeypatch.delenv(name)
+        config = RUNS[label]
+        params = stage_params(evalruns.run_flags(config))
+        for key, places in OPTIONS.items():
+            for stage, option in places:
+                assert params[stage][option] == config[key], (key, stage)
+        assert [f for f in evalruns.FEATURES if f not in params["answer"]["off"]] == config["features"]
+        assert set(OPTIONS) | {"features"} == {k.name for k in evalruns.CONFIG_KEYS}
+
+    def test_a_record_without_a_newer_key_reads_as_its_absent_value(self, golden):
+        old = perfect_run()
+        for r in old:
+            for key in ("fusion", "dense_weight", "passages"):
+                del r["retrieval"][key]
+        assert evalruns.run_config(old[0], "x") | {"features": []} == RUNS["no-passages"] | {"features": []}
+        with pytest.raises(StageError, match=r"label 'default' expects passages true; the run has passages false \(label 'no-passages'"):
+            score(golden, old)
+        assert score(golden, old, label="no-passages", resamples=10)["actual"]["fusion"] == "rrf"
+        written_before = {k: v for k, v in RUNS["no-passages"].items() if k not in ("fusion", "dense_weight", "passages")}
+        evalruns.check_config("no-passages", written_before, "old.json")  # a result file from before the keys: the tables read it so
+        with pytest.raises(StageError, match=r"^old.json: label 'default' expects passages true; the run has passages false"):
+            evalruns.check_config("default", written_before, "old.json")
+        del old[0]["retrieval"]["rerank"]  # a key every record must show
+        with pytest.raises(StageError, match=r"^answers.jsonl:1: field 'retrieval' has no 'rerank'$"):
+            score(golden, old, label="no-passages")
+
+    def test_the_plan(self):
+        runs, absent = evalruns.plan(present=lambda docs: True)
+        assert [(r.corpus.name, r.label) for r in runs[:2]] == [("northwind", "default"), ("northwind", "no-rerank")]
+        assert len(runs) == len(evalruns.CORPORA) * len(RUNS) and absent == []
+        runs, absent = evalruns.plan(["bm25", "gds-way", "default"], present=lambda docs: True)
+        assert [(r.corpus.name, r.label) for r in runs] == [("gds-way", "default"), ("gds-way", "bm25")]  # RUNS' order
+        assert runs[1].tsv() == "gds-way\tbm25\t../shared/corpora/gds-way/docs\teval/gds-way.golden.yaml\t\t\t\t--no-dense --sparse\t"
+        runs, absent = evalruns.plan(["hash"], present=lambda docs: docs == "corpus")
+        assert [r.corpus.name for r in runs] == ["northwind"] and [c.name for c in absent] == ["eng-practices", "gds-way"]
+        with pytest.raises(ValueError, match="'nope' is neither a run"):
+            evalruns.plan(["nope"])
+
+    def test_the_plan_command(self, runner, tmp_path, monkeypatch):
+        (tmp_path / "repo" / "corpus").mkdir(parents=True)
+        monkeypatch.chdir(tmp_path / "repo")  # no ../shared here
+        result = runner.invoke(main, ["plan", "answer-no-idf", "hybrid"])
+        assert result.exit_code == 0, result.output
+        assert result.stdout == (
+            "northwind\thybrid\tcorpus\tgolden.yaml\t\t\t\t--sparse\t\nnorthwind\tanswer-no-idf\tcorpus\tgolden.yaml\t\t\t\t\t--off idf\n"
+        )
+        assert result.stderr == (
+            "rag-eval: ../shared/corpora/eng-practices/docs is absent: no runs on eng-practices\n"
+            "rag-eval: ../shared/corpora/gds-way/docs is absent: no runs on gds-way\n"
+        )
+        nothing = runner.invoke(main, ["plan", "gds-way"])
+        assert nothing.exit_code == 1 and nothing.stderr.endswith("rag-eval: nothing to run: every corpus named is absent\n")
+        assert runner.invoke(main, ["plan", "nope"]).exit_code == 2
+
+    def test_every_corpus_has_its_golden_file(self):
+        assert [c.name for c in evalruns.CORPORA] == ["northwind", "eng-practices", "gds-way"]
+        for corpus in evalruns.CORPORA:
+            assert load_golden(str(ROOT / corpus.golden)).questions
 
 
 # --------------------------------------------------------------------------- the golden file
@@ -161,9 +276,9 @@ def run_questions(runner, tmp_path: Path, text: str):
 class TestGolden:
     def test_the_repository_golden_files_parse(self):
         for name, total in (("golden.yaml", 42), ("eval/eng-practices.golden.yaml", 71)):
-            golden = rag_eval.load_golden(str(ROOT / name))
+            golden = load_golden(str(ROOT / name))
             assert len(golden.questions) == total
-            assert {q.kind for q in golden.questions} == set(rag_eval.KINDS)
+            assert {q.kind for q in golden.questions} == set(KINDS)
             assert all(q.gold and q.evidence and q.answer_contains for q in golden.questions if q.answerable)
 
     def test_lines_are_kept(self, golden):
@@ -284,7 +399,7 @@ class TestResolveGold:
             resolve_gold(golden.by_id()["id-01"], chunking(chunks), "g")
 
     def test_the_repository_golden_holds_under_the_default_chunking_and_refinds_under_others(self):
-        golden = rag_eval.load_golden(str(ROOT / "golden.yaml"))
+        golden = load_golden(str(ROOT / "golden.yaml"))
         for window in (180, 120, 300):
             chunks = list(rag_chunk.chunk_paths([str(ROOT / "corpus")], window))
             found = [resolve_gold(q, chunking(chunks), "g") for q in golden.questions]
@@ -294,7 +409,7 @@ class TestResolveGold:
 
     @pytest.mark.skipif(not SHARED.exists(), reason="the eng-practices corpus is not in ../shared")
     def test_the_second_golden_file_holds_under_its_corpus(self):
-        golden = rag_eval.load_golden(str(ROOT / "eval" / "eng-practices.golden.yaml"))
+        golden = load_golden(str(ROOT / "eval" / "eng-practices.golden.yaml"))
         chunks = list(rag_chunk.chunk_paths([str(SHARED)], 180))
         assert not any(resolve_gold(q, chunking(chunks), "g")[1] for q in golden.questions)
 
@@ -327,7 +442,7 @@ class TestScore:
     def test_the_result_layout(self, golden):
         result = score(golden, perfect_run(), resamples=50)
         assert list(result) == [
-            "schema", "label", "expected", "actual", "run", "golden", "gold_checked", "settings", "counts", "questions", "aggregates", "intervals",
+            "schema", "label", "corpus", "expected", "actual", "run", "golden", "gold_checked", "settings", "counts", "questions", "aggregates", "intervals",
         ]  # fmt: skip
         assert result["schema"] == "eval-result/1"
         assert result["expected"] == result["actual"] == RUNS["default"]
@@ -340,7 +455,7 @@ class TestScore:
             "id", "kind", "answerable", "gold", "refound", "ranked", "recall@1", "recall@3", "recall@5", "rr", "ndcg@5",
             "answer_ok", "citations", "citations_on_target", "refused", "reason", "confidence", "signals", "ms", "search_ms", "answer_ms",
         ]  # fmt: skip
-        assert set(result["intervals"]["overall"]) == set(rag_eval.INTERVAL_METRICS)
+        assert set(result["intervals"]["overall"]) == set(evalruns.INTERVAL_METRICS)
         assert orjson.loads(rag_eval.dump_json(result)) == result
 
     def test_wrong_answers_and_citations(self, golden):
@@ -419,7 +534,7 @@ class TestScore:
         ],
     )
     def test_a_run_that_measured_nothing_fails_loudly(self, records, message):
-        golden = rag_eval.parse_golden(GOLDEN, "golden.yaml")
+        golden = parse_golden(GOLDEN, "golden.yaml")
         with pytest.raises(StageError) as err:
             score(golden, records)
         assert str(err.value) == message
@@ -443,56 +558,87 @@ class TestScore:
 # --------------------------------------------------------------------------- the abstain sweep
 
 
-class TestSweep:
-    def result_file(self, golden, confidences: dict[str, float]) -> dict:
-        records = perfect_run()
-        for r in records:
-            r["confidence"] = confidences[r["id"]]
-        return score(golden, records, resamples=10)
+def corpus_run(name: str, confidence: dict[str, float]) -> tuple[Golden, dict]:
+    """A golden file and a default run's result on it: ids a* answerable, u* unanswerable;
+    answerable ones answered right, unanswerable ones answered (the run refused nothing)."""
+    lines_ = ["version: 1", "questions:"]
+    for q in confidence:
+        if q.startswith("a"):
+            lines_.append(f'  - {{id: {q}, kind: factual, question: "{name} {q}?", gold: [x#{q}], evidence: [e], answer_contains: [p]}}')
+        else:
+            lines_.append(f'  - {{id: {q}, kind: unanswerable, question: "{name} {q}?"}}')
+    golden = parse_golden("\n".join(lines_) + "\n", f"{name}.yaml")
+    rows = [{"id": q, "confidence": c, "answer_ok": q.startswith("a"), "refused": False} for q, c in confidence.items()]
+    return golden, {"label": "default", "corpus": name, "golden": {"source": golden.source, "sha256": golden.sha256}, "questions": rows}
 
-    def test_in_sample_and_leave_one_out_by_hand(self):
+
+# A: answerable 0.6 0.7 0.8 0.9, unanswerable 0.2.  B: answerable 0.3 0.7 0.8 0.9, unanswerable 0.25 0.4 0.5.
+# Four answerable questions each: no corpus may lose one (0.125 * 4 < 1).
+CORPUS_A = {"a1": 0.6, "a2": 0.7, "a3": 0.8, "a4": 0.9, "u1": 0.2}
+CORPUS_B = {"a1": 0.3, "a2": 0.7, "a3": 0.8, "a4": 0.9, "u1": 0.25, "u2": 0.4, "u3": 0.5}
+
+
+class TestSweep:
+    def test_one_corpus_by_hand(self):
         # answerable a1 0.6, a2 0.8; unanswerable u1 0.2, u2 0.4; with two answerable, none may be refused.
-        text = """\
-version: 1
-questions:
-  - {id: a1, kind: factual, question: "one?", gold: [x#1], evidence: [e], answer_contains: [p]}
-  - {id: a2, kind: factual, question: "two?", gold: [x#2], evidence: [e], answer_contains: [p]}
-  - {id: u1, kind: unanswerable, question: "three?"}
-  - {id: u2, kind: unanswerable, question: "four?"}
-"""
-        golden = parse_golden(text, "g.yaml")
-        conf = {"a1": 0.6, "a2": 0.8, "u1": 0.2, "u2": 0.4}
-        questions = [{"id": q, "confidence": c, "answer_ok": q.startswith("a"), "refused": q.startswith("u")} for q, c in conf.items()]
-        result = {"label": "default", "golden": {"sha256": golden.sha256}, "questions": questions}
-        out = rag_eval.sweep(golden, result)
-        # in-sample: t in (0.4, 0.6] refuses both unanswerable and no answerable: 0.41 ... 0.60 -> 0.50
+        out = rag_eval.sweep([corpus_run("g", {"a1": 0.6, "a2": 0.8, "u1": 0.2, "u2": 0.4})])
+        # t in (0.4, 0.6] refuses both unanswerable and no answerable: 0.41 ... 0.60 -> 0.50
         assert out["chosen"] == {"threshold": 0.5, "refused_when_unanswerable": 1.0, "refused_when_answerable": 0.0, "answer_ok": 1.0}
-        # held out a1: (0.4, 0.8] -> 0.60, and 0.6 < 0.60 is false: answered.
-        # held out a2: (0.4, 0.6] -> 0.50: answered.  held out u1: (0.4, 0.6] -> 0.50: 0.2 refused.
-        # held out u2: (0.2, 0.6] -> 0.21 ... 0.60, the lower middle 0.40, and 0.4 < 0.40 is false: answered.
-        assert [(h["id"], h["threshold"], h["refused"]) for h in out["loo"]["held_out"]] == [
-            ("a1", 0.6, False),
-            ("a2", 0.5, False),
-            ("u1", 0.5, True),
-            ("u2", 0.4, False),
-        ]
-        assert (out["loo"]["refused_when_unanswerable"], out["loo"]["refused_when_answerable"]) == (0.5, 0.0)
-        assert out["loo"]["thresholds"] == {"min": 0.4, "median": 0.5, "max": 0.6}
-        assert out["curve"][0] == {"threshold": 0.0, "refused_when_unanswerable": 0.0, "refused_when_answerable": 0.0, "answer_ok": 1.0}
+        (corpus,) = out["corpora"]
+        assert corpus["alone"] == corpus["chosen"] == out["chosen"]
+        assert corpus["loco"] is None and out["loco"] is None  # nothing to hold out
+        assert corpus["run"] == {"refused_when_unanswerable": 0.0, "refused_when_answerable": 0.0, "answer_ok": 0.5}
+        assert out["curve"][0] == {"threshold": 0.0, "refused_when_unanswerable": 0.0, "refused_when_answerable": 0.0, "answer_ok": 0.5}
         assert out["curve"][41]["refused_when_unanswerable"] == 1.0 and out["curve"][61]["refused_when_answerable"] == 0.5
 
+    def test_one_threshold_for_all_corpora_and_leave_one_corpus_out(self):
+        out = rag_eval.sweep([corpus_run("A", CORPUS_A), corpus_run("B", CORPUS_B)])
+        a, b = out["corpora"]
+        # the budget holds on each corpus: B's 0.3 must stand, so t in (0.25, 0.3] -> 0.28 (pooled it would be 0.55)
+        assert out["chosen"]["threshold"] == 0.28
+        assert (a["chosen"]["refused_when_unanswerable"], b["chosen"]["refused_when_unanswerable"]) == (1.0, 0.333333)
+        assert out["chosen"]["refused_when_unanswerable"] == 0.666667  # the mean over corpora, not 2 of 4 pooled
+        assert (a["alone"]["threshold"], b["alone"]["threshold"]) == (0.4, 0.28)
+        # A held out: chosen on B (0.28), A refuses its 0.2 and nothing else.  B held out: chosen on A (0.40),
+        # B loses its answerable 0.3 and refuses only its 0.25.
+        assert a["loco"] == {"threshold": 0.28, "refused_when_unanswerable": 1.0, "refused_when_answerable": 0.0, "answer_ok": 1.0}
+        assert b["loco"] == {
+            "threshold": 0.4,
+            "refused_when_unanswerable": 0.333333,
+            "refused_when_answerable": 0.25,
+            "answer_ok": 0.571429,
+        }
+        assert out["loco"] == {"refused_when_unanswerable": 0.666667, "refused_when_answerable": 0.125, "answer_ok": 0.785714}
+        assert [c["counts"] for c in out["corpora"]] == [
+            {"questions": 5, "answerable": 4, "unanswerable": 1},
+            {"questions": 7, "answerable": 4, "unanswerable": 3},
+        ]
+        table = evaltables.sweep_table(out)
+        assert table[-3:] == [
+            "| A (5) | 0.40 | 0.28 | 1.00 | 0.00 | 1.00 | 0.28 | 1.00 | 0.00 | 1.00 |",
+            "| B (7) | 0.28 | 0.28 | 0.33 | 0.00 | 0.71 | 0.40 | 0.33 | 0.25 | 0.57 |",
+            "| mean |  | 0.28 | 0.67 | 0.00 | 0.86 | 0.28–0.40 | 0.67 | 0.12 | 0.79 |",
+        ]
+
+    def test_one_run_one_result_per_corpus(self):
+        a, b = corpus_run("A", CORPUS_A), corpus_run("B", CORPUS_B)
+        with pytest.raises(StageError, match="a sweep takes one run's results, one per corpus"):
+            rag_eval.sweep([a, a])
+        with pytest.raises(StageError, match="a sweep takes one run's results, one per corpus"):
+            rag_eval.sweep([a, (b[0], b[1] | {"label": "hybrid"})])
+
     def test_another_golden_file_is_refused(self, golden):
-        result = self.result_file(golden, {"id-01": 0.8, "se-01": 0.7, "pr-01": 0.6, "fa-01": 0.9, "un-01": 0.2})
+        result = score(golden, perfect_run(), resamples=10)
         other = parse_golden(GOLDEN + "\n", "other.yaml")
         with pytest.raises(StageError, match="scored against another golden file than other.yaml"):
-            rag_eval.sweep(other, result)
+            rag_eval.sweep([(other, result)])
 
 
 # --------------------------------------------------------------------------- tables
 
 
 def big_golden(n: int = 30) -> str:
-    kinds = rag_eval.ANSWERABLE_KINDS
+    kinds = ANSWERABLE_KINDS
     out = ["version: 1", "questions:"]
     for i in range(n):
         out.append(
@@ -502,7 +648,7 @@ def big_golden(n: int = 30) -> str:
     return "\n".join(out) + "\n"
 
 
-def big_run(golden: rag_eval.Golden, found: bool = True, **config) -> list[dict]:
+def big_run(golden: Golden, found: bool = True, **config) -> list[dict]:
     out = []
     for q in golden.questions:
         if q.answerable:
@@ -518,7 +664,7 @@ def big_run(golden: rag_eval.Golden, found: bool = True, **config) -> list[dict]
 def results(tmp_path: Path) -> tuple[Path, list[Path]]:
     golden = tmp_path / "golden.yaml"
     golden.write_text(big_golden())
-    parsed = rag_eval.load_golden(str(golden))
+    parsed = load_golden(str(golden))
     paths = []
     for label, found, config in (("hash", False, {"model": "hash"}), ("default", True, {}), ("no-rerank", True, {"rerank": "none"})):
         result = rag_eval.score_run(parsed, lines(big_run(parsed, found, **config)), label, resamples=500)
@@ -549,27 +695,32 @@ class TestTable:
 
     def test_the_numbers_come_before_the_markdown(self, results):
         _, paths = results
-        c = rag_eval.compare([(str(p), rag_eval.load_result(str(p))) for p in reversed(paths)])
+        t = evaltables.compare([(str(p), rag_eval.load_result(str(p))) for p in reversed(paths)])
+        assert len(t.corpora) == 1 and t.mean == ()  # one corpus: no mean across corpora
+        c = t.corpora[0]
         assert [r.label for r in c.rows] == ["default", "no-rerank", "hash"]  # RUNS' order
         default, no_rerank, hash_run = c.rows
         assert default.overall["mrr"].p is None  # the default row is not tested against itself
-        assert no_rerank.overall["mrr"] == rag_eval.Cell(1.0, (1.0, 1.0), 1.0)  # the same per-question values
+        assert no_rerank.overall["mrr"] == evaltables.Cell(1.0, (1.0, 1.0), 1.0)  # the same per-question values
         assert hash_run.overall["mrr"].p < 0.05 and hash_run.overall["mrr"].differs
         assert hash_run.by_kind["factual"].value == 0.0 and hash_run.by_kind["factual"].differs
         assert c.kinds == {"identifier": 8, "semantic": 8, "procedural": 7, "factual": 7}
         assert default.auc is not None and no_rerank.auc is None  # the signal table compares SIGNAL_RUNS only
 
     def test_rendering_only_formats(self):
-        cell, empty = rag_eval.Cell(0.5, (0.25, 0.75), 0.01), rag_eval.Cell(None, None, None)
-        metrics = [m for _, m in rag_eval.MAIN_COLUMNS + rag_eval.REFUSAL_COLUMNS]
-        row = rag_eval.Row("no-rerank", False, dict.fromkeys(metrics, cell), {"factual": empty}, None, None)
+        cell, empty = evaltables.Cell(0.5, (0.25, 0.75), 0.01), evaltables.Cell(None, None, None)
+        metrics = [m for _, m in evaltables.MAIN_COLUMNS + evaltables.REFUSAL_COLUMNS]
+        row = evaltables.Row("no-rerank", False, dict.fromkeys(metrics, cell), {"factual": empty}, None, None)
         counts = {"questions": 3, "answerable": 2, "unanswerable": 1}
-        c = rag_eval.Comparison({"source": "g.yaml", "sha256": "ab" * 32}, counts, 100, (row,), {"factual": 2}, ())
-        assert rag_eval.main_table(c)[-1] == "| `no-rerank` ° | " + " | ".join(["0.50 [0.25, 0.75] †"] * 6) + " | – |"
-        assert rag_eval.kind_table(c)[-3:] == ["| run | factual (2) |", "| --- | ---: |", "| `no-rerank` ° | – |"]
-        assert rag_eval.refusal_table(c)[-1] == "| `no-rerank` ° | 0.50 [0.25, 0.75] † | 0.50 [0.25, 0.75] † |"
-        assert rag_eval.signal_table(c) == []
-        notes = rag_eval.table_notes(c)
+        c = evaltables.Comparison("g", {"source": "g.yaml", "sha256": "ab" * 32}, counts, 100, (row,), {"factual": 2})
+        assert evaltables.main_table(c)[-1] == "| `no-rerank` ° | " + " | ".join(["0.50 [0.25, 0.75] †"] * 6) + " | – |"
+        assert evaltables.kind_table(c)[-3:] == ["| run | factual (2) |", "| --- | ---: |", "| `no-rerank` ° | – |"]
+        assert evaltables.refusal_table(c)[-1] == "| `no-rerank` ° | 0.50 [0.25, 0.75] † | 0.50 [0.25, 0.75] † |"
+        assert evaltables.signal_table(c) == []
+        t = evaltables.Tables((c, c), (row,), ())
+        assert evaltables.mean_table(t)[-1] == "| `no-rerank` ° | " + " | ".join(["0.50 [0.25, 0.75] †"] * 8) + " |"
+        assert evaltables.mean_table(evaltables.Tables((c,), (), ())) == []
+        notes = evaltables.table_notes(t)
         assert notes[0][0].startswith("† differs from `default` at p < 0.05") and "100 seeded sign flips" in notes[0][0]
         assert notes[1][0].startswith("° gold chunk ids taken as labelled")
 
@@ -588,7 +739,7 @@ class TestTable:
         )
 
     def test_refuses_mixed_golden_files_and_duplicate_labels(self, runner, results, tmp_path):
-        _, paths = results
+        golden, paths = results
         data = orjson.loads(paths[1].read_bytes())
         data["label"], data["golden"]["sha256"] = "no-rerank", "0" * 64
         data["actual"]["rerank"] = "none"
@@ -597,20 +748,20 @@ class TestTable:
         result = runner.invoke(main, ["table", str(paths[1]), str(other)])
         assert result.exit_code == 1 and "scored against different golden files" in result.stderr
         result = runner.invoke(main, ["table", str(paths[1]), str(paths[1])])
-        assert result.stderr == f"rag-eval: {paths[1]}: a second result for label 'default'\n"
+        assert result.stderr == f"rag-eval: {paths[1]}: a second result for label 'default' on {golden}\n"
 
     def test_readme_is_written_between_the_markers_and_checked(self, runner, results, tmp_path):
         _, paths = results
         readme = tmp_path / "README.md"
-        readme.write_text(f"# ragline\n\nBefore.\n\n{rag_eval.BEGIN}\nstale\n{rag_eval.END}\n\nAfter.\n")
+        readme.write_text(f"# ragline\n\nBefore.\n\n{evaltables.BEGIN}\nstale\n{evaltables.END}\n\nAfter.\n")
         args = ["table", *map(str, paths), "--readme", str(readme)]
         check = runner.invoke(main, [*args, "--check"])
         assert check.exit_code == 1
         assert check.stderr == f"rag-eval: {readme}: the tables are out of date with the 3 files given: run 'just tables'\n"
         assert runner.invoke(main, args).exit_code == 0
         text = readme.read_text()
-        assert text.startswith(f"# ragline\n\nBefore.\n\n{rag_eval.BEGIN}\nScored against")
-        assert text.endswith(f"{rag_eval.END}\n\nAfter.\n") and "stale" not in text
+        assert text.startswith(f"# ragline\n\nBefore.\n\n{evaltables.BEGIN}\nScored against")
+        assert text.endswith(f"{evaltables.END}\n\nAfter.\n") and "stale" not in text
         assert runner.invoke(main, [*args, "--check"]).exit_code == 0
         assert runner.invoke(main, ["table", *map(str, paths[1:]), "--readme", str(readme), "--check"]).exit_code == 1  # drift
 
@@ -621,7 +772,7 @@ class TestTable:
         readme.write_text("# no markers\n")
         result = runner.invoke(main, ["table", str(paths[0]), "--readme", str(readme)])
         assert result.exit_code == 1
-        assert result.stderr == f"rag-eval: {readme}: needs one '{rag_eval.BEGIN}' line and one '{rag_eval.END}' line after it\n"
+        assert result.stderr == f"rag-eval: {readme}: needs one '{evaltables.BEGIN}' line and one '{evaltables.END}' line after it\n"
 
     def test_not_a_result_file(self, runner, tmp_path):
         path = write_jsonl(tmp_path / "answers.jsonl", perfect_run())
@@ -629,7 +780,7 @@ class TestTable:
         assert result.exit_code == 1 and result.stderr.startswith(f"rag-eval: {path}: not valid JSON")
         path.write_text('{"schema": "chunk/1"}')
         result = runner.invoke(main, ["table", str(path)])
-        assert result.stderr == f'rag-eval: {path}: not a rag-eval file (schema "chunk/1", expected "eval-result/1" or "abstain-sweep/1")\n'
+        assert result.stderr == f'rag-eval: {path}: not a rag-eval file (schema "chunk/1", expected "eval-result/1" or "abstain-sweep/2")\n'
 
     def test_a_sweep_file_among_the_results_adds_the_abstain_table(self, runner, results, tmp_path):
         golden, paths = results
@@ -637,11 +788,54 @@ class TestTable:
         assert runner.invoke(main, ["sweep", "--golden", str(golden), str(paths[1]), "--out", str(swept)]).exit_code == 0
         result = runner.invoke(main, ["table", *map(str, paths), str(swept)])
         assert result.exit_code == 0, result.output
-        # answerable at 0.7, unanswerable at 0.1: t in (0.1, 0.7] -> 0.11 ... 0.70, the lower middle 0.40
-        assert "| all 34 questions (in-sample) | 0.40 | 1.00 | 0.00 | 1.00 |" in result.stdout
-        assert "| the other 33, for each question (leave-one-out) | 0.40–0.40 | 1.00 | 0.00 | 1.00 |" in result.stdout
+        # answerable at 0.7, unanswerable at 0.1: t in (0.1, 0.7] -> 0.11 ... 0.70, the lower middle 0.40; no other corpus
+        assert f"| {golden} (34) | 0.40 | 0.40 | 1.00 | 0.00 | 1.00 | – | – | – | – |" in result.stdout
+        assert "| mean |" not in result.stdout and "###" not in result.stdout  # one corpus: no mean, no headings
         only_sweep = runner.invoke(main, ["table", str(swept)])
         assert only_sweep.stderr == "rag-eval: no score result among the files\n"
+        other = tmp_path / "other.yaml"
+        other.write_text(big_golden(31))
+        data = orjson.loads(swept.read_bytes())
+        data["corpora"][0]["golden"]["sha256"] = rag_eval.load_golden(str(other)).sha256
+        swept.write_bytes(rag_eval.dump_json(data))
+        stale = runner.invoke(main, ["table", *map(str, paths), str(swept)])
+        assert stale.stderr == f"rag-eval: {swept}: the sweep was made on another golden file than the results'\n"
+
+    def test_the_mean_across_corpora(self, runner, tmp_path, monkeypatch):
+        # corpus a (30 answerable) and b (10): default finds everything on both, hash finds everything on a, nothing on b
+        paths = []
+        for name, n, hash_found in (("a", 30, True), ("b", 10, False)):
+            golden = tmp_path / f"{name}.yaml"
+            golden.write_text(big_golden(n))
+            parsed = load_golden(str(golden))
+            for label, found, config in (("default", True, {}), ("hash", hash_found, {"model": "hash"})):
+                result = rag_eval.score_run(parsed, lines(big_run(parsed, found, **config)), label, resamples=500, corpus=name)
+                paths.append(tmp_path / f"{name}-{label}.json")
+                paths[-1].write_bytes(rag_eval.dump_json(result))
+        b_only = rag_eval.score_run(parsed, lines(big_run(parsed, True, rerank="none")), "no-rerank", resamples=500, corpus="b")
+        paths.append(tmp_path / "b-no-rerank.json")
+        paths[-1].write_bytes(rag_eval.dump_json(b_only))
+        import irmetrics
+
+        calls = []
+        real = irmetrics.paired_randomisation
+        monkeypatch.setattr(
+            irmetrics, "paired_randomisation", lambda a, b, **kw: calls.append((len(a), kw.get("weights"))) or real(a, b, **kw)
+        )
+        t = evaltables.compare([(str(p), rag_eval.load_result(str(p))) for p in paths])
+        macro_calls = [w for n, w in calls if n == 40]  # the mean row's tests pair all 30 + 10 questions
+        assert macro_calls and all(list(w) == [1 / 60] * 30 + [1 / 20] * 10 for w in macro_calls)  # each 1/n of its corpus, halved
+        assert [c.corpus for c in t.corpora] == ["a", "b"] and [r.label for r in t.mean] == ["default", "hash"]  # no-rerank: b only
+        mrr = t.mean[1].overall["mrr"]
+        assert mrr.value == 0.5  # (1 + 0) / 2: each corpus weighs the same; pooled it would be 30/40
+        assert mrr.interval == (0.5, 0.5)  # within each corpus every question agrees, so no draw moves it
+        # the 10 questions of b, each weighted 1/20, carry the whole difference: only all-equal signs reach it (2 in 1024)
+        assert mrr.p == pytest.approx(2 / 1024, abs=0.004) and mrr.differs
+        assert t.mean[0].overall["mrr"] == evaltables.Cell(1.0, (1.0, 1.0), None)
+        text = runner.invoke(main, ["table", *map(str, paths)]).stdout
+        assert text.startswith("### Mean across the 2 corpora\n\nThe macro average over a, b:")
+        assert "| `hash` ° | 0.50 [0.50, 0.50] † | 0.50 [0.50, 0.50] † | 0.50 [0.50, 0.50] † |" in text
+        assert text.index("### Mean across") < text.index("### a\n") < text.index("### b\n")
 
 
 # --------------------------------------------------------------------------- the commands end to end
@@ -675,7 +869,7 @@ class TestCommands:
         result = runner.invoke(main, ["sweep", "--golden", str(golden_path), str(out), "--out", str(sweep_out), "--plot", str(png)])
         assert result.exit_code == 0, result.output
         swept = orjson.loads(sweep_out.read_bytes())
-        assert swept["schema"] == "abstain-sweep/1" and len(swept["curve"]) == 101
+        assert swept["schema"] == "abstain-sweep/2" and len(swept["curve"]) == 101
         assert swept["chosen"]["threshold"] == 0.4  # refuse un-01 (0.2), answer pr-01 (0.6): 0.21 ... 0.60, the lower middle
         if _has_matplotlib():
             assert png.read_bytes().startswith(b"\x89PNG")
@@ -750,16 +944,16 @@ def test_features_are_rag_answers():
     generator records them, and every run's feature list is one the generator records."""
     import rag_answer
 
-    assert switched_on(Path(rag_answer.__file__)) == set(rag_eval.FEATURES)
-    assert rag_answer.Extractive(rag_eval.FEATURES).features == tuple(rag_eval.FEATURES)
+    assert switched_on(Path(rag_answer.__file__)) == set(evalruns.FEATURES)
+    assert rag_answer.Extractive(evalruns.FEATURES).features == tuple(evalruns.FEATURES)
     for label, config in RUNS.items():
         assert list(rag_answer.Extractive(config["features"]).features) == config["features"], label
-    assert {f for config in RUNS.values() for f in rag_eval.FEATURES if f not in config["features"]} == set(rag_eval.FEATURES)
+    assert {f for config in RUNS.values() for f in evalruns.FEATURES if f not in config["features"]} == set(evalruns.FEATURES)
 
 
 def test_runs_table_and_no_heavy_import():
-    assert rag_eval.RUNS["answer-no-idf"]["features"] == ["unwrap", "headings", "cue", "dense"]
-    assert rag_eval.RUNS["bm25"] | {"dense": True, "sparse": False} == RUNS["default"]
+    assert evalruns.RUNS["answer-no-idf"]["features"] == ["unwrap", "headings", "cue", "dense"]
+    assert evalruns.RUNS["bm25"] | {"dense": True, "sparse": False} == RUNS["default"]
     code = "import sys, rag_eval; print(sorted(m for m in ('matplotlib', 'ranx') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert out.stdout == "[]\n"
@@ -773,8 +967,8 @@ def test_signal_auc_by_hand():
         {"answerable": False, "confidence": 0.1, "signals": {"top RRF score": 2 / 62}},
     ]
     # confidence: pairs (0.9>0.5, 0.9>0.1, 0.4<0.5, 0.4>0.1) -> 3 of 4
-    assert rag_eval.signal_auc(rows, "confidence") == pytest.approx(0.75)
+    assert evaltables.signal_auc(rows, "confidence") == pytest.approx(0.75)
     # the RRF score: 1/61 = 1/61 tie (0.5), 1/61 < 2/62 (0) for both answerable rows -> 1 of 4
-    assert rag_eval.signal_auc(rows, "top RRF score") == pytest.approx(0.25)
-    assert rag_eval.signal_auc(rows, "missing") is None
-    assert rag_eval.signal_auc(rows[:2], "confidence") is None
+    assert evaltables.signal_auc(rows, "top RRF score") == pytest.approx(0.25)
+    assert evaltables.signal_auc(rows, "missing") is None
+    assert evaltables.signal_auc(rows[:2], "confidence") is None

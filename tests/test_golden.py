@@ -10,11 +10,12 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import GDS_WAY, ROOT, SHARED
+from conftest import ROOT, SHARED
 
+import evalruns
 import rag_answer
 import rag_chunk
-import rag_eval
+from golden import Golden, load_golden
 
 GOLDEN = ROOT / "golden.yaml"
 KIND_COUNTS = {"identifier": 6, "semantic": 9, "procedural": 8, "factual": 12, "unanswerable": 7}
@@ -32,27 +33,27 @@ def corpus_text(files: list[Path]) -> str:
 # The label rules every golden set obeys: shared by the Northwind set and the eng-practices set.
 
 
-def check_gold_ids_exist(golden: rag_eval.Golden, chunks: dict[str, dict]) -> None:
+def check_gold_ids_exist(golden: Golden, chunks: dict[str, dict]) -> None:
     for q in golden.questions:
         for gid in q.gold:
             assert gid in chunks, f"{q.id}: {gid}"
 
 
-def check_evidence_is_unique_and_inside_a_gold_chunk(golden: rag_eval.Golden, chunks: dict[str, dict], corpus: str) -> None:
+def check_evidence_is_unique_and_inside_a_gold_chunk(golden: Golden, chunks: dict[str, dict], corpus: str) -> None:
     for q in golden.questions:
         for ev in q.evidence:
             assert corpus.count(fold(ev)) == 1, f"{q.id}: evidence {ev!r} occurs {corpus.count(fold(ev))} times"
             assert any(fold(ev) in fold(chunks[g]["text"]) for g in q.gold), f"{q.id}: evidence {ev!r} is in no gold chunk"
 
 
-def check_answer_phrases_are_in_a_gold_chunk_and_not_in_the_question(golden: rag_eval.Golden, chunks: dict[str, dict]) -> None:
+def check_answer_phrases_are_in_a_gold_chunk_and_not_in_the_question(golden: Golden, chunks: dict[str, dict]) -> None:
     for q in golden.questions:
         for phrase in q.answer_contains:
             assert any(fold(phrase) in fold(chunks[g]["text"]) for g in q.gold), f"{q.id}: {phrase!r}"
             assert fold(phrase) not in fold(q.question), f"{q.id}: {phrase!r} is already in the question"
 
 
-def check_unanswerable_questions_carry_no_labels(golden: rag_eval.Golden) -> None:
+def check_unanswerable_questions_carry_no_labels(golden: Golden) -> None:
     for q in golden.questions:
         if q.kind == "unanswerable":
             assert not (q.gold or q.evidence or q.answer_contains), q.id
@@ -64,8 +65,8 @@ def chunks() -> dict[str, dict]:
 
 
 @pytest.fixture(scope="module")
-def golden() -> rag_eval.Golden:
-    return rag_eval.load_golden(str(GOLDEN))
+def golden() -> Golden:
+    return load_golden(str(GOLDEN))
 
 
 def test_corpus_shape():
@@ -108,27 +109,16 @@ def test_only_one_chunk_says_when_the_sweep_runs(chunks):
     assert len(mentions) >= 3
 
 
-@pytest.mark.skipif(not SHARED.is_dir(), reason=f"{SHARED} is absent (it lies beside the repository, not in it)")
-def test_eng_practices_golden_is_valid():
-    """The eng-practices set (written before any tuning on it) obeys the Northwind set's label rules."""
-    g = rag_eval.load_golden(str(ROOT / "eval" / "eng-practices.golden.yaml"))
-    chunks = {c["id"]: c for c in rag_chunk.chunk_paths([str(SHARED)])}
+@pytest.mark.parametrize("corpus", evalruns.CORPORA[1:], ids=lambda c: c.name)
+def test_the_other_golden_sets_are_valid(corpus):
+    """Each handbook's set beside Northwind's (written before any tuning on it) obeys the Northwind set's label rules."""
+    docs = ROOT / corpus.docs
+    if not docs.is_dir():
+        pytest.skip(f"{docs} is absent (it lies beside the repository, not in it)")
+    g = load_golden(str(ROOT / corpus.golden))
+    chunks = {c["id"]: c for c in rag_chunk.chunk_paths([str(docs)])}
     check_gold_ids_exist(g, chunks)
-    check_evidence_is_unique_and_inside_a_gold_chunk(g, chunks, corpus_text(sorted(SHARED.rglob("*.md"))))
-    check_answer_phrases_are_in_a_gold_chunk_and_not_in_the_question(g, chunks)
-    check_unanswerable_questions_carry_no_labels(g)
-    kinds = Counter(q.kind for q in g.questions)
-    assert len(g.questions) >= 40, kinds
-    assert kinds["unanswerable"] >= 6, kinds
-
-
-@pytest.mark.skipif(not GDS_WAY.is_dir(), reason=f"{GDS_WAY} is absent (it lies beside the repository, not in it)")
-def test_gds_way_golden_is_valid():
-    """The GDS Way set (written before any tuning on it) obeys the Northwind set's label rules."""
-    g = rag_eval.load_golden(str(ROOT / "eval" / "gds-way.golden.yaml"))
-    chunks = {c["id"]: c for c in rag_chunk.chunk_paths([str(GDS_WAY)])}
-    check_gold_ids_exist(g, chunks)
-    check_evidence_is_unique_and_inside_a_gold_chunk(g, chunks, corpus_text(sorted(GDS_WAY.rglob("*.md"))))
+    check_evidence_is_unique_and_inside_a_gold_chunk(g, chunks, corpus_text(sorted(docs.rglob("*.md"))))
     check_answer_phrases_are_in_a_gold_chunk_and_not_in_the_question(g, chunks)
     check_unanswerable_questions_carry_no_labels(g)
     kinds = Counter(q.kind for q in g.questions)
@@ -146,17 +136,20 @@ def test_shipped_threshold_is_the_sweeps_choice():
     )
 
 
-def test_results_were_scored_against_this_golden_file(golden):
-    for path in (ROOT / "results").glob("*.json"):
-        data = json.loads(path.read_text())
-        if "golden" in data:
-            assert data["golden"]["sha256"] == golden.sha256, f"{path.name}: rerun 'just eval'"
+def test_results_hold_every_run_on_every_corpus_scored_against_its_golden_file():
+    for corpus in evalruns.CORPORA:
+        sha = load_golden(str(ROOT / corpus.golden)).sha256
+        files = sorted((ROOT / "results" / corpus.name).glob("*.json"))
+        assert sorted(p.stem for p in files) == sorted(evalruns.RUNS), f"results/{corpus.name}: rerun 'just eval'"
+        for path in files:
+            data = json.loads(path.read_text())
+            assert (data["corpus"], data["golden"]["sha256"]) == (corpus.name, sha), f"{path}: rerun 'just eval'"
+    sweep = json.loads((ROOT / "results" / "abstain-sweep.json").read_text())
+    assert [c["name"] for c in sweep["corpora"]] == [c.name for c in evalruns.CORPORA]
 
 
 def test_readme_tables_match_the_results():
-    results = sorted(
-        str(p) for p in (ROOT / "results").glob("*.json") if json.loads(p.read_text()).get("schema") in ("eval-result/1", "abstain-sweep/1")
-    )
+    results = [*sorted(str(p) for p in (ROOT / "results").glob("*/*.json")), str(ROOT / "results" / "abstain-sweep.json")]
     done = subprocess.run(
         [sys.executable, "-m", "rag_eval", "table", *results, "--readme", "README.md", "--check"], cwd=ROOT, capture_output=True, text=True
     )

@@ -20,7 +20,10 @@ from irmetrics import (
     bootstrap_interval,
     choose_threshold,
     citations_on_target,
-    leave_one_out_choices,
+    leave_one_group_out_choices,
+    macro_bootstrap_interval,
+    macro_mean,
+    macro_weights,
     mean_or_none,
     ndcg_at_k,
     paired_randomisation,
@@ -177,6 +180,41 @@ class TestStatistics:
         exact = np.mean(np.abs((signs * d).mean(axis=1)) >= abs(d.mean()) - 1e-12)
         assert paired_randomisation(np.zeros(8), d, seed=SEED) == pytest.approx(exact, abs=0.01)
 
+    def test_macro_mean_weighs_each_group_the_same(self):
+        assert macro_mean([[1.0, 0.0], [1.0]]) == 0.75  # (0.5 + 1) / 2; the pooled mean would be 2/3
+        assert macro_mean([[0.25, 0.75, 0.5]]) == 0.5  # one group: its mean
+        assert macro_mean([]) is None and macro_mean([[1.0], []]) is None
+
+    def test_macro_bootstrap_resamples_within_each_group(self):
+        # every draw keeps each group whole in size: an all-0 and an all-1 group always average 0.5,
+        # where a pooled bootstrap of the same five values would wander
+        assert macro_bootstrap_interval([[0.0, 0.0, 0.0], [1.0, 1.0]], seed=SEED) == (0.5, 0.5)
+        assert bootstrap_interval([0.0, 0.0, 0.0, 1.0, 1.0], seed=SEED) != (0.5, 0.5)
+        values = [0.0] * 5 + [1.0] * 15
+        assert macro_bootstrap_interval([values], seed=SEED) == bootstrap_interval(values, seed=SEED)  # one group
+        lo, hi = macro_bootstrap_interval([values, [0.0, 1.0] * 10], seed=SEED)
+        assert lo < macro_mean([values, [0.0, 1.0] * 10]) == 0.625 < hi
+        assert macro_bootstrap_interval([values, []], seed=SEED) is None
+
+    def test_macro_weights(self):
+        assert macro_weights([2, 1]).tolist() == [0.25, 0.25, 0.5]
+        assert macro_weights([2, 0, 1]).tolist() == [0.25, 0.25, 0.5]  # an empty group is no group
+        assert macro_weights([0]).tolist() == [] and macro_weights([]).tolist() == []
+
+    def test_paired_randomisation_on_the_macro_mean(self):
+        # corpus A: four questions each 1 better; corpus B: one question 1 worse. Each corpus's mean moves
+        # by as much the other way: the macro-mean difference is 0, so p = 1; the pooled mean (3/5) is not 0.
+        a, b = np.zeros(5), np.array([1.0, 1.0, 1.0, 1.0, -1.0])
+        assert paired_randomisation(a, b, seed=SEED, weights=macro_weights([4, 1])) == 1.0
+        assert paired_randomisation(a, b, seed=SEED) == pytest.approx(12 / 32, abs=0.02)  # |sum of 5 signs| >= 3
+        # exact: d = (1, 1 | 1), weights (1/4, 1/4 | 1/2); |T| >= 1 only when all three signs agree: 2 of 8
+        assert paired_randomisation(np.zeros(3), np.ones(3), seed=SEED, weights=macro_weights([2, 1])) == pytest.approx(0.25, abs=0.015)
+        # weights 1/n are the plain test, to the draw
+        d = [0.3, -0.1, 0.5, 0.2, 0.0, 0.4]
+        assert paired_randomisation(np.zeros(6), d, seed=SEED, weights=np.full(6, 1 / 6)) == paired_randomisation(np.zeros(6), d, seed=SEED)
+        with pytest.raises(ValueError, match="2 weights for 3 pairs"):
+            paired_randomisation(np.zeros(3), np.ones(3), seed=SEED, weights=[0.5, 0.5])
+
     def test_roc_auc_by_hand(self):
         # pairs (0.9>0.5, 0.9>0.1, 0.4<0.5, 0.4>0.1): 3 of 4
         assert roc_auc([0.9, 0.4], [0.5, 0.1]) == pytest.approx(0.75)
@@ -204,6 +242,13 @@ def grid_choice(answerable_conf: list[float], unanswerable_conf: list[float], bu
     answerable = np.array([True] * len(answerable_conf) + [False] * len(unanswerable_conf))
     grid = thresholds(0.01)
     return float(grid[choose_threshold(conf[None, :] < grid[:, None], answerable, budget)])
+
+
+def two_corpora() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(confidence, answerable, corpus, grid) of two small corpora, A and B."""
+    conf = np.array([0.6, 0.7, 0.8, 0.9, 0.2, 0.3, 0.7, 0.8, 0.9, 0.25, 0.4, 0.5])
+    answerable = np.array([True] * 4 + [False] + [True] * 4 + [False] * 3)
+    return conf, answerable, np.array(["A"] * 5 + ["B"] * 7), thresholds(0.01)
 
 
 class TestAbstaining:
@@ -245,15 +290,30 @@ class TestAbstaining:
         # answerable: ok when let through and answered right; unanswerable: ok when refused, by t or by the run
         assert ok.tolist() == [[True, True, True, False], [True, False, True, True], [False, False, True, True]]
 
-    def test_leave_one_out_by_hand(self):
-        # answerable 0.6, 0.8; unanswerable 0.2, 0.4; with two answerable, none may be refused.
-        conf = np.array([0.6, 0.8, 0.2, 0.4])
-        answerable = np.array([True, True, False, False])
-        grid = thresholds(0.01)
+    def test_the_budget_holds_on_every_group(self):
+        # A: answerable 0.6 0.7 0.8 0.9, unanswerable 0.2.  B: answerable 0.3 0.7 0.8 0.9, unanswerable 0.25 0.4 0.5.
+        # With four answerable each, no corpus may lose one (0 <= 0.125 * 4 < 1).
+        conf, answerable, groups, grid = two_corpora()
         refuse = conf[None, :] < grid[:, None]
-        # without 0.6: (0.4, 0.8] -> 0.60; without 0.8 or 0.2: (0.4, 0.6] -> 0.50; without 0.4: (0.2, 0.6] -> 0.40
-        assert grid[leave_one_out_choices(refuse, answerable, 0.125)].tolist() == [0.6, 0.5, 0.5, 0.4]
-        assert leave_one_out_choices(refuse[:, :0], answerable[:0], 0.125).tolist() == []
+        # pooled, eight answerable allow one: refusing B's 0.3 buys every unanswerable one: (0.5, 0.6] -> 0.55
+        assert grid[choose_threshold(refuse, answerable, 0.125)] == 0.55
+        # per corpus, B's 0.3 must stand: t in (0.25, 0.3] refuses A's 0.2 and B's 0.25 -> 0.26 ... 0.30, the middle 0.28
+        assert grid[choose_threshold(refuse, answerable, 0.125, groups)] == 0.28
+        # one group is the pooled rule
+        assert choose_threshold(refuse, answerable, 0.125, np.zeros(len(conf))) == choose_threshold(refuse, answerable, 0.125)
+
+    def test_leave_one_group_out_by_hand(self):
+        conf, answerable, groups, grid = two_corpora()
+        refuse = conf[None, :] < grid[:, None]
+        held = leave_one_group_out_choices(refuse, answerable, groups, 0.125)
+        # A left out: chosen on B alone -> 0.28.  B left out: chosen on A alone, (0.2, 0.6] -> 0.21 ... 0.60, the lower middle 0.40
+        assert {g: float(grid[t]) for g, t in held.items()} == {"A": 0.28, "B": 0.4}
+        # a third corpus: leaving it out chooses on A and B, each with its own budget
+        third = np.concatenate([groups, ["C", "C"]])
+        refuse3 = np.concatenate([conf, [0.9, 0.1]])[None, :] < grid[:, None]
+        held3 = leave_one_group_out_choices(refuse3, np.concatenate([answerable, [True, False]]), third, 0.125)
+        assert grid[held3["C"]] == 0.28
+        assert leave_one_group_out_choices(refuse, answerable, np.zeros(len(conf)), 0.125) == {}  # one group: nothing to hold out
 
     def test_refusal_rates(self):
         refused = np.array([True, False, True, True])

@@ -1,0 +1,272 @@
+"""evalruns: what `just eval` runs and measures: the corpora, each run's configuration and flags, the metrics.
+
+A library, not a stage (rag_eval alone uses it). Everything that names a run lives
+here, once: `rag-eval plan` prints CORPORA x RUNS with each run's flags, and the
+justfile's `eval` recipe loops over that, so a run is declared as a configuration in
+RUNS and nowhere else.
+
+    >>> run_flags(RUNS["bm25"])["search"]
+    ['--no-dense', '--sparse']
+
+A configuration maps each CONFIG_KEYS name to a value. Answer records show it: every
+key but `features` in their `retrieval` field, `features` in `generator.features`. A
+key added after some records were written has a value for its absence (`Key.absent`),
+so an older record reads as that value. To add a key: one `Key(...)` line in
+CONFIG_KEYS; to add a run: one line in RUNS.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from golden import show
+from ragline import ANSWER_FEATURES, Line, StageError, field
+
+CUTOFF = 5  # every retrieval metric looks at the top 5 hits at most; runs must retrieve k >= 5
+RESAMPLES = 10_000  # bootstrap resamples and randomisation-test permutations
+SEED = 20_240_611
+LEVEL = 0.95  # interval coverage
+
+FEATURES = ANSWER_FEATURES  # the extractive generator's switches, one ablation each
+MINILM = "all-MiniLM-L6-v2"
+STAGES = ("chunk", "embed", "index", "search", "answer")  # rag-chunk ... rag-answer: the plan's flag columns
+
+# --------------------------------------------------------------------------- corpora
+
+
+@dataclass(frozen=True)
+class Corpus:
+    """A handbook and its golden set: results go to results/NAME/, paths are from the repository's root."""
+
+    name: str
+    docs: str
+    golden: str
+
+
+CORPORA = (
+    Corpus("northwind", "corpus", "golden.yaml"),
+    Corpus("eng-practices", "../shared/corpora/eng-practices/docs", "eval/eng-practices.golden.yaml"),
+    Corpus("gds-way", "../shared/corpora/gds-way/docs", "eval/gds-way.golden.yaml"),
+)
+
+# --------------------------------------------------------------------------- configuration keys
+
+REQUIRED = object()  # a Key.absent: records must show the key
+
+
+def _option(name: str) -> Callable[[Any], list[str]]:
+    return lambda value: [name, f"{value:g}" if isinstance(value, float) else str(value)]
+
+
+def _switch(on: str, off: str) -> Callable[[Any], list[str]]:
+    return lambda value: [on if value else off]
+
+
+def _features_off(value: Sequence[str]) -> list[str]:
+    return [flag for f in FEATURES if f not in value for flag in ("--off", f)]
+
+
+@dataclass(frozen=True)
+class Key:
+    """One configuration key: its name in answer records; its shipped value (the stages'
+    own default, DEFAULT_RUN's); the stages (of STAGES) that take its flags, and those
+    flags for a value; and the value a record without the key means (one written before
+    the key existed; REQUIRED: none, the record is refused)."""
+
+    name: str
+    default: Any
+    stages: tuple[str, ...]
+    flags: Callable[[Any], list[str]]
+    absent: Any = REQUIRED
+
+
+CONFIG_KEYS: tuple[Key, ...] = (
+    Key("model", MINILM, ("embed",), _option("--model")),
+    Key("dense", True, ("search",), _switch("--dense", "--no-dense")),
+    Key("sparse", False, ("search",), _switch("--sparse", "--no-sparse")),
+    Key("rerank", "lexical", ("search",), _option("--rerank")),
+    Key("embed_headings", True, ("embed",), _switch("--headings", "--no-headings")),
+    Key("embed_long", "windows", ("embed",), _option("--long")),
+    Key("window", 180, ("chunk",), _option("--words")),
+    Key("fusion", "rrf", ("search",), _option("--fusion"), absent="rrf"),
+    Key("dense_weight", 0.5, ("search",), _option("--dense-weight"), absent=0.5),
+    Key("passages", True, ("embed", "search"), _switch("--passages", "--no-passages"), absent=False),
+    Key("features", list(FEATURES), ("answer",), _features_off),
+)
+
+# The shipped configuration: each key's default, which is the stages' own, so a run's
+# flags are the keys where it differs from this. Every other run is this with one thing
+# changed, so moving the default (once measurement decides it) is an edit of a Key's
+# default here and of the stage's option.
+DEFAULT_RUN: dict[str, Any] = {key.name: key.default for key in CONFIG_KEYS}
+
+
+def _variant(**changes: Any) -> dict[str, Any]:
+    return DEFAULT_RUN | changes
+
+
+def _without(feature: str) -> list[str]:
+    return [f for f in FEATURES if f != feature]
+
+
+# label -> the configuration its answer records must show (retrieval + generator.features).
+RUNS: dict[str, dict[str, Any]] = {
+    "default": DEFAULT_RUN,
+    "no-rerank": _variant(rerank="none"),
+    "no-headings": _variant(embed_headings=False),
+    "truncate": _variant(embed_long="truncate"),
+    "no-passages": _variant(passages=False),  # chunk vectors only (the default before passage vectors)
+    "hybrid": _variant(sparse=True),
+    "bm25": _variant(dense=False, sparse=True),  # BM25 alone over the default index
+    "hash": _variant(model="hash"),
+    "hash-hybrid": _variant(model="hash", sparse=True),
+    "window-120": _variant(window=120),
+    "window-300": _variant(window=300),
+    **{f"answer-no-{f}": _variant(features=_without(f)) for f in FEATURES},
+}
+
+# aggregate name -> (per-question row field, population it is averaged over)
+METRICS: dict[str, tuple[str, str]] = {
+    "recall@1": ("recall@1", "answerable"),
+    "recall@3": ("recall@3", "answerable"),
+    "recall@5": ("recall@5", "answerable"),
+    "mrr": ("rr", "answerable"),
+    "ndcg@5": ("ndcg@5", "answerable"),
+    "answer_ok": ("answer_ok", "all"),
+    "citations_on_target": ("citations_on_target", "answerable"),
+    "refused_when_unanswerable": ("refused", "unanswerable"),
+    "refused_when_answerable": ("refused", "answerable"),
+}
+HEADLINE = ("recall@1", "recall@3", "mrr", "ndcg@5", "answer_ok", "citations_on_target")
+INTERVAL_METRICS = (*HEADLINE, "refused_when_unanswerable", "refused_when_answerable")
+
+
+# --------------------------------------------------------------------------- flags and the plan
+
+
+def _value(config: dict[str, Any], key: Key) -> Any:
+    return config.get(key.name, None if key.absent is REQUIRED else key.absent)
+
+
+def _same(key: str, a: Any, b: Any) -> bool:
+    if key == "features":
+        return sorted(a or []) == sorted(b or [])
+    return a == b and type(a) is type(b)
+
+
+def run_flags(config: dict[str, Any]) -> dict[str, list[str]]:
+    """Each stage's flags (STAGES) for a configuration: the flags of every key whose value
+    differs from DEFAULT_RUN's, since the stages' defaults are DEFAULT_RUN. A key the
+    configuration lacks takes its `absent` value."""
+    flags: dict[str, list[str]] = {stage: [] for stage in STAGES}
+    for key in CONFIG_KEYS:
+        value = _value(config, key)
+        if not _same(key.name, value, DEFAULT_RUN[key.name]):
+            for stage in key.stages:
+                flags[stage] += key.flags(value)
+    return flags
+
+
+@dataclass(frozen=True)
+class Planned:
+    """One run of the plan: a RUNS label on a corpus, with its stages' flags."""
+
+    corpus: Corpus
+    label: str
+    flags: dict[str, list[str]]
+
+    def tsv(self) -> str:
+        """corpus, label, docs, golden, then the flags of each of STAGES (shell-quoted), tab-separated."""
+        fields = [self.corpus.name, self.label, self.corpus.docs, self.corpus.golden]
+        return "\t".join(fields + [shlex.join(self.flags[stage]) for stage in STAGES])
+
+
+def plan(names: Iterable[str] = (), present: Callable[[str], bool] = os.path.isdir) -> tuple[list[Planned], list[Corpus]]:
+    """The runs to make, corpus by corpus in CORPORA order, label by label in RUNS order,
+    and the corpora skipped because `present(corpus.docs)` is false.
+
+    `names` narrows the plan: a RUNS label keeps only the labels named, a corpus name
+    only the corpora named; none of either kind keeps all of that kind. A name that is
+    neither is a ValueError.
+    """
+    names = list(names)
+    corpora = {c.name: c for c in CORPORA}
+    unknown = [n for n in names if n not in RUNS and n not in corpora]
+    if unknown:
+        raise ValueError(f"'{unknown[0]}' is neither a run ({', '.join(RUNS)}) nor a corpus ({', '.join(corpora)})")
+    labels = [label for label in RUNS if label in names] or list(RUNS)
+    chosen = [c for c in CORPORA if c.name in names] or list(CORPORA)
+    absent = [c for c in chosen if not present(c.docs)]
+    runs = [Planned(c, label, run_flags(RUNS[label])) for c in chosen if c not in absent for label in labels]
+    return runs, absent
+
+
+# --------------------------------------------------------------------------- the configuration a run shows
+
+
+def run_config(record: dict[str, Any], where: Line | str) -> dict[str, Any]:
+    """The configuration an answer record shows: the CONFIG_KEYS in its `retrieval`, and
+    its `generator.features` (in FEATURES order, unknown names after them, sorted). A key
+    the record lacks is its `absent` value, or a StageError where it is REQUIRED."""
+    retrieval = field(record, "retrieval", dict, where)
+    generator = field(record, "generator", dict, where)
+    config = {}
+    for key in CONFIG_KEYS:
+        name, holder = ("generator", generator) if key.name == "features" else ("retrieval", retrieval)
+        if key.name in holder:
+            config[key.name] = holder[key.name]
+        elif key.absent is REQUIRED:
+            raise StageError(f"field '{name}' has no '{key.name}'", str(where))
+        else:
+            config[key.name] = key.absent
+    features = config["features"]
+    if not isinstance(features, list) or not all(isinstance(f, str) for f in features) or len(set(features)) != len(features):
+        raise StageError(f"generator.features must be distinct names, got {show(features)}", str(where))
+    config["features"] = sorted(features, key=lambda f: (FEATURES.index(f), "") if f in FEATURES else (len(FEATURES), f))
+    return config
+
+
+def config_differences(expected: dict[str, Any], actual: dict[str, Any]) -> list[str]:
+    """The CONFIG_KEYS on which two configurations differ (features compared as sets); a
+    key either lacks is its `absent` value."""
+    return [key.name for key in CONFIG_KEYS if not _same(key.name, _value(expected, key), _value(actual, key))]
+
+
+def matching_labels(actual: dict[str, Any]) -> list[str]:
+    """The RUNS labels whose configuration the run shows."""
+    return [label for label, config in RUNS.items() if not config_differences(config, actual)]
+
+
+def check_config(label: str, actual: dict[str, Any], where: str, whose: str = "the run has") -> None:
+    """StageError unless `actual` is what RUNS says `label` must be."""
+    if label not in RUNS:
+        raise StageError(f"label '{label}' has no entry in RUNS (evalruns.py): one of {', '.join(RUNS)}", where)
+    expected = RUNS[label]
+    keys = config_differences(expected, actual)
+    if not keys:
+        return
+    differ = [key for key in CONFIG_KEYS if key.name in keys]
+    want = ", ".join(f"{k.name} {show(_value(expected, k))}" for k in differ)
+    got = ", ".join(f"{k.name} {show(_value(actual, k))}" for k in differ)
+    others = matching_labels(actual)
+    hint = f"label '{others[0]}' matches this run" if others else "no label in RUNS matches this run"
+    raise StageError(f"label '{label}' expects {want}; {whose} {got} ({hint})", where)
+
+
+def metric_values(rows: Iterable[dict[str, Any]], metric: str, kind: str | None = None) -> dict[str, float]:
+    """Per-question values of an aggregate metric, by question id, over its population
+    (answerable, unanswerable or all questions; of one kind if given); nulls left out."""
+    key, population = METRICS[metric]
+    out = {}
+    for row in rows:
+        if kind is not None and row["kind"] != kind:
+            continue
+        if (population == "answerable" and not row["answerable"]) or (population == "unanswerable" and row["answerable"]):
+            continue
+        if row[key] is not None:
+            out[row["id"]] = float(row[key])
+    return out

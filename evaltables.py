@@ -1,0 +1,395 @@
+"""evaltables: the README's result tables, from rag-eval's result and sweep files.
+
+A library, not a stage (rag_eval alone uses it). `compare` computes every number the
+tables show, p-values included; the `*_table` functions only format them, one function
+per table. For each corpus: the headline metrics, MRR by kind of question, refusals
+and the abstain signals; across corpora: the macro mean of every run made on all of
+them; and the abstain threshold chosen across corpora with its leave-one-corpus-out
+check. Each cell is "mean [95% interval]", with † where the paired test against the
+default run gives p < ALPHA.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import ragline
+from evalruns import CORPORA, CUTOFF, LEVEL, RUNS, SEED, check_config, metric_values
+from golden import ANSWERABLE_KINDS
+from ragline import StageError
+
+irmetrics = ragline.lazy_import("irmetrics")  # the statistics (it imports numpy)
+
+ALPHA = 0.05  # significance level of the paired test
+MARK = "†"  # differs from the default run at p < ALPHA
+BEGIN = "<!-- tables:begin -->"
+END = "<!-- tables:end -->"
+
+MAIN_COLUMNS = (
+    ("recall@1", "recall@1"),
+    ("recall@3", "recall@3"),
+    ("MRR", "mrr"),
+    ("nDCG@5", "ndcg@5"),
+    ("answer ok", "answer_ok"),
+    ("citations on target", "citations_on_target"),
+)
+REFUSAL_COLUMNS = (("refused when unanswerable", "refused_when_unanswerable"), ("refused when answerable", "refused_when_answerable"))
+RATE_COLUMNS = (*REFUSAL_COLUMNS, ("answer ok", "answer_ok"))  # a sweep's rates
+KIND_METRIC = "mrr"  # the by-kind table's metric
+SIGNALS = ("confidence", "part:best", "part:coverage", "part:dense", "top score", "top RRF score")
+SIGNAL_RUNS = ("default", "hybrid", "bm25", "hash")  # the runs whose abstain signals the tables compare
+
+
+def corpus_of(result: Mapping[str, Any]) -> str:
+    """The corpus a result or sweep entry belongs to: its `corpus`, else its golden file's name."""
+    return result.get("corpus") or result["golden"]["source"]
+
+
+# --------------------------------------------------------------------------- the numbers
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One table cell: a run's mean of a metric, its bootstrap interval, and the p-value of
+    the paired test against the default run (None in the default row, without a default
+    run, or where there is no mean)."""
+
+    value: float | None
+    interval: tuple[float, float] | None
+    p: float | None
+
+    @property
+    def differs(self) -> bool:
+        return self.p is not None and self.p < ALPHA
+
+
+@dataclass(frozen=True)
+class Row:
+    """One run's numbers in the tables: `overall` by metric (MAIN_COLUMNS and
+    REFUSAL_COLUMNS), `by_kind` the KIND_METRIC by answerable kind, `auc` one ROC AUC per
+    SIGNALS entry (None for runs not in SIGNAL_RUNS)."""
+
+    label: str
+    gold_checked: bool
+    overall: dict[str, Cell]
+    by_kind: dict[str, Cell]
+    ms_p50: float | None
+    auc: tuple[float | None, ...] | None
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """One corpus's tables, computed: its rows in RUNS' order, the question counts of its
+    golden file, and the size of each answerable kind any run has."""
+
+    corpus: str
+    golden: dict[str, str]
+    counts: dict[str, int]
+    resamples: int
+    rows: tuple[Row, ...]
+    kinds: dict[str, int]
+
+
+@dataclass(frozen=True)
+class Tables:
+    """Everything the tables show: each corpus (CORPORA's order, others after), the macro
+    mean rows (none for a single corpus), and the sweeps."""
+
+    corpora: tuple[Comparison, ...]
+    mean: tuple[Row, ...]
+    sweeps: tuple[dict[str, Any], ...]
+
+    @property
+    def rows(self) -> tuple[Row, ...]:
+        return tuple(r for c in self.corpora for r in c.rows) + self.mean
+
+
+def signal_auc(rows: Sequence[dict[str, Any]], signal: str) -> float | None:
+    """ROC AUC of an abstain signal for telling answerable (positive) from unanswerable
+    questions (`irmetrics.roc_auc`: ties count half, 0.5 is chance), over result rows.
+    `signal` is "confidence" or a name in the rows' `signals`. None when either class is
+    missing or the signal is absent from a row.
+    """
+    values = [(r["answerable"], r["confidence"] if signal == "confidence" else (r.get("signals") or {}).get(signal)) for r in rows]
+    if any(v is None for _, v in values):
+        return None
+    return irmetrics.roc_auc([v for a, v in values if a], [v for a, v in values if not a])
+
+
+def compare(results: Sequence[tuple[str, dict[str, Any]]], sweeps: Sequence[tuple[str, dict[str, Any]]] = ()) -> Tables:
+    """The tables' numbers from (path, result) and (path, sweep) pairs.
+
+    Results group by corpus (`corpus_of`). Rows follow RUNS' order. A row whose recorded
+    configuration is not what RUNS says its label is, two results with one label on one
+    corpus, results on one corpus scored against different golden files, or a sweep
+    made on other golden files: StageError. Each non-default cell carries the p-value of
+    the paired randomisation test (`irmetrics.paired_randomisation`, two-sided, pairs by
+    question id, the result's own resamples, seed SEED) of its per-question values
+    against the default run's. The mean rows (`macro_row`) cover the runs made on every
+    corpus.
+    """
+    groups = _checked_results(results, sweeps)
+    corpora = tuple(_corpus_comparison(name, by_label) for name, by_label in groups.items())
+    labels = [label for label in RUNS if all(label in by_label for by_label in groups.values())]
+    mean = tuple(macro_row(label, list(groups.values())) for label in labels) if len(groups) > 1 else ()
+    order = list(RUNS)
+    ordered = sorted((s for _, s in sweeps), key=lambda s: order.index(s["label"]) if s["label"] in order else len(order))
+    return Tables(corpora, mean, tuple(ordered))
+
+
+def _corpus_comparison(corpus: str, by_label: dict[str, dict[str, Any]]) -> Comparison:
+    ordered = [by_label[label] for label in RUNS if label in by_label]
+    base = by_label.get("default")
+    kinds = {
+        k: next(r["aggregates"]["by_kind"][k]["n"] for r in ordered if k in r["aggregates"]["by_kind"])
+        for k in ANSWERABLE_KINDS
+        if any(k in r["aggregates"]["by_kind"] for r in ordered)
+    }
+    metrics = [m for _, m in MAIN_COLUMNS + REFUSAL_COLUMNS]
+    rows = []
+    for r in ordered:
+        rows.append(
+            Row(
+                label=r["label"],
+                gold_checked=bool(r.get("gold_checked")),
+                overall={m: _cell(r, base, m) for m in metrics},
+                by_kind={k: _cell(r, base, KIND_METRIC, k) for k in kinds},
+                ms_p50=r["aggregates"]["overall"].get("ms_p50"),
+                auc=tuple(signal_auc(r["questions"], s) for s in SIGNALS) if r["label"] in SIGNAL_RUNS else None,
+            )
+        )
+    first = ordered[0]
+    return Comparison(corpus, first["golden"], first["counts"], first["settings"]["resamples"], tuple(rows), kinds)
+
+
+def _checked_results(
+    results: Sequence[tuple[str, dict[str, Any]]], sweeps: Sequence[tuple[str, dict[str, Any]]]
+) -> dict[str, dict[str, dict[str, Any]]]:
+    """The score results by corpus (in table order) and label, once they are known to belong in one set of tables."""
+    if not results:
+        raise StageError("no score result among the files")
+    groups: dict[str, dict[str, dict[str, Any]]] = {}
+    for path, result in results:
+        label, corpus = result.get("label"), corpus_of(result)
+        by_label = groups.setdefault(corpus, {})
+        if label in by_label:
+            raise StageError(f"a second result for label '{label}' on {corpus}", path)
+        check_config(str(label), result.get("actual") or {}, path, whose="the file's run has")
+        by_label[label] = result
+        if result["golden"]["sha256"] != next(iter(by_label.values()))["golden"]["sha256"]:
+            raise StageError(f"the results on {corpus} were scored against different golden files: one table per golden file", path)
+    digests = {corpus: next(iter(by_label.values()))["golden"]["sha256"] for corpus, by_label in groups.items()}
+    for path, swept in sweeps:
+        if any(digests.get(corpus_of(c)) != c["golden"]["sha256"] for c in swept["corpora"]):
+            raise StageError("the sweep was made on another golden file than the results'", path)
+    known = [c.name for c in CORPORA]
+    order = sorted(groups, key=lambda name: (known.index(name), "") if name in known else (len(known), name))
+    return {name: groups[name] for name in order}
+
+
+def _pairs(result: dict[str, Any], base: dict[str, Any], metric: str, kind: str | None = None) -> tuple[list[float], list[float]]:
+    """(the base run's values, this run's values) of a metric on the questions both have, by question id."""
+    mine, theirs = metric_values(result["questions"], metric, kind), metric_values(base["questions"], metric, kind)
+    common = sorted(set(mine) & set(theirs))
+    return [theirs[i] for i in common], [mine[i] for i in common]
+
+
+def _cell(result: dict[str, Any], base: dict[str, Any] | None, metric: str, kind: str | None = None) -> Cell:
+    aggregates, ivs = result["aggregates"], result["intervals"]
+    value = (aggregates["overall"] if kind is None else aggregates["by_kind"].get(kind, {})).get(metric)
+    if value is None:
+        return Cell(None, None, None)
+    interval = (ivs["overall"] if kind is None else ivs["by_kind"].get(kind, {})).get(metric)
+    p = None
+    if base is not None and result is not base:
+        theirs, mine = _pairs(result, base, metric, kind)
+        p = irmetrics.paired_randomisation(theirs, mine, resamples=result["settings"]["resamples"], seed=SEED)
+    return Cell(value, None if interval is None else (interval[0], interval[1]), p)
+
+
+def macro_row(label: str, groups: Sequence[dict[str, dict[str, Any]]]) -> Row:
+    """One run's mean across corpora (each group: one corpus's results by label).
+
+    Each cell is `irmetrics.macro_mean` of the per-question values, corpus by corpus,
+    with `irmetrics.macro_bootstrap_interval` (questions resampled within each corpus)
+    and, against the default run, `irmetrics.paired_randomisation` on the macro-mean
+    difference: pairs by question id within each corpus, weighted by
+    `irmetrics.macro_weights`, so signs flip per question and each question weighs
+    1/n of its corpus. The first corpus's resamples, seed SEED.
+    """
+    runs = [by_label[label] for by_label in groups]
+    bases = None if label == "default" or any("default" not in g for g in groups) else [g["default"] for g in groups]
+    resamples = runs[0]["settings"]["resamples"]
+    overall = {}
+    for _, metric in MAIN_COLUMNS + REFUSAL_COLUMNS:
+        values = [list(metric_values(r["questions"], metric).values()) for r in runs]
+        value = irmetrics.macro_mean(values)
+        interval = irmetrics.macro_bootstrap_interval(values, seed=SEED, resamples=resamples, level=LEVEL)
+        p = None
+        if bases is not None and value is not None:
+            pairs = [_pairs(r, b, metric) for r, b in zip(runs, bases, strict=True)]
+            theirs, mine = [v for t, _ in pairs for v in t], [v for _, m in pairs for v in m]
+            weights = irmetrics.macro_weights([len(t) for t, _ in pairs])
+            p = irmetrics.paired_randomisation(theirs, mine, resamples=resamples, seed=SEED, weights=weights)
+        overall[metric] = Cell(value, interval, p)
+    return Row(label, all(r.get("gold_checked") for r in runs), overall, {}, None, None)
+
+
+# --------------------------------------------------------------------------- the markdown
+
+
+def render_tables(t: Tables) -> str:
+    """Markdown for all the tables: the mean across corpora (with more than one corpus),
+    then each corpus's main, by-kind, refusal and signal tables (under a heading, with
+    more than one corpus), the abstain threshold of each sweep, and the notes."""
+    many = len(t.corpora) > 1
+    sections = [[f"### Mean across the {len(t.corpora)} corpora"], mean_table(t)] if many else []
+    for c in t.corpora:
+        sections += [[f"### {_corpus_title(c.corpus)}"]] if many else []
+        sections += [main_table(c), kind_table(c), refusal_table(c), signal_table(c)]
+    for swept in t.sweeps:
+        sections += [["### Abstain threshold"]] if many else []
+        sections.append(sweep_table(swept))
+    sections += table_notes(t)
+    return "\n\n".join("\n".join(section) for section in sections if section) + "\n"
+
+
+def _corpus_title(name: str) -> str:
+    docs = next((c.docs for c in CORPORA if c.name == name), None)
+    return name if docs is None else f"{name} (`{docs}`)"
+
+
+def _table(head: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:
+    """A markdown table: the first column (the run) left-aligned, the others right-aligned."""
+
+    def line(cells: Sequence[str]) -> str:
+        return f"| {cells[0]} | " + " | ".join(cells[1:]) + " |"
+
+    return [line(head), "| --- |" + " ---: |" * (len(head) - 1), *map(line, rows)]
+
+
+def _show_cell(cell: Cell) -> str:
+    if cell.value is None:
+        return "–"
+    text = f"{cell.value:.2f}"
+    if cell.interval is not None:
+        text += f" [{cell.interval[0]:.2f}, {cell.interval[1]:.2f}]"
+    return text + (f" {MARK}" if cell.differs else "")
+
+
+def _share(value: float | None) -> str:
+    return "–" if value is None else f"{value:.2f}"
+
+
+def _run_name(row: Row) -> str:
+    return f"`{row.label}`" + ("" if row.gold_checked else " °")
+
+
+def mean_table(t: Tables) -> list[str]:
+    """The headline metrics and refusals averaged over the corpora; none for one corpus."""
+    if not t.mean:
+        return []
+    names = ", ".join(c.corpus for c in t.corpora)
+    intro = (
+        f"The macro average over {names}: each corpus weighs the same, "
+        "whatever its number of questions; runs made on every corpus. 95% intervals from a bootstrap that resamples questions "
+        f"within each corpus; {MARK} where a paired randomisation test on the macro-mean difference against `default` (signs "
+        "flipped per question, each question weighted 1/n of its corpus) gives p < 0.05."
+    )
+    columns = MAIN_COLUMNS + REFUSAL_COLUMNS
+    rows = [[_run_name(r), *(_show_cell(r.overall[m]) for _, m in columns)] for r in t.mean]
+    return [intro, "", *_table(["run", *(title for title, _ in columns)], rows)]
+
+
+def main_table(c: Comparison) -> list[str]:
+    """The headline metrics, one row a run, with the median latency."""
+    counts = c.counts
+    intro = (
+        f"Scored against `{c.golden['source']}` (sha256 `{c.golden['sha256'][:12]}`): {counts['questions']} questions, "
+        f"{counts['answerable']} answerable and {counts['unanswerable']} unanswerable. Retrieval metrics and citations on target "
+        f"over the answerable questions at cutoff {CUTOFF}; answer ok over all (refusing is the right answer to an unanswerable "
+        "one); ms p50 is the median time per question, search and answer. 95% percentile-bootstrap intervals over questions in "
+        "brackets."
+    )
+    head = ["run", *(title for title, _ in MAIN_COLUMNS), "ms p50"]
+    rows = [
+        [_run_name(r), *(_show_cell(r.overall[m]) for _, m in MAIN_COLUMNS), "–" if r.ms_p50 is None else f"{r.ms_p50:.1f}"] for r in c.rows
+    ]
+    return [intro, "", *_table(head, rows)]
+
+
+def kind_table(c: Comparison) -> list[str]:
+    """MRR by kind of question."""
+    head = ["run", *(f"{k} ({n})" for k, n in c.kinds.items())]
+    rows = [[_run_name(r), *(_show_cell(r.by_kind[k]) for k in c.kinds)] for r in c.rows]
+    return ["MRR by kind of question (how many in parentheses):", "", *_table(head, rows)]
+
+
+def refusal_table(c: Comparison) -> list[str]:
+    """How often each run refused, by whether the question was answerable."""
+    rows = [[_run_name(r), *(_show_cell(r.overall[m]) for _, m in REFUSAL_COLUMNS)] for r in c.rows]
+    return ["Refusals:", "", *_table(["run", *(title for title, _ in REFUSAL_COLUMNS)], rows)]
+
+
+def signal_table(c: Comparison) -> list[str]:
+    """ROC AUC of each candidate abstain signal, for the SIGNAL_RUNS present; none: no table."""
+    rows = [[_run_name(r), *("–" if v is None else f"{v:.2f}" for v in r.auc)] for r in c.rows if r.auc is not None]
+    if not rows:
+        return []
+    title = "How well each candidate abstain signal tells answerable from unanswerable questions (ROC AUC; 0.5 is chance):"
+    return [title, "", *_table(["run", *(s.removeprefix("part:") for s in SIGNALS)], rows)]
+
+
+def sweep_table(swept: dict[str, Any]) -> list[str]:
+    """The abstain threshold: chosen on all corpora, and left out corpus by corpus.
+
+    A row per corpus: the threshold its own questions alone would choose; the shipped
+    threshold (chosen on all) and its rates there; the threshold chosen on the other
+    corpora and its rates there. Then the mean over the corpora."""
+    corpora, chosen, loco = swept["corpora"], swept["chosen"], swept.get("loco")
+    intro = (
+        f"From the `{swept['label']}` runs; refuse when confidence < t. The rule: on every corpus, at "
+        f"most {swept['rule']['budget']:g} of its answerable questions wrongly refused; within that, the most unanswerable "
+        "questions refused, then the fewest answerable ones. Chosen on "
+        f"{f'all {len(corpora)} corpora' if len(corpora) > 1 else 'this corpus'} (in-sample, the shipped threshold), and on the "
+        "others alone, measured on the corpus left out (leave-one-corpus-out):"
+    )
+    rates = [title for title, _ in RATE_COLUMNS]
+    head = ["corpus", "t on it alone", "t on all", *rates, "t on the others", *rates]
+    rows = []
+    for c in corpora:
+        held = c.get("loco")
+        out = [f"{c['name']} ({c['counts']['questions']})", f"{c['alone']['threshold']:.2f}", f"{chosen['threshold']:.2f}"]
+        out += [_share(c["chosen"][k]) for _, k in RATE_COLUMNS]
+        out += ["–"] * 4 if held is None else [f"{held['threshold']:.2f}", *(_share(held[k]) for _, k in RATE_COLUMNS)]
+        rows.append(out)
+    if len(corpora) > 1:
+        spread = [c["loco"]["threshold"] for c in corpora if c.get("loco")]
+        mean = ["mean", "", f"{chosen['threshold']:.2f}", *(_share(chosen[k]) for _, k in RATE_COLUMNS)]
+        mean += ["–"] * 4 if not loco else [f"{min(spread):.2f}–{max(spread):.2f}", *(_share(loco[k]) for _, k in RATE_COLUMNS)]
+        rows.append(mean)
+    return [intro, "", *_table(head, rows)]
+
+
+def table_notes(t: Tables) -> list[list[str]]:
+    """The footnotes the marks in the tables need, each a section of one line."""
+    notes = []
+    if any(cell.differs for r in t.rows for cell in (*r.overall.values(), *r.by_kind.values())):
+        resamples = t.corpora[0].resamples
+        notes.append(
+            f"{MARK} differs from `default` at p < {ALPHA} (two-sided paired randomisation test on per-question values, "
+            f"{resamples:,} seeded sign flips)."
+        )
+    if any(not r.gold_checked for r in t.rows):
+        notes.append("° gold chunk ids taken as labelled, not checked against this run's chunking (scored without --corpus-chunks).")
+    return [[note] for note in notes]
+
+
+def replace_tables(readme: str, tables: str, source: str) -> str:
+    """The README with the text between BEGIN and END replaced by `tables`."""
+    start, end = readme.find(BEGIN), readme.find(END)
+    if start < 0 or end < start or readme.count(BEGIN) != 1 or readme.count(END) != 1:
+        raise StageError(f"needs one '{BEGIN}' line and one '{END}' line after it", source)
+    return readme[: start + len(BEGIN)] + "\n" + tables + readme[end:]
