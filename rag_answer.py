@@ -20,7 +20,10 @@ sentences; a code block counts whole) against the question, and quotes the best.
 `--llm openai` sends the blocks to any server speaking the OpenAI chat
 completions protocol instead. Whatever generated it, the answer passes through
 `check_citations`: a sentence citing nothing, or a block that was not sent, is
-dropped; if nothing survives, the answer becomes a refusal.
+dropped; if nothing survives, the answer becomes a refusal. The extractive answer
+leads with the sentence that answers; a sentence ending in a colon brings the list,
+table or code it introduces; quotes read as prose (no `**`, no `[text](url)`, no
+template tags).
 
 Refusal: a question whose `confidence` (rag-search's abstain signal) is under
 the threshold (RAG_ABSTAIN_CONFIDENCE, default DEFAULT_ABSTAIN) is answered
@@ -192,7 +195,7 @@ class Candidate:
 def candidates(block: ContextBlock, unwrap: bool = True) -> list[Candidate]:
     """The quotable pieces of a block: sentences (of unwrapped paragraphs), list items,
     table rows (header and rule excluded), and each code block whole."""
-    text = block.hit["text"]
+    text = ragline.strip_templates(block.hit["text"])
     doc = rag_chunk.Doc("ctx", "ctx", text)
     try:
         parts = rag_chunk.scan(doc)
@@ -240,6 +243,11 @@ _DURATION_Q = re.compile(
     re.I,
 )
 _TIME_Q = re.compile(r"\b(?:when|what time|schedule|how often)\b", re.I)
+_NAME_Q = re.compile(
+    r"\b(?:which|what) (?:\w+ )?(?:tools?|services?|products?|software|librar(?:y|ies)|systems?|platforms?|languages?|frameworks?|apps?|providers?)\b",
+    re.I,
+)
+_NAME = re.compile(r"(?<!^)(?<![.!?]\s)\b[A-Z][\w.+-]*[A-Za-z0-9]|`[^`]+`")
 _NUMBER_Q = re.compile(r"\b(?:how many|how much|minimum|maximum|limit|rate|threshold|smallest|largest)\b", re.I)
 _DEFINITION_Q = re.compile(
     r"^\s*(?:what(?:'s| is| are| does)\b.*\b(?:mean|means|stand for)\b|what(?:'s| is| are) (?:a |an |the )?\S+\s*\??$)|^\s*\S*\d\S*\s*\??\s*$",
@@ -252,8 +260,9 @@ def question_cue(question: str) -> str | None:
 
     code (a command, payload or config), steps ("how do I", "recovery steps"),
     duration ("how long", "how quickly", "deadline"), time ("when", "what time"),
-    number ("how many", "limit"), definition ("what does X mean", "what is X",
-    a bare identifier), or None. The first that matches, in that order.
+    number ("how many", "limit"), name ("which tool", "what service"), definition
+    ("what does X mean", "what is X", a bare identifier), or None. The first that
+    matches, in that order.
     """
     q = question.strip()
     for cue, pattern in (
@@ -262,6 +271,7 @@ def question_cue(question: str) -> str | None:
         ("duration", _DURATION_Q),
         ("time", _TIME_Q),
         ("number", _NUMBER_Q),
+        ("name", _NAME_Q),
         ("definition", _DEFINITION_Q),
     ):
         if pattern.search(q):
@@ -282,6 +292,8 @@ def cue_match(cue: str | None, cand: Candidate) -> float:
         return 1.0 if cand.kind in ("item", "code") else 0.0
     if cue == "code":
         return 1.0 if cand.kind == "code" else 0.0
+    if cue == "name":
+        return 1.0 if _NAME.search(text) else 0.0
     if cue == "definition":
         return 1.0 if cand.kind == "row" else 0.7 if _DEFINING.search(text) and len(text.split()) >= 6 else 0.0
     return 0.0
@@ -299,10 +311,15 @@ class Extractive:
         + W_RANK     / rank of b
       + W_DENSE    * cosine(question, s) with the index's embedder ("dense"), for the
                      DENSE_POOL best candidates by the terms above
-    The best candidate is quoted, with up to MAX_SENTENCES - 1 more scoring at least
-    KEEP_RATIO of it; for a steps question whose best candidate is a list item, the
-    whole list is quoted. Quoted in handbook order. Code is quoted only when the
-    question asks for a command, a payload or a config.
+    The best candidate is quoted first, then up to MAX_SENTENCES - 1 more scoring at
+    least KEEP_RATIO of it, in handbook order; for a steps question whose best
+    candidate is a list item, the whole list is quoted in its order. A sentence that
+    leads in with a colon brings what it introduces (`continued`). Code is quoted
+    only when the question asks for a command, a payload or a config, or a quoted
+    sentence introduces it. With no word of the question anywhere, the dense
+    similarity alone picks (a paraphrase). Prose is quoted without markdown markup
+    or template tags (`plain`, `ragline.strip_templates`). A question asking for a
+    number whose context has none is refused (`missing_evidence`).
     """
 
     name = "extractive"
@@ -323,15 +340,37 @@ class Extractive:
 
     def generate(self, question: str, blocks: list[ContextBlock]) -> str:
         weights = self._weights(question)
-        total = sum(weights.values())
-        if not blocks or total <= 0:
+        if not blocks or sum(weights.values()) <= 0:
             return ""
         cue = question_cue(question) if "cue" in self.features else None
-        cands = [c for b in blocks for c in candidates(b, "unwrap" in self.features)]
-        if cue != "code":
-            cands = [c for c in cands if c.kind != "code"]
+        every = [c for b in blocks for c in candidates(b, "unwrap" in self.features)]
+        cands = every if cue == "code" else [c for c in every if c.kind != "code"]
         if not cands:
             return ""
+        ranked = self._rank(question, weights, cands, blocks, cue)
+        if not ranked:
+            return ""
+        best = ranked[0]
+        if cue == "steps" and best.kind == "item":  # the whole list, in its own order
+            chosen = [c for c in cands if c.block == best.block and c.group == best.group]
+        elif best.kind == "code":
+            chosen = [best]
+        else:
+            chosen = [best, *[c for c in ranked[1:] if c.score >= KEEP_RATIO * best.score and c.kind != "code"][: MAX_SENTENCES - 1]]
+            if cue in ("time", "duration", "number") and not any(cue_match(cue, c) == 1.0 for c in chosen):
+                # the answer must hold what was asked for: add the best candidate that has it
+                fit = [c for c in ranked if cue_match(cue, c) == 1.0 and c.score >= 0.5 * best.score]
+                if fit:
+                    chosen = [*chosen[: MAX_SENTENCES - 1], fit[0]]
+            # the sentence that answers leads; the rest follow in handbook order
+            chosen = [best, *sorted((c for c in chosen if c is not best), key=lambda c: (c.block, c.position))]
+        return "\n".join(cite(c.text, c.block, c.kind) for c in continued(chosen, every))
+
+    def _rank(
+        self, question: str, weights: dict[str, float], cands: list[Candidate], blocks: list[ContextBlock], cue: str | None
+    ) -> list[Candidate]:
+        """Candidates best first, scored as the class docstring says; [] when nothing matches at all."""
+        total = sum(weights.values())
         heads = {b.n: ragline.term_set(" ".join(b.hit.get("headings") or [])) for b in blocks}
         matched = 0.0
         for c in cands:
@@ -343,29 +382,28 @@ class Extractive:
             if cue:
                 c.score += W_CUE * cue_match(cue, c)
             c.score += W_RANK / c.block
-        if matched <= 0:  # nothing of the question in any candidate or its headings
-            return ""
+        if matched <= 0 and self.embedder is None:  # nothing of the question in any candidate or its headings
+            return []
         ranked = sorted(cands, key=lambda c: (-c.score, c.block, c.position))
         if self.embedder is not None:  # dense similarity rescoring the best DENSE_POOL
+            # (with no shared word at all, as a paraphrase has, the pool is the best blocks' candidates)
             pool = ranked[:DENSE_POOL]
             for c, cos in zip(pool, self._dense(question, pool), strict=True):
                 c.score += W_DENSE * float(cos)
             ranked = sorted(pool, key=lambda c: (-c.score, c.block, c.position)) + ranked[DENSE_POOL:]
-        best = ranked[0]
-        if cue == "steps" and best.kind == "item":
-            chosen = [c for c in cands if c.block == best.block and c.group == best.group]
-        elif best.kind == "code":
-            chosen = [best]
-        else:
-            chosen = [best, *[c for c in ranked[1:] if c.score >= KEEP_RATIO * best.score and c.kind != "code"][: MAX_SENTENCES - 1]]
-            if cue in ("time", "duration", "number") and not any(cue_match(cue, c) == 1.0 for c in chosen):
-                # the answer must hold what was asked for: add the best candidate that has it
-                fit = [c for c in ranked if cue_match(cue, c) == 1.0 and c.score >= 0.5 * best.score]
-                if fit:
-                    chosen = [*chosen[: MAX_SENTENCES - 1], fit[0]]
-        chosen.sort(key=lambda c: (c.block, c.position))
-        lines = [cite(c.text, c.block, c.kind) for c in chosen]
-        return "\n".join(lines)
+        return ranked
+
+    def missing_evidence(self, question: str, blocks: list[ContextBlock]) -> str | None:
+        """Why the context cannot answer, from what the question asks for, or None.
+
+        A question asking for a number ("how many", "limit", "maximum") whose context
+        holds no number at all cannot be answered from it, however close its topic.
+        """
+        if "cue" not in self.features or question_cue(question) != "number":
+            return None
+        if any(_NUMBER.search(c.text) for b in blocks for c in candidates(b, "unwrap" in self.features)):
+            return None
+        return "the question asks for a number and no block sent holds one"
 
     def _dense(self, question: str, cands: list[Candidate]) -> np.ndarray:
         """Cosine of the question with each candidate; candidate vectors memoised by text."""
@@ -376,10 +414,47 @@ class Extractive:
         return np.array([self._memo[c.text] @ q for c in cands])
 
 
+_LINK = re.compile(r"!?\[([^\]\n]+)\](?:\([^)\s]*(?:\s+\"[^\"]*\")?\)|\[[^\]\n]*\])")
+_STRONG = re.compile(r"(\*\*|__)(?=\S)(.+?)(?<=\S)\1")
+_EMPHASIS = re.compile(r"(?<![\w*\\])([*_])(?=[^\s*_])(.+?)(?<=[^\s*_])\1(?![\w*])")
+
+
+def plain(text: str) -> str:
+    """Prose markup a reader should not see in a quote: `[text](url)` and `[text][ref]` become
+    text, `**strong**`, `*emphasis*` and `_emphasis_` lose their marks. Inline code, and
+    underscores inside words (`snake_case`), stay. Code blocks are not passed here."""
+    text = _LINK.sub(r"\1", text)
+    text = _STRONG.sub(r"\2", text)
+    return _EMPHASIS.sub(r"\2", text)
+
+
+def continued(chosen: list[Candidate], every: list[Candidate]) -> list[Candidate]:
+    """`chosen`, each sentence that leads in with a colon followed by what it introduces.
+
+    "Our core languages for backend development are:" says nothing without the list
+    after it; "then run:" nothing without its code block. The next piece of the same
+    block comes along: a whole list or table, a code block, or one sentence.
+    """
+    out: list[Candidate] = []
+    for c in chosen:
+        if c in out:
+            continue
+        out.append(c)
+        if not c.text.rstrip().endswith(":"):
+            continue
+        after = [x for x in every if x.block == c.block and x.position > c.position]
+        if not after:
+            continue
+        follow = after[0]
+        more = [x for x in after if x.group == follow.group] if follow.kind in ("item", "row") else [follow]
+        out.extend(x for x in more if x not in out)
+    return out
+
+
 def cite(text: str, n: int, kind: str) -> str:
     """The quoted text with its marker on every sentence (before a closing full stop),
-    or on its own line after a code block."""
-    text = escape_markers(text.strip())
+    or on its own line after a code block. Prose is quoted without its markup (`plain`)."""
+    text = escape_markers(text.strip() if kind == "code" else plain(text.strip()))
     if kind == "code":
         return f"{text}\n[{n}]"
     marked = []
@@ -464,6 +539,8 @@ def answer(record: dict[str, Any], generator: Extractive | OpenAIChat, threshold
         reason = f"confidence {conf:.3f} is under the abstain threshold {threshold:g}"
     elif not blocks:
         reason = "no hits to answer from"
+    elif (missing := getattr(generator, "missing_evidence", lambda q, b: None)(record["question"], blocks)) is not None:
+        reason = missing
     else:
         raw = generator.generate(record["question"], blocks)
         if raw.strip() == REFUSAL:

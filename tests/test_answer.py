@@ -357,3 +357,72 @@ class TestCli:
     def test_unknown_feature_is_usage_error(self, runner, tiny_index):
         result = runner.invoke(main, ["--index", str(tiny_index), "--off", "magic"], input=b"")
         assert result.exit_code == 2 and "unknown feature 'magic'" in result.stderr
+
+
+# --------------------------------------------------------------------------- answer choice
+
+
+class TestAnswerChoice:
+    FEATURES = ("unwrap", "idf", "headings", "cue")
+
+    def test_a_lead_in_sentence_brings_the_list_it_introduces(self):
+        text = (
+            "## Languages\n\nOur core languages for backend development are:\n\n- Java\n- Python\n- Ruby\n\nOther languages need a reason."
+        )
+        out = answer(hits_record("core backend languages?", hit("l#x", text)), Extractive(self.FEATURES), 0.0)
+        assert out["answer"].split("\n") == [
+            "Our core languages for backend development are: [1]",
+            "- Java [1]",
+            "- Python [1]",
+            "- Ruby [1]",
+        ]
+
+    def test_a_lead_in_sentence_brings_its_code_block(self):
+        text = "## Default branch\n\nTo use main for new repositories, run:\n\n```sh\ngit config --global init.defaultBranch main\n```\n"
+        out = answer(hits_record("make new repositories use main", hit("g#x", text)), Extractive(self.FEATURES), 0.0)
+        assert "init.defaultBranch" in out["answer"] and out["answer"].startswith("To use main for new repositories, run: [1]")
+
+    def test_the_answering_sentence_leads(self):
+        text = "Pick a tool you can use to store and query logs for audit. Use Splunk to store and query logs."
+        q = "Which tool should I use to store and query logs?"
+        out = answer(hits_record(q, hit("a#x", text)), Extractive(self.FEATURES), 0.0)
+        assert out["answer"].split("\n") == [
+            "Use Splunk to store and query logs [1].",
+            "Pick a tool you can use to store and query logs for audit [1].",
+        ]
+        assert question_cue(q) == "name"
+
+    def test_quotes_read_as_prose_not_markup(self):
+        text = "Say **Delete** the *FizzBuzz* RPC, as [the guide](../x.md#a) asks. <%= partial 'x' %>Keep snake_case names."
+        out = answer(hits_record("delete fizzbuzz rpc guide", hit("a#x", text)), Extractive(self.FEATURES), 0.0)
+        assert "Say Delete the FizzBuzz RPC, as the guide asks [1]." in out["answer"]
+        assert "<%" not in out["answer"] and "**" not in out["answer"]
+        assert rag_answer.plain("snake_case and 2*3*4 and `a_b_c`") == "snake_case and 2*3*4 and `a_b_c`"
+
+    def test_a_number_question_without_a_number_in_context_is_refused(self):
+        rec = hits_record("How many reviewers must approve a CL?", hit("a#x", "Reviewers approve CLs that improve code health."))
+        out = answer(rec, Extractive(self.FEATURES), 0.0)
+        assert out["refused"] and out["reason"] == "the question asks for a number and no block sent holds one"
+        rec = hits_record(
+            "How many reviewers must approve a CL?", hit("a#x", "One reviewer approves each CL."), hit("b#x", "At least 2 approve.")
+        )
+        assert not answer(rec, Extractive(self.FEATURES), 0.0)["refused"]
+        assert not answer(
+            hits_record("How many reviewers must approve a CL?", hit("a#x", "Reviewers approve.")), Extractive(("unwrap", "idf")), 0.0
+        )["refused"]  # the cue switched off
+
+    def test_a_paraphrase_sharing_no_word_is_answered_by_meaning(self):
+        class Meaning:
+            """A stand-in embedder: 'money' questions point at the payout sentence."""
+
+            name, sha256, dim = "meaning", None, 2
+
+            def embed(self, texts, query=False):
+                import numpy as np
+
+                return np.array([[1.0, 0.0] if ("cash" in t or "Payouts" in t) else [0.0, 1.0] for t in texts], dtype=np.float32)
+
+        rec = hits_record("when does the cash land?", hit("a#x", "The weather is mild. Payouts arrive one day after settlement."))
+        out = answer(rec, Extractive((*self.FEATURES, "dense"), embedder=Meaning()), 0.0)
+        assert out["answer"].split("\n")[0] == "Payouts arrive one day after settlement [1]."
+        assert answer(rec, Extractive(self.FEATURES), 0.0)["refused"]  # without meaning, nothing matches
