@@ -255,6 +255,42 @@ _DEFINITION_Q = re.compile(
 )
 
 
+# A name in a question: a word (as `ragline.tokenize` splits them) that is capitalised without
+# opening a sentence, or holds a digit, a capital inside or a joiner other than a hyphen
+# (NW-4021, dependabot.yml, S3, defaultBranch). Plain numbers
+# and quantities (50k, 200-line) are not names; neither are a few capitalised common words.
+_NOT_NAMES = frozenset({"ok", "okay", "i", "faq", "asap", "fyi"})
+_QUANTITY = re.compile(r"\d[\d,.]*(?:[kKmM]|-\w+)?")
+
+
+def _is_name(word: str, before: str) -> bool:
+    if word.casefold() in _NOT_NAMES or _QUANTITY.fullmatch(word):
+        return False
+    if any(ch.isdigit() for ch in word) or re.search(r"\w[_./:]\w", word) or re.search(r"[a-z][A-Z]", word):
+        return True  # NW-4021, dependabot.yml, init.defaultBranch; not brand-new or top-level
+    opens = not before.strip() or re.search(r"[.?!:][\s\"'(]*$", before) is not None
+    return word[0].isupper() and not opens
+
+
+def unknown_names(question: str, idf_source: rag_index.Bm25) -> list[str]:
+    """Names in the question (`_is_name`) whose whole term occurs nowhere in the index.
+
+    "Do you support Apple Pay?" over a handbook that never says Apple: ['Apple'].
+    A name the handbook has, in any case (`marl`, `NW-5001`), is not unknown; NW-9999 is,
+    though NW is not. A stopword (IT read as "it") is never indexed and never a name here.
+    """
+    unknown: list[str] = []
+    for match in ragline.words(question):
+        name = match.group()
+        terms = ragline.tokenize(name)  # its whole form first
+        if not terms or not _is_name(name, question[: match.start()]):
+            continue
+        _, ids = idf_source.term_ids(terms[:1])
+        if int(ids[0]) < 0 and name not in unknown:
+            unknown.append(name)
+    return unknown
+
+
 def question_cue(question: str) -> str | None:
     """The kind of answer a question asks for.
 
@@ -396,9 +432,13 @@ class Extractive:
     def missing_evidence(self, question: str, blocks: list[ContextBlock]) -> str | None:
         """Why the context cannot answer, from what the question asks for, or None.
 
-        A question asking for a number ("how many", "limit", "maximum") whose context
-        holds no number at all cannot be answered from it, however close its topic.
+        "names": a question that names something the handbook never mentions (`unknown_names`:
+        Gerrit, a CLA, NW-9999) is about something else, however close its topic.
+        "cue": a question asking for a number ("how many", "limit", "maximum") whose
+        context holds no number at all cannot be answered from it.
         """
+        if "names" in self.features and self.idf_source is not None and (unknown := unknown_names(question, self.idf_source)):
+            return f"the handbook never mentions {', '.join(repr(n) for n in unknown)}"
         if "cue" not in self.features or question_cue(question) != "number":
             return None
         if any(_NUMBER.search(c.text) for b in blocks for c in candidates(b, "unwrap" in self.features)):

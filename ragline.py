@@ -369,7 +369,7 @@ def env_default(name: str, default: Any, convert: Callable[[str], Any] = str) ->
 # --------------------------------------------------------------------------- shared names
 
 # The extractive answer generator's switches (rag_answer), each one ablation in rag_eval.
-ANSWER_FEATURES = ("unwrap", "idf", "headings", "cue", "dense")
+ANSWER_FEATURES = ("unwrap", "idf", "headings", "cue", "dense", "names")
 
 
 def lazy_import(name: str) -> Any:
@@ -494,6 +494,11 @@ _WORD = re.compile(r"[^\W_]+(?:[-_./:'][^\W_]+)*")
 # Card-like digit groups separated by single spaces: "4000 0000 0000 0002".
 _DIGIT_GROUPS = re.compile(r"(?<![\w-])\d{4}(?: \d{4}){2,4}(?![\w-])")
 _PART = re.compile(r"[^\W_]+")
+
+
+def words(text: str) -> Iterator[re.Match[str]]:
+    """The words `tokenize` sees, as matches on `text` itself (original case and offsets)."""
+    return _WORD.finditer(text)
 
 
 def stem(word: str) -> str:

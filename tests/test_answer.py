@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import threading
 from http.server import BaseHTTPRequestHandler, HTTPServer
+from typing import ClassVar
 
 import pytest
 from conftest import jsonl, parse
@@ -326,7 +327,7 @@ class TestCli:
         result = runner.invoke(main, ["--index", str(tiny_index), "--threshold", "0", "--off", "dense", "--json", "NW-5001 meaning"])
         assert result.exit_code == 0, result.stderr
         out = parse(result.stdout_bytes)[0]
-        assert out["generator"]["features"] == ["unwrap", "idf", "headings", "cue"]
+        assert out["generator"]["features"] == ["unwrap", "idf", "headings", "cue", "names"]
         assert "NW-5001" in out["answer"]
 
     def test_render_footnotes(self):
@@ -426,3 +427,37 @@ class TestAnswerChoice:
         out = answer(rec, Extractive((*self.FEATURES, "dense"), embedder=Meaning()), 0.0)
         assert out["answer"].split("\n")[0] == "Payouts arrive one day after settlement [1]."
         assert answer(rec, Extractive(self.FEATURES), 0.0)["refused"]  # without meaning, nothing matches
+
+
+class TestUnknownNames:
+    DOCS: ClassVar = {"a": "# Reviews\n\nUse the review tool. NW-5001 means the acquirer did not answer. See `dependabot.yml`.\n"}
+
+    @pytest.fixture
+    def bm25(self, tmp_path):
+        from conftest import build_index
+
+        return rag_index.load(build_index(tmp_path, self.DOCS)).bm25
+
+    @pytest.mark.parametrize(
+        ("question", "unknown"),
+        [
+            ("How do I configure Gerrit for two approvals?", ["Gerrit"]),
+            ("Do contributors sign a CLA or a DCO?", ["CLA", "DCO"]),
+            ("What does NW-5001 mean?", []),  # in the handbook
+            ("What does NW-9999 mean?", ["NW-9999"]),
+            ("where is the Dependabot.yml file", []),  # a name the handbook has, in another case
+            ("Is it OK to review 50k lines in IT?", []),  # common words, a quantity, a stopword
+            ("Reviews take how long?", []),  # a capital that opens the question
+            ("basic how-do-I questions about a brand-new top-level page", []),  # hyphenated words are not names
+            ("set init.defaultBranch or defaultBranch", ["init.defaultBranch", "defaultBranch"]),
+        ],
+    )
+    def test_names_the_handbook_never_mentions(self, bm25, question, unknown):
+        assert rag_answer.unknown_names(question, bm25) == unknown
+
+    def test_a_question_about_an_unknown_name_is_refused_with_the_name(self, bm25):
+        rec = hits_record("How do I configure Gerrit for reviews?", hit("a#x", "Use the review tool for reviews."))
+        out = answer(rec, Extractive(idf_source=bm25), 0.0)
+        assert out["refused"] and out["reason"] == "the handbook never mentions 'Gerrit'"
+        off = answer(rec, Extractive([f for f in rag_answer.FEATURES if f != "names"], idf_source=bm25), 0.0)
+        assert not off["refused"]

@@ -486,9 +486,9 @@ class TestScore:
                 "answers.jsonl:1: label 'default' expects model \"all-MiniLM-L6-v2\"; the run has model \"hash\" (label 'hash' matches this run)",
             ),
             (
-                {"features": ["unwrap", "idf", "headings", "dense"]},
+                {"features": ["unwrap", "idf", "headings", "dense", "names"]},
                 "answers.jsonl:1: label 'default' expects features "
-                '["unwrap","idf","headings","cue","dense"]; the run has features ["unwrap","idf","headings","dense"] '
+                '["unwrap","idf","headings","cue","dense","names"]; the run has features ["unwrap","idf","headings","dense","names"] '
                 "(label 'answer-no-cue' matches this run)",
             ),
             (
@@ -952,7 +952,7 @@ def test_features_are_rag_answers():
 
 
 def test_runs_table_and_no_heavy_import():
-    assert evalruns.RUNS["answer-no-idf"]["features"] == ["unwrap", "headings", "cue", "dense"]
+    assert evalruns.RUNS["answer-no-idf"]["features"] == ["unwrap", "headings", "cue", "dense", "names"]
     assert evalruns.RUNS["bm25"] | {"dense": True, "sparse": False} == RUNS["default"]
     code = "import sys, rag_eval; print(sorted(m for m in ('matplotlib', 'ranx') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
