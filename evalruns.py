@@ -53,6 +53,13 @@ CORPORA = (
     Corpus("gds-way", "../shared/corpora/gds-way/docs", "eval/gds-way.golden.yaml"),
 )
 
+
+def corpus_order(name: str) -> tuple[int, str]:
+    """A sort key: CORPORA's order, then any other corpus by name."""
+    known = [c.name for c in CORPORA]
+    return (known.index(name), "") if name in known else (len(known), name)
+
+
 # --------------------------------------------------------------------------- configuration keys
 
 REQUIRED = object()  # a Key.absent: records must show the key

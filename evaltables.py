@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import ragline
-from evalruns import CORPORA, CUTOFF, LEVEL, RUNS, SEED, check_config, metric_values
+from evalruns import CORPORA, CUTOFF, LEVEL, RUNS, SEED, check_config, corpus_order, metric_values
 from golden import ANSWERABLE_KINDS
 from ragline import StageError
 
@@ -182,11 +182,9 @@ def _checked_results(
             raise StageError(f"the results on {corpus} were scored against different golden files: one table per golden file", path)
     digests = {corpus: next(iter(by_label.values()))["golden"]["sha256"] for corpus, by_label in groups.items()}
     for path, swept in sweeps:
-        if any(digests.get(corpus_of(c)) != c["golden"]["sha256"] for c in swept["corpora"]):
+        if any(digests.get(c["name"]) != c["golden"]["sha256"] for c in swept["corpora"]):
             raise StageError("the sweep was made on another golden file than the results'", path)
-    known = [c.name for c in CORPORA]
-    order = sorted(groups, key=lambda name: (known.index(name), "") if name in known else (len(known), name))
-    return {name: groups[name] for name in order}
+    return {name: groups[name] for name in sorted(groups, key=corpus_order)}
 
 
 def _pairs(result: dict[str, Any], base: dict[str, Any], metric: str, kind: str | None = None) -> tuple[list[float], list[float]]:

@@ -50,6 +50,7 @@ from evalruns import (
     SEED,
     check_config,
     config_differences,
+    corpus_order,
     metric_values,
     run_config,
 )
@@ -393,14 +394,15 @@ def sweep(runs: Sequence[tuple[Golden, dict[str, Any]]], step: float = STEP, bud
     (`irmetrics.threshold_outcomes`). So the run should be made with the answer stage's
     own threshold at 0, or its refusals stay in the answer-level column.
 
-    `chosen` is `irmetrics.choose_threshold` on all corpora's questions, the budget held
-    on each corpus; its rates are the mean over corpora (each weighs the same). Per
-    corpus: `alone`, the threshold the rule picks on that corpus by itself; `chosen`,
+    Corpora come in CORPORA's order. `chosen` is `irmetrics.choose_threshold` on all
+    corpora's questions, the budget held on each corpus; its rates are the mean over
+    corpora (each weighs the same). Per corpus: `alone`, the threshold the rule picks on that corpus by itself; `chosen`,
     the shipped threshold's rates there; `loco`, the threshold picked on the other
     corpora (`irmetrics.leave_one_group_out_choices`) and its rates on this one (null
     with one corpus). `loco` at the top: the mean of those rates. `curve`: the mean
     rates at every t; each corpus has its own `curve`.
     """
+    runs = sorted(runs, key=lambda run: corpus_order(corpus_of(run[1])))
     names = [corpus_of(result) for _, result in runs]
     if len(set(names)) != len(names) or len({result.get("label") for _, result in runs}) != 1:
         raise StageError("a sweep takes one run's results, one per corpus", runs[0][0].source if runs else ragline.STDIN)
@@ -489,7 +491,7 @@ def plot_sweep(result: dict[str, Any], out: Any) -> bool:
         import matplotlib.pyplot as plt
     except ImportError:
         return False
-    fig, ax = plt.subplots(figsize=(6.4, 4.0), dpi=120)
+    fig, ax = plt.subplots(figsize=(8.4, 4.0), dpi=120)
     for n, corpus in enumerate(result["corpora"]):
         t = [p["threshold"] for p in corpus["curve"]]
         for key, name, style in (("refused_when_unanswerable", "unanswerable", "-"), ("refused_when_answerable", "answerable", "--")):
@@ -499,7 +501,7 @@ def plot_sweep(result: dict[str, Any], out: Any) -> bool:
     ax.axvline(result["chosen"]["threshold"], color="black", linestyle="--", label=f"chosen {result['chosen']['threshold']:.2f}")
     ax.set(xlabel="abstain threshold (refuse when confidence < t)", ylabel="share refused", xlim=(0, 1), ylim=(-0.02, 1.02))
     ax.set_title(f"abstain sweep: {result.get('label')}")
-    ax.legend(loc="center right", fontsize="small")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small")
     fig.tight_layout()
     fig.savefig(out, format="png")
     plt.close(fig)

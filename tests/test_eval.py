@@ -592,7 +592,8 @@ class TestSweep:
         assert out["curve"][41]["refused_when_unanswerable"] == 1.0 and out["curve"][61]["refused_when_answerable"] == 0.5
 
     def test_one_threshold_for_all_corpora_and_leave_one_corpus_out(self):
-        out = rag_eval.sweep([corpus_run("A", CORPUS_A), corpus_run("B", CORPUS_B)])
+        out = rag_eval.sweep([corpus_run("B", CORPUS_B), corpus_run("A", CORPUS_A)])
+        assert out == rag_eval.sweep([corpus_run("A", CORPUS_A), corpus_run("B", CORPUS_B)])  # corpora in one order
         a, b = out["corpora"]
         # the budget holds on each corpus: B's 0.3 must stand, so t in (0.25, 0.3] -> 0.28 (pooled it would be 0.55)
         assert out["chosen"]["threshold"] == 0.28
@@ -836,6 +837,17 @@ class TestTable:
         assert text.startswith("### Mean across the 2 corpora\n\nThe macro average over a, b:")
         assert "| `hash` ° | 0.50 [0.50, 0.50] † | 0.50 [0.50, 0.50] † | 0.50 [0.50, 0.50] † |" in text
         assert text.index("### Mean across") < text.index("### a\n") < text.index("### b\n")
+        swept = tmp_path / "sweep.json"
+        args = ["sweep", str(paths[0]), str(paths[2]), "--golden", str(tmp_path / "a.yaml"), "--golden", str(tmp_path / "b.yaml")]
+        assert runner.invoke(main, [*args, "--out", str(swept)]).exit_code == 0
+        result = runner.invoke(main, ["table", *map(str, paths), str(swept)])
+        assert result.exit_code == 0, result.output
+        # answerable at 0.7, unanswerable at 0.1 on both: (0.1, 0.7] -> 0.40 on each alone, on both, and held out
+        assert "| a (34) | 0.40 | 0.40 | 1.00 | 0.00 | 1.00 | 0.40 | 1.00 | 0.00 | 1.00 |" in result.stdout
+        assert "| mean |  | 0.40 | 1.00 | 0.00 | 1.00 | 0.40–0.40 | 1.00 | 0.00 | 1.00 |" in result.stdout
+        assert result.stdout.index("### b\n") < result.stdout.index("### Abstain threshold")
+        one_golden = runner.invoke(main, ["sweep", str(paths[0]), str(paths[2]), "--golden", str(tmp_path / "a.yaml"), "--out", "x"])
+        assert one_golden.exit_code == 2 and "1 --golden files for 2 results" in one_golden.stderr
 
 
 # --------------------------------------------------------------------------- the commands end to end
