@@ -38,6 +38,11 @@ test: model
 test-fast:
     python3 -m pytest -q -m "not model and not slow"
 
+# Needs `pip install -e '.[mutate]'`. Mutation testing of the metrics, top-k and fusion, and the citation check, in a temporary copy of the tree: results/mutation.json and the README table.
+mutate:
+    python3 scripts/mutate.py
+    just readme
+
 # ruff lint and format check.
 lint:
     ruff check .

@@ -11,6 +11,7 @@ Sections are delimited by `<!-- NAME:begin -->` and `<!-- NAME:end -->`:
   reliability results/reliability.json (written by tests/measure_large.py)
   bad-input   the bad-input battery's table (tests/bad_input_table.py)
   examples    results/eng-practices/examples.md (written by `just eval`)
+  mutation    results/mutation.json's table (written by `just mutate`)
 The result tables (`tables`), every corpus's, belong to `rag-eval table --readme`.
 """
 
@@ -101,6 +102,7 @@ SECTIONS = {
     "reliability": lambda: file_section(ROOT / "results" / "reliability.json", "run `python3 tests/measure_large.py`"),
     "bad-input": bad_input,
     "examples": lambda: file_section(ROOT / "results" / "eng-practices" / "examples.md", "run `just eval`"),
+    "mutation": lambda: file_section(ROOT / "results" / "mutation.json", "run `just mutate`"),
 }
 
 

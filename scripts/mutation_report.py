@@ -1,0 +1,284 @@
+"""Summarise a mutmut run into results/mutation.json: counts and score per module, each survivor.
+
+Called by scripts/mutate.py with the temporary copy mutmut ran in. For each scoped mutant
+it reads mutmut's verdict (mutants/FILE.meta, mutmut's own exit-code meanings) and, for a
+survivor, where it is and what it changed: the mutant function against mutmut's unmutated
+copy of it (mutants/FILE), placed on the line of the source file. The JSON's `markdown`
+is the README's `mutation` section (scripts/readme.py copies it; never typed).
+
+    score = (killed + timed out) / mutants       (a mutant no test runs counts as survived)
+
+LEFT below says why each survivor that is left is left: "equivalent" (no input tells it from
+the original) or "harmless" (observable only where it does not matter, said how). It is keyed
+by the mutation itself, not mutmut's numbering, so a source change that alters the line
+brings the survivor back for review.
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import json
+from collections.abc import Mapping
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any
+
+_AS_FLOAT = "np.asarray of the numbers these take (float, int or bool) computes the same float64 results"
+# (file:function, "old  ->  new") -> (kind, why it is left)
+LEFT: dict[tuple[str, str], tuple[str, str]] = {
+    ("irmetrics.py:_fold", 'return " ".join(text.casefold().split())  ->  return "XX XX".join(text.casefold().split())'): (
+        "equivalent",
+        "phrase and answer are folded with the same joiner, and casefolded text holds no 'X', so 'XX XX' parts words exactly as a space does",
+    ),
+    ("irmetrics.py:_resampled_means", "means = np.empty(resamples, dtype=np.float64)  ->  means = np.empty(resamples, dtype=None)"): (
+        "equivalent",
+        "float64 is np.empty's default dtype",
+    ),
+    ("irmetrics.py:_resampled_means", "means = np.empty(resamples, dtype=np.float64)  ->  means = np.empty(resamples, )"): (
+        "equivalent",
+        "float64 is np.empty's default dtype",
+    ),
+    ("irmetrics.py:_resampled_means", "batch = max(1, _BATCH_VALUES // n)  ->  batch = max(2, _BATCH_VALUES // n)"): (
+        "equivalent",
+        "matters only past 2,000,000 values, and numpy draws the same int64 indices in batches of 1 or 2 (test_resampling_in_batches_draws_the_same_samples)",
+    ),
+    (
+        "irmetrics.py:_resampled_means",
+        "means[start:stop] = data[rng.integers(0, n, size=(stop - start, n))].mean(axis=1)  ->  means[start:stop] = data[rng.integers(n, size=(stop - start, n))].mean(axis=1)",
+    ): ("equivalent", "rng.integers(n) is rng.integers(0, n): the same call"),
+    ("irmetrics.py:bootstrap_interval", "data = np.asarray(values, dtype=np.float64)  ->  data = np.asarray(values, dtype=None)"): (
+        "equivalent",
+        _AS_FLOAT,
+    ),
+    ("irmetrics.py:bootstrap_interval", "data = np.asarray(values, dtype=np.float64)  ->  data = np.asarray(values, )"): (
+        "equivalent",
+        _AS_FLOAT,
+    ),
+    (
+        "irmetrics.py:macro_bootstrap_interval",
+        "means = np.mean([_resampled_means(np.asarray(g, dtype=np.float64), rng, resamples) for g in groups], axis=0)  ->  means = np.mean([_resampled_means(np.asarray(g, dtype=None), rng, resamples) for g in groups], axis=0)",
+    ): ("equivalent", _AS_FLOAT),
+    (
+        "irmetrics.py:macro_bootstrap_interval",
+        "means = np.mean([_resampled_means(np.asarray(g, dtype=np.float64), rng, resamples) for g in groups], axis=0)  ->  means = np.mean([_resampled_means(np.asarray(g, ), rng, resamples) for g in groups], axis=0)",
+    ): ("equivalent", _AS_FLOAT),
+    (
+        "irmetrics.py:choose_threshold",
+        "labels = np.zeros(refuse.shape[1], dtype=np.intp) if groups is None else np.asarray(groups)  ->  labels = np.zeros(refuse.shape[1], dtype=np.intp) if (groups is None) and False else np.asarray(groups)",
+    ): ("equivalent", "np.asarray(None) is one label that equals None for every question: one group, as the zeros are"),
+    (
+        "irmetrics.py:choose_threshold",
+        "labels = np.zeros(refuse.shape[1], dtype=np.intp) if groups is None else np.asarray(groups)  ->  labels = np.zeros(refuse.shape[1], dtype=None) if groups is None else np.asarray(groups)",
+    ): ("equivalent", "float zeros are one group as integer zeros are"),
+    (
+        "irmetrics.py:choose_threshold",
+        "labels = np.zeros(refuse.shape[1], dtype=np.intp) if groups is None else np.asarray(groups)  ->  labels = np.zeros(refuse.shape[1], ) if groups is None else np.asarray(groups)",
+    ): ("equivalent", "float zeros are one group as integer zeros are"),
+    (
+        "irmetrics.py:choose_threshold",
+        "within &= refuse[:, members].sum(axis=1) <= budget * int(members.sum()) + 1e-9  ->  within &= refuse[:, members].sum(axis=1) < budget * int(members.sum()) + 1e-9",
+    ): ("equivalent", "a count of questions is an integer and never equals budget * n + 1e-9"),
+    (
+        "irmetrics.py:macro_weights",
+        "return np.concatenate([np.full(n, 1.0 / (len(filled) * n) if n else 0.0) for n in sizes]) if filled else np.zeros(0)  ->  return np.concatenate([np.full(n, 1.0 / (len(filled) * n) if n else 1.0) for n in sizes]) if filled else np.zeros(0)",
+    ): ("equivalent", "the value fills an empty group's np.full(0, ...), which is empty whatever the value"),
+    (
+        "irmetrics.py:paired_randomisation",
+        "d = np.asarray(b, dtype=np.float64) - np.asarray(a, dtype=np.float64)  ->  d = np.asarray(b, dtype=None) - np.asarray(a, dtype=np.float64)",
+    ): ("equivalent", _AS_FLOAT + " (the other operand is still float64)"),
+    (
+        "irmetrics.py:paired_randomisation",
+        "d = np.asarray(b, dtype=np.float64) - np.asarray(a, dtype=np.float64)  ->  d = np.asarray(b, ) - np.asarray(a, dtype=np.float64)",
+    ): ("equivalent", _AS_FLOAT + " (the other operand is still float64)"),
+    (
+        "irmetrics.py:paired_randomisation",
+        "d = np.asarray(b, dtype=np.float64) - np.asarray(a, dtype=np.float64)  ->  d = np.asarray(b, dtype=np.float64) - np.asarray(a, dtype=None)",
+    ): ("equivalent", _AS_FLOAT + " (the other operand is still float64)"),
+    (
+        "irmetrics.py:paired_randomisation",
+        "d = np.asarray(b, dtype=np.float64) - np.asarray(a, dtype=np.float64)  ->  d = np.asarray(b, dtype=np.float64) - np.asarray(a, )",
+    ): ("equivalent", _AS_FLOAT + " (the other operand is still float64)"),
+    ("irmetrics.py:paired_randomisation", "if n == 0 or not np.any(d):  ->  if n == 0 and not np.any(d):"): (
+        "equivalent",
+        "with every difference 0 each draw's statistic is 0, as extreme as the observed 0, so the test itself gives p = 1",
+    ),
+    ("irmetrics.py:paired_randomisation", "if n == 0 or not np.any(d):  ->  if n == 1 or not np.any(d):"): (
+        "equivalent",
+        "one pair: flipping its sign leaves |T| as it is, so every draw counts and the test itself gives p = 1",
+    ),
+    (
+        "irmetrics.py:paired_randomisation",
+        "w = np.full(n, 1.0 / n) if weights is None else np.asarray(weights, dtype=np.float64)  ->  w = np.full(n, 1.0 / n) if weights is None else np.asarray(weights, dtype=None)",
+    ): ("equivalent", _AS_FLOAT + " (the differences are float64)"),
+    (
+        "irmetrics.py:paired_randomisation",
+        "w = np.full(n, 1.0 / n) if weights is None else np.asarray(weights, dtype=np.float64)  ->  w = np.full(n, 1.0 / n) if weights is None else np.asarray(weights, )",
+    ): ("equivalent", _AS_FLOAT + " (the differences are float64)"),
+    ("irmetrics.py:paired_randomisation", "batch = max(1, _BATCH_VALUES // n)  ->  batch = max(2, _BATCH_VALUES // n)"): (
+        "harmless",
+        "changes only which random signs are drawn (numpy buffers int8 draws per call), and only past 2,000,000 pairs; p keeps its distribution",
+    ),
+    (
+        "irmetrics.py:paired_randomisation",
+        "signs = rng.integers(0, 2, size=(size, n), dtype=np.int8) * 2 - 1  ->  signs = rng.integers(2, size=(size, n), dtype=np.int8) * 2 - 1",
+    ): ("equivalent", "rng.integers(2) is rng.integers(0, 2): the same call"),
+    (
+        "irmetrics.py:paired_randomisation",
+        "hits += int(np.count_nonzero(np.abs(signs @ wd) >= observed - 1e-12))  ->  hits += int(np.count_nonzero(np.abs(signs @ wd) > observed - 1e-12))",
+    ): (
+        "harmless",
+        "differs only for a draw whose statistic is exactly the observed one minus 1e-12, to the last bit: the edge of a rounding tolerance",
+    ),
+    ("irmetrics.py:roc_auc", "pos = np.asarray(positive, dtype=np.float64)  ->  pos = np.asarray(positive, dtype=None)"): (
+        "equivalent",
+        "comparisons of float, int or bool scores give the same counts",
+    ),
+    ("irmetrics.py:roc_auc", "pos = np.asarray(positive, dtype=np.float64)  ->  pos = np.asarray(positive, )"): (
+        "equivalent",
+        "comparisons of float, int or bool scores give the same counts",
+    ),
+    ("irmetrics.py:roc_auc", "neg = np.asarray(negative, dtype=np.float64)  ->  neg = np.asarray(negative, dtype=None)"): (
+        "equivalent",
+        "comparisons of float, int or bool scores give the same counts",
+    ),
+    ("irmetrics.py:roc_auc", "neg = np.asarray(negative, dtype=np.float64)  ->  neg = np.asarray(negative, )"): (
+        "equivalent",
+        "comparisons of float, int or bool scores give the same counts",
+    ),
+    ("irmetrics.py:thresholds", "if steps < 1 or abs(steps * step - 1) > 1e-9:  ->  if steps < 1 or abs(steps * step - 1) >= 1e-9:"): (
+        "harmless",
+        "differs only for a step whose rounding error is exactly 1e-9, the edge of a rounding tolerance",
+    ),
+    (
+        "rag_search.py:dense_scores",
+        "scores = queries @ vectors.T if len(queries) > 1 else (vectors @ queries[0])[None, :]  ->  scores = queries @ vectors.T if (len(queries) > 1) or True else (vectors @ queries[0])[None, :]",
+    ): (
+        "equivalent",
+        "one query takes a matrix-vector product for speed; the matrix product gives the same cosines (bit for bit with numpy's BLAS here)",
+    ),
+    (
+        "rag_search.py:dense_scores",
+        "scores = queries @ vectors.T if len(queries) > 1 else (vectors @ queries[0])[None, :]  ->  scores = queries @ vectors.T if len(queries) >= 1 else (vectors @ queries[0])[None, :]",
+    ): (
+        "equivalent",
+        "one query takes a matrix-vector product for speed; the matrix product gives the same cosines (bit for bit with numpy's BLAS here)",
+    ),
+    ("rag_search.py:topk", "if k < n:  ->  if k <= n:"): (
+        "equivalent",
+        "with k = n the k-th best score is the lowest, so every row survives, as in the other branch",
+    ),
+}
+
+
+def _functions(path: Path) -> dict[str, tuple[int, list[str]]]:
+    """Top-level function name -> (first line, its lines), for a Python file."""
+    text = path.read_text(encoding="utf-8")
+    lines = text.splitlines()
+    return {
+        node.name: (node.lineno, lines[node.lineno - 1 : node.end_lineno])
+        for node in ast.parse(text).body
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+    }
+
+
+def _where(work: Path, file: str, key: str, mutated: dict[str, tuple[int, list[str]]]) -> tuple[int, str]:
+    """(line in the source file, "old -> new") of one mutant, from mutmut's generated functions."""
+    generated = key.rpartition(".")[2]
+    _, orig = mutated[generated.partition("__mutmut_")[0] + "__mutmut_orig"]
+    _, mutant = mutated[generated]
+    source_name = generated.partition("__mutmut_")[0].removeprefix("x_")
+    source_start, source = _functions(work / file)[source_name]
+    # mutmut's copies differ from the source in the name on the def line: give them the source's
+    orig = [orig[0].replace(generated.partition("__mutmut_")[0] + "__mutmut_orig(", source_name + "(", 1), *orig[1:]]
+    mutant = [mutant[0].replace(generated + "(", source_name + "(", 1), *mutant[1:]]
+    first = next((op for op in difflib.SequenceMatcher(None, orig, mutant, autojunk=False).get_opcodes() if op[0] != "equal"), None)
+    if first is None:
+        return source_start, "(no textual change)"
+    _, i1, i2, j1, j2 = first
+    old = " ".join(line.strip() for line in orig[i1:i2]) or "(nothing)"
+    new = " ".join(line.strip() for line in mutant[j1:j2]) or "(nothing)"
+    line = source_start + i1
+    assert source[i1:i2] == orig[i1:i2], f"{file}: mutmut's copy of {source_name} does not match the source"
+    return line, f"{old}  ->  {new}"
+
+
+def build(
+    work: Path, scope: Mapping[str, tuple[str, ...] | None], constants: Mapping[str, dict[str, Any]], *, seconds: float, tests: list[str]
+) -> dict[str, Any]:
+    """The report for a finished run in `work` (a copy of the tree holding mutmut's mutants/)."""
+    from mutmut.stats import status_by_exit_code
+
+    modules: dict[str, dict[str, Any]] = {}
+    survivors: list[dict[str, Any]] = []
+    for file, functions in scope.items():
+        codes = json.loads((work / "mutants" / f"{file}.meta").read_text(encoding="utf-8"))["exit_code_by_key"]
+        mutated = _functions(work / "mutants" / file)
+        verdicts: list[tuple[str, str, str, int | None]] = []  # (key, function, status, line)
+        for key, code in codes.items():
+            function = key.rpartition(".")[2].partition("__mutmut_")[0].removeprefix("x_")
+            if functions is None or function in functions:
+                verdicts.append((key, function, status_by_exit_code[code], None))
+        for key, result in constants.items():
+            if result["file"] == file:
+                verdicts.append((key, result["function"], result["status"], result["line"]))
+        counts = {"mutants": len(verdicts), "killed": 0, "timeouts": 0, "survived": 0, "no_tests": 0}
+        for key, function, status, line in sorted(verdicts, key=lambda v: (v[1], int(v[0].rpartition("_")[2]))):
+            if status == "not checked":
+                raise RuntimeError(f"{key}: mutmut did not run it")
+            bucket = {"killed": "killed", "timeout": "timeouts", "survived": "survived", "no tests": "no_tests"}.get(status)
+            if bucket is None:
+                raise RuntimeError(f"{key}: mutmut's verdict is {status!r}")
+            counts[bucket] += 1
+            if bucket in ("survived", "no_tests"):
+                if line is None:
+                    line, mutation = _where(work, file, key, mutated)
+                else:
+                    mutation = constants[key]["mutation"]
+                survivors.append(
+                    {
+                        "mutant": key,
+                        "where": f"{file}:{line}",
+                        "function": function,
+                        "mutation": mutation,
+                        "no_tests": bucket == "no_tests",
+                        "left": dict(zip(("kind", "reason"), LEFT[(f"{file}:{function}", mutation)], strict=True))
+                        if (f"{file}:{function}", mutation) in LEFT
+                        else None,
+                    }
+                )
+        counts["score"] = round((counts["killed"] + counts["timeouts"]) / counts["mutants"], 4) if counts["mutants"] else None
+        names = [*(functions or ()), *dict.fromkeys(c["function"] for c in constants.values() if c["file"] == file)]
+        counts["scope"] = ", ".join(names) if functions is not None else "the whole module"
+        modules[file] = counts
+    report = {
+        "schema": "mutation/1",
+        "tool": f"mutmut {version('mutmut')}",
+        "tests": tests,
+        "seconds": round(seconds),
+        "modules": modules,
+        "survivors": survivors,
+    }
+    report["markdown"] = markdown(report)
+    return report
+
+
+def markdown(report: dict[str, Any]) -> str:
+    rows = [
+        "| module | mutated | mutants | killed | timed out | survived | score |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for file, m in report["modules"].items():
+        survived = m["survived"] + m["no_tests"]
+        rows.append(f"| `{file}` | {m['scope']} | {m['mutants']} | {m['killed']} | {m['timeouts']} | {survived} | {m['score']:.0%} |")
+    survivors = report["survivors"]
+    kinds = [s["left"]["kind"] if s["left"] else "unexamined" for s in survivors]
+    tests = ", ".join(f"`{t}`" for t in report["tests"])
+    minutes, seconds = divmod(report["seconds"], 60)
+    return "\n".join(rows) + (
+        f"\n\n{report['tool']} against the fast tests of {tests}; score = (killed + timed out) / mutants. "
+        f"{len(survivors)} survivors: {kinds.count('equivalent')} equivalent (no input tells them from the original), "
+        f"{kinds.count('harmless')} harmless (observable only where it does not matter), {kinds.count('unexamined')} not yet examined; "
+        "`results/mutation.json` lists each with its file:line, the mutation and why it is left. "
+        f"Regenerated by `just mutate` ({minutes} min {seconds} s on this machine)."
+    )
