@@ -461,3 +461,18 @@ class TestUnknownNames:
         assert out["refused"] and out["reason"] == "the handbook never mentions 'Gerrit'"
         off = answer(rec, Extractive([f for f in rag_answer.FEATURES if f != "names"], idf_source=bm25), 0.0)
         assert not off["refused"]
+
+
+# --------------------------------------------------------------------------- what `just mutate` found untested
+
+
+class TestCitationCheckEdges:
+    def test_a_bare_marker_opening_the_answer_is_skipped_and_the_rest_checked(self):
+        assert check_citations("[1]. The sweep runs nightly [1].", 1) == (["The sweep runs nightly [1]."], [1], 0)
+
+    @pytest.mark.parametrize("text", ["X [1].", "7 [1].", "Ok? [1]"])
+    def test_anything_but_markers_spaces_and_end_punctuation_is_a_sentence(self, text):
+        assert check_citations(text, 1) == ([text], [1], 0)
+
+    def test_mixed_markers_keep_the_first_and_the_last_block_and_one_space(self):
+        assert check_citations("Both [1] [9] and [5] agree.", 5) == (["Both [1] and [5] agree."], [1, 5], 0)

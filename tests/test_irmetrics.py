@@ -342,3 +342,77 @@ def test_imports_only_numpy_and_the_standard_library():
 def test_the_docstring_examples_run():
     failed, tried = doctest.testmod(irmetrics)
     assert (failed, tried >= 2) == (0, True)
+
+
+# --------------------------------------------------------------------------- what `just mutate` found untested
+
+
+def _plain_percentile_bootstrap(values, seed, resamples, level=0.95):
+    """The docstring's interval written out: every draw at once from default_rng(seed)."""
+    data = np.asarray(values, dtype=np.float64)
+    means = data[np.random.default_rng(seed).integers(0, len(data), size=(resamples, len(data)))].mean(axis=1)
+    lo, hi = np.quantile(means, [(1 - level) / 2, (1 + level) / 2])
+    return float(lo), float(hi)
+
+
+def test_bootstrap_interval_is_the_plain_percentile_bootstrap():
+    values = [0.13, 0.58, 0.91, 0.27, 0.66, 0.04, 0.39, 0.82]  # spread out, so one draw more or less moves a quantile
+    assert bootstrap_interval(values, seed=SEED) == _plain_percentile_bootstrap(values, SEED, 10_000)  # 10,000 draws by default
+    assert bootstrap_interval(values, seed=SEED, resamples=5, level=0.5) == _plain_percentile_bootstrap(values, SEED, 5, 0.5)
+    assert macro_bootstrap_interval([values], seed=SEED) == _plain_percentile_bootstrap(values, SEED, 10_000)
+    assert macro_bootstrap_interval([values], seed=SEED, resamples=5, level=0.5) == _plain_percentile_bootstrap(values, SEED, 5, 0.5)
+
+
+def test_resampling_in_batches_draws_the_same_samples(monkeypatch):
+    # a large question set is resampled a few draws at a time; each draw is still n values, and there are `resamples` of them
+    monkeypatch.setattr(irmetrics, "_BATCH_VALUES", 6)  # 3 values: 2 draws a batch
+    data = np.array([0.0, 3.0, 6.0])
+    got = irmetrics._resampled_means(data, np.random.default_rng(1), 7)
+    assert got.tolist() == data[np.random.default_rng(1).integers(0, 3, size=(7, 3))].mean(axis=1).tolist()
+
+
+def _plain_randomisation(a, b, seed, resamples):
+    """The docstring's p-value written out: every sign draw at once, as rag-eval's committed p-values were drawn."""
+    d = np.asarray(b, dtype=np.float64) - np.asarray(a, dtype=np.float64)
+    wd = d / len(d)
+    signs = np.random.default_rng(seed).integers(0, 2, size=(resamples, len(d)), dtype=np.int8) * 2 - 1
+    return (1 + int(np.count_nonzero(np.abs(signs @ wd) >= abs(wd.sum()) - 1e-12))) / (1 + resamples)
+
+
+def test_paired_randomisation_is_the_plain_sign_flip_test(monkeypatch):
+    a, b = [0.0, 0.5, 1.0, 0.0, 1.0, 0.25], [1.0, 0.5, 1.0, 1.0, 0.0, 1.0]
+    assert paired_randomisation(a, b, seed=SEED) == _plain_randomisation(a, b, SEED, 10_000)  # 10,000 draws by default
+    # drawn a batch at a time (a large question set): still `resamples` draws. One pair: every draw is as extreme as the observed, p = 1
+    monkeypatch.setattr(irmetrics, "_BATCH_VALUES", 2)
+    assert paired_randomisation([0.0], [1.0], seed=SEED, resamples=9) == 1.0
+
+
+def test_paired_randomisation_counts_a_mean_difference_within_1e_12_as_a_tie():
+    # b - a = (1, 0.8e-12): flipping the second sign moves the mean difference by 0.8e-12, a tie; 4e-12 is not
+    assert paired_randomisation([0.0, 0.0], [1.0, 0.8e-12], seed=SEED, resamples=99) == 1.0
+    assert paired_randomisation([0.0, 0.0], [1.0, 4e-12], seed=SEED, resamples=99) < 0.75
+
+
+def test_thresholds_and_outcomes_at_the_edges():
+    assert thresholds(1.0).tolist() == [0.0, 1.0]  # one step: the ends only
+    with pytest.raises(ValueError, match="does not divide 1"):
+        thresholds(0.3)
+    with pytest.raises(ValueError, match="k must be >= 1"):
+        recall_at_k(["a"], {"a"}, 0)
+    # a confidence equal to the threshold is not below it: answered
+    refuse, _ = threshold_outcomes(
+        np.array([0.5]), np.array([0.5, 0.49]), np.array([True, True]), np.array([True, True]), np.array([False, False])
+    )
+    assert refuse.tolist() == [[False, True]]
+
+
+def test_choose_threshold_holds_the_budget_in_every_group():
+    # q0 answerable, q1 unanswerable; threshold 1 refuses both: the most unanswerable refused, but over a budget of 0
+    refuse = np.array([[False, False], [True, True]])
+    answerable = np.array([True, False])
+    assert choose_threshold(refuse, answerable, 0.0) == 0  # one group (groups=None) has a budget too
+    # two groups: threshold 1 keeps B's budget (B has no answerable question refused) but breaks A's
+    refuse = np.array([[False, False, False], [True, True, False]])
+    assert choose_threshold(refuse, np.array([True, False, True]), 0.0, ["A", "A", "B"]) == 0
+    with pytest.raises(ValueError, match="^no threshold on the grid keeps within the budget$"):
+        choose_threshold(np.array([[True, False]]), np.array([True, False]), 0.0)

@@ -217,3 +217,32 @@ def test_a_chunk_scores_its_best_passage(tmp_path):
     hits = Searcher(index, Config(rerank="none")).search(["settlement sweep nightly"])[0]
     assert hits["retrieval"]["passages"] is True
     assert Searcher(index, Config(passages=False)).search(["x"])[0]["retrieval"]["passages"] is False
+
+
+# --------------------------------------------------------------------------- what `just mutate` found untested
+
+
+def test_topk_of_nothing_is_an_empty_index_array():
+    scores, tiebreak = np.array([0.3, 0.9, 0.1]), np.arange(3)
+    for got in (topk(scores, 0, tiebreak), topk(scores, -1, tiebreak), topk(np.zeros(0), 3, np.zeros(0, dtype=np.int64))):
+        assert got.tolist() == [] and got.dtype.kind == "i"  # row indices, usable to index with
+    assert topk(scores, 3, tiebreak).tolist() == [1, 0, 2]  # k = n: every row, sorted
+
+
+def test_score_fusion_with_flat_dense_scores_or_small_bm25():
+    rows = np.array([0, 1, 2])
+    # dense scores all equal (nothing to tell the chunks apart): dense adds 0, not NaN
+    assert rag_search.score_fusion(np.full(3, 0.4), np.array([0.0, 1.0, 2.0]), rows, 0.5).tolist() == [0.0, 0.25, 0.5]
+    # BM25 is scaled by its best score whatever its size, below 1 too
+    got = rag_search.score_fusion(np.array([0.0, 0.5, 1.0]), np.array([0.1, 0.2, 0.4]), rows, 0.5)
+    assert got.tolist() == pytest.approx([0.125, 0.5, 1.0])
+
+
+def test_dense_scores_use_passages_by_default(tmp_path):
+    filler = " ".join(f"Cooking step {i} needs onions and butter." for i in range(20))
+    docs = {"a": f"# Kitchen\n\n{filler} The settlement sweep runs nightly at 23:40.\n", "b": "# Other\n\nNothing about it at all here.\n"}
+    index = rag_index.load(build_index(tmp_path, docs, passages=True))
+    q = rag_embed.load_embedder("hash").embed(["settlement sweep nightly"], query=True)
+    default = rag_search.dense_scores(index, q)
+    assert default.tolist() == rag_search.dense_scores(index, q, passages=True).tolist()
+    assert default[0, 0] > rag_search.dense_scores(index, q, passages=False)[0, 0]
