@@ -6,10 +6,10 @@ justfile's `eval` recipe loops over that, so a run is declared as a configuratio
 RUNS and nowhere else.
 
     >>> run_flags(RUNS["bm25"])["search"]
-    ['--no-dense', '--sparse']
+    ['--no-dense']
 
 A configuration maps each CONFIG_KEYS name to a value. Answer records show it: every
-key but `features` in their `retrieval` field, `features` in `generator.features`. A
+key but `features` and `threshold` in their `retrieval` field, those two in `generator`. A
 key added after some records were written has a value for its absence (`Key.absent`),
 so an older record reads as that value. To add a key: one `Key(...)` line in
 CONFIG_KEYS; to add a run: one line in RUNS.
@@ -94,15 +94,17 @@ class Key:
 CONFIG_KEYS: tuple[Key, ...] = (
     Key("model", MINILM, ("embed",), _option("--model")),
     Key("dense", True, ("search",), _switch("--dense", "--no-dense")),
-    Key("sparse", False, ("search",), _switch("--sparse", "--no-sparse")),
+    Key("sparse", True, ("search",), _switch("--sparse", "--no-sparse")),
     Key("rerank", "lexical", ("search",), _option("--rerank")),
     Key("embed_headings", True, ("embed",), _switch("--headings", "--no-headings")),
     Key("embed_long", "windows", ("embed",), _option("--long")),
     Key("window", 180, ("chunk",), _option("--words")),
-    Key("fusion", "rrf", ("search",), _option("--fusion"), absent="rrf"),
-    Key("dense_weight", 0.5, ("search",), _option("--dense-weight"), absent=0.5),
+    Key("fusion", "score", ("search",), _option("--fusion"), absent="rrf"),
+    Key("dense_weight", 0.9, ("search",), _option("--dense-weight"), absent=0.5),
     Key("passages", True, ("embed", "search"), _switch("--passages", "--no-passages"), absent=False),
     Key("features", list(FEATURES), ("answer",), _features_off),
+    # rag_answer.DEFAULT_ABSTAIN (tests/test_golden.py holds the two equal, and both to the sweep's choice)
+    Key("threshold", 0.23, ("answer",), _option("--threshold"), absent=None),
 )
 
 # The shipped configuration: each key's default, which is the stages' own, so a run's
@@ -126,11 +128,16 @@ RUNS: dict[str, dict[str, Any]] = {
     "no-rerank": _variant(rerank="none"),
     "no-headings": _variant(embed_headings=False),
     "truncate": _variant(embed_long="truncate"),
-    "no-passages": _variant(passages=False),  # chunk vectors only (the default before passage vectors)
-    "hybrid": _variant(sparse=True),
-    "bm25": _variant(dense=False, sparse=True),  # BM25 alone over the default index
+    # the shipped default before score fusion and passage vectors: dense alone over chunk vectors, then the rerank
+    "old-default": _variant(sparse=False, passages=False, fusion="rrf", dense_weight=0.5),
+    "no-passages": _variant(passages=False),  # chunk vectors only
+    "dense": _variant(sparse=False),  # no BM25: dense (with passages) and the rerank
+    "rrf": _variant(fusion="rrf"),  # BM25 fused by reciprocal rank instead of by score
+    **{f"dense-{w:g}": _variant(dense_weight=w) for w in (0.7, 0.8, 0.95)},  # the fitted weight's neighbours
+    "threshold-0": _variant(threshold=0.0),  # what the abstain sweep walks: only the answer stage's own refusals
+    "bm25": _variant(dense=False),  # BM25 alone over the default index
     "hash": _variant(model="hash"),
-    "hash-hybrid": _variant(model="hash", sparse=True),
+    "hash-dense": _variant(model="hash", sparse=False),
     "window-120": _variant(window=120),
     "window-300": _variant(window=300),
     **{f"answer-no-{f}": _variant(features=_without(f)) for f in FEATURES},
@@ -223,7 +230,7 @@ def run_config(record: dict[str, Any], where: Line | str) -> dict[str, Any]:
     generator = field(record, "generator", dict, where)
     config = {}
     for key in CONFIG_KEYS:
-        name, holder = ("generator", generator) if key.name == "features" else ("retrieval", retrieval)
+        name, holder = ("generator", generator) if key.name in ("features", "threshold") else ("retrieval", retrieval)
         if key.name in holder:
             config[key.name] = holder[key.name]
         elif key.absent is REQUIRED:

@@ -39,7 +39,20 @@ REFUSAL_COLUMNS = (("refused when unanswerable", "refused_when_unanswerable"), (
 RATE_COLUMNS = (*REFUSAL_COLUMNS, ("answer ok", "answer_ok"))  # a sweep's rates
 KIND_METRIC = "mrr"  # the by-kind table's metric
 SIGNALS = ("confidence", "part:best", "part:coverage", "part:dense", "top score", "top RRF score")
-SIGNAL_RUNS = ("default", "hybrid", "bm25", "hash")  # the runs whose abstain signals the tables compare
+SIGNAL_RUNS = ("default", "old-default", "bm25", "hash")  # the runs whose abstain signals the tables compare
+# a fitted value -> the runs that differ only in it (default among them): the table of its leave-one-corpus-out check
+FITTED: dict[str, tuple[str, ...]] = {"dense_weight": ("dense-0.7", "dense-0.8", "default", "dense-0.95")}
+FIT_METRIC = "mrr"
+BEFORE = "old-default"  # the shipped default before this one: the verdict table sets the two side by side
+# metric -> (the issue's target, "min" or "max"): what the verdict table checks each corpus and the mean against
+TARGETS: dict[str, tuple[float, str]] = {
+    "mrr": (0.75, "min"),
+    "recall@3": (0.80, "min"),
+    "semantic": (0.50, "min"),
+    "answer_ok": (0.65, "min"),
+    "refused_when_unanswerable": (0.50, "min"),
+    "refused_when_answerable": (0.125, "max"),
+}
 
 
 def corpus_of(result: Mapping[str, Any]) -> str:
@@ -244,6 +257,11 @@ def render_tables(t: Tables) -> str:
     more than one corpus), the abstain threshold of each sweep, and the notes."""
     many = len(t.corpora) > 1
     sections = [[f"### Mean across the {len(t.corpora)} corpora"], mean_table(t)] if many else []
+    verdict = verdict_table(t)
+    sections += [[f"### `default` against `{BEFORE}`, and the targets"], verdict] if verdict else []
+    for key in FITTED:
+        fitted = fitted_table(t, key)
+        sections += [[f"### `{key}`, fitted: leave-one-corpus-out"], fitted] if fitted else []
     for c in t.corpora:
         sections += [[f"### {_corpus_title(c.corpus)}"]] if many else []
         sections += [main_table(c), kind_table(c), refusal_table(c), signal_table(c)]
@@ -283,6 +301,76 @@ def _share(value: float | None) -> str:
 
 def _run_name(row: Row) -> str:
     return f"`{row.label}`" + ("" if row.gold_checked else " °")
+
+
+def verdict_table(t: Tables) -> list[str]:
+    """For each corpus and the mean: the headline metrics of `default` and of BEFORE (the
+    shipped default before it), the change with the paired test's p-value, and each
+    TARGETS entry, met or missed by how much. None without both runs."""
+    groups = [(c.corpus, {r.label: r for r in c.rows}) for c in t.corpora]
+    if t.mean:
+        groups.append(("mean", {r.label: r for r in t.mean}))
+    if not all("default" in rows and BEFORE in rows for _, rows in groups):
+        return []
+    intro = (
+        f"Each corpus and the mean across them: `{BEFORE}` (the shipped default before passage vectors and score fusion) and "
+        "`default` (95% intervals), the change and the p-value of the paired test, and the target: met (✓) or missed by how much."
+    )
+    lines = []
+    for name, rows in groups:
+        new, old = rows["default"], rows[BEFORE]
+        for metric in TARGETS:
+            if metric == "semantic":
+                a, b = old.by_kind.get("semantic"), new.by_kind.get("semantic")
+            else:
+                a, b = old.overall[metric], new.overall[metric]
+            if a is None or b is None or a.value is None or b.value is None:
+                continue
+            goal, sense = TARGETS[metric]
+            short = (goal - b.value) if sense == "min" else (b.value - goal)
+            target = f"{'≥' if sense == 'min' else '≤'} {goal:g}: " + ("✓" if short <= 1e-9 else f"missed by {short:.2f}")
+            p = "–" if a.p is None else f"{a.p:.3f}"
+            label = "semantic MRR" if metric == "semantic" else next(h for h, m in MAIN_COLUMNS + REFUSAL_COLUMNS if m == metric)
+            lines.append(
+                [
+                    name,
+                    label,
+                    _show_cell(Cell(a.value, a.interval, None)),
+                    _show_cell(Cell(b.value, b.interval, None)),
+                    f"{b.value - a.value:+.2f}",
+                    p,
+                    target,
+                ]
+            )
+    return [intro, "", *_table(["corpus", "metric", f"`{BEFORE}`", "`default`", "change", "p", "target"], lines)]
+
+
+def fitted_table(t: Tables, key: str) -> list[str]:
+    """A fitted value's leave-one-corpus-out check: for each corpus, the value (among the
+    FITTED runs) with the best mean FIT_METRIC on the other corpora, and its FIT_METRIC on
+    the corpus left out, next to the shipped value's (in-sample). None with fewer than three
+    corpora or a run missing."""
+    labels = FITTED[key]
+    scores = {c.corpus: {r.label: r.overall[FIT_METRIC].value for r in c.rows if r.label in labels} for c in t.corpora}
+    if len(scores) < 3 or any(set(by) != set(labels) or None in by.values() for by in scores.values()):
+        return []
+    value = {label: RUNS[label][key] for label in labels}
+    lines = []
+    for held, by in scores.items():
+        others = [o for o in scores if o != held]
+        pick = max(labels, key=lambda label: (sum(scores[o][label] for o in others), -labels.index(label)))
+        alone = max(labels, key=lambda label: (by[label], -labels.index(label)))
+        lines.append(
+            [held, f"{value[alone]:g}", f"{value[pick]:g}", f"{by[pick]:.2f}", f"{by['default']:.2f}", f"{by[pick] - by['default']:+.2f}"]
+        )
+    metric = next(h for h, m in MAIN_COLUMNS if m == FIT_METRIC)
+    intro = (
+        f"`{key}` is chosen among {', '.join(f'{value[label]:g}' for label in labels)} (runs {', '.join(f'`{x}`' for x in labels)}) by the "
+        f"mean {metric} across corpora; the shipped value is `default`'s, {value['default']:g}. Left out in turn, each corpus gets the value "
+        f"the other two choose:"
+    )
+    head = ["corpus", "best on it alone", "chosen on the others", f"{metric} at that value", f"{metric} at the shipped value", "difference"]
+    return [intro, "", *_table(head, lines)]
 
 
 def mean_table(t: Tables) -> list[str]:

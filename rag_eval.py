@@ -387,12 +387,12 @@ def dump_json(value: dict[str, Any]) -> bytes:
 def sweep(runs: Sequence[tuple[Golden, dict[str, Any]]], step: float = STEP, budget: float = REFUSAL_BUDGET) -> dict[str, Any]:
     """Walk the abstain threshold t over [0, 1] on one run's results, one per corpus, and pick the one to ship.
 
-    At threshold t a question is refused when its confidence < t. For each t, each
-    corpus has refused_when_unanswerable and refused_when_answerable (from the threshold
-    alone), and answer_ok: an answerable question is ok when t lets it through and the
-    run answered it right; an unanswerable one when t refuses it or the run did
-    (`irmetrics.threshold_outcomes`). So the run should be made with the answer stage's
-    own threshold at 0, or its refusals stay in the answer-level column.
+    The run must be one made with no threshold (`--threshold 0`, the `threshold-0` run):
+    what it refused, the answer stage refused on its own grounds (a name the handbook
+    never mentions, a number question with no number in context), and those refusals
+    count at every t. At threshold t a question is refused when its confidence < t or
+    the run refused it; for each t, each corpus has refused_when_unanswerable,
+    refused_when_answerable and answer_ok (`irmetrics.threshold_outcomes`).
 
     Corpora come in CORPORA's order. `chosen` is `irmetrics.choose_threshold` on all
     corpora's questions, the budget held on each corpus; its rates are the mean over
@@ -403,6 +403,11 @@ def sweep(runs: Sequence[tuple[Golden, dict[str, Any]]], step: float = STEP, bud
     rates at every t; each corpus has its own `curve`.
     """
     runs = sorted(runs, key=lambda run: corpus_order(corpus_of(run[1])))
+    for golden, result in runs:
+        if (result.get("actual") or {}).get("threshold") != 0:
+            raise StageError(
+                "sweep a run made with --threshold 0 (the threshold-0 run): its refusals must be the answer stage's own", golden.source
+            )
     names = [corpus_of(result) for _, result in runs]
     if len(set(names)) != len(names) or len({result.get("label") for _, result in runs}) != 1:
         raise StageError("a sweep takes one run's results, one per corpus", runs[0][0].source if runs else ragline.STDIN)

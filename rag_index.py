@@ -13,6 +13,8 @@ On disk, an index is a directory of generations and a pointer to the live one:
     IDX/gen-<stamp>/chunks.jsonl  the chunk records (no vectors), in row order
     IDX/gen-<stamp>/bm25/*.npy  vocabulary, df, doc lengths, postings (CSR: indptr,
                                 doc ids, tf, precomputed BM25 weights)
+    IDX/gen-<stamp>/passages.npy, passage_rows.npy  passage vectors (rag-embed
+                                --passages), rows L2-normalised, and each one's chunk row
     IDX/gen-<stamp>/manifest.json  written last: model, dim, ONNX hash, chunking,
                                 counts, corpus digest, file sizes and sha256s, ragline version
 
@@ -195,7 +197,8 @@ def _numbers(value: Any, name: str, ndim: int, at: str) -> np.ndarray:
         with np.errstate(over="ignore"):  # null (how orjson writes NaN) becomes NaN, refused below
             array = np.asarray(value, dtype=np.float32) if raw.dtype.kind == "O" else raw.astype(np.float32)
     except (TypeError, ValueError, OverflowError):
-        raise StageError(f"field '{name}' must be {shape}", at) from None
+        kind = "a list of numbers" if ndim == 1 else "a list of equally long lists of numbers"
+        raise StageError(f"field '{name}' must be {kind}", at) from None
     if array.ndim != ndim or (ndim == 1 and not len(array)):
         raise StageError(f"field '{name}' must be {shape}", at)
     if not np.isfinite(array).all():

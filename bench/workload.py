@@ -70,18 +70,17 @@ def golden_questions() -> list[dict[str, Any]]:
 
 
 def eval_embeds() -> list[tuple[int, str]]:
-    """The MiniLM embedding steps of `just eval`, in order: (rag-chunk --words, rag-embed flags), one per run
-    of rag_eval.RUNS that embeds with the model (the hash runs embed nothing worth caching). Most of them
-    re-embed the default chunking unchanged (no-rerank, hybrid, bm25, answer-no-*)."""
-    import rag_eval
+    """The MiniLM embedding steps of `just eval` on Northwind, in order: (rag-chunk --words, rag-embed flags),
+    one per run of evalruns.RUNS that embeds with the model (the hash runs embed nothing worth caching), the
+    flags derived by evalruns.run_flags as `just eval` derives them. Most runs re-embed the default chunking
+    unchanged (no-rerank, dense, rrf, bm25, answer-no-*)."""
+    import evalruns
 
     steps = []
-    for run in rag_eval.RUNS.values():
+    for run in evalruns.RUNS.values():
         if run["model"] != MODEL:
             continue
-        flags = [] if run["embed_headings"] else ["--no-headings"]
-        flags += [] if run["embed_long"] == "windows" else [f"--long {run['embed_long']}"]
-        steps.append((int(run["window"]), " ".join(flags)))
+        steps.append((int(run["window"]), " ".join(evalruns.run_flags(run)["embed"])))
     return steps
 
 

@@ -321,7 +321,7 @@ class TestCli:
         assert result.exit_code == 0, result.stderr
         out = parse(result.stdout_bytes)[0]
         assert out["schema"] == "answer/1" and not out["refused"] and "23:40" in out["answer"]
-        assert out["generator"] == {"name": "extractive", "features": list(rag_answer.FEATURES)}
+        assert out["generator"] == {"name": "extractive", "features": list(rag_answer.FEATURES), "threshold": 0.0}
 
     def test_question_argument(self, runner, tiny_index):
         result = runner.invoke(main, ["--index", str(tiny_index), "--threshold", "0", "--off", "dense", "--json", "NW-5001 meaning"])

@@ -975,7 +975,7 @@ CASES: list[Case] = [
         SCORE,
         1,
         "rag-eval: <stdin>:1: label 'hash' expects …",
-        lambda d: jl(*(as_run(a, "hash-hybrid") for a in answers(d))),
+        lambda d: jl(*(as_run(a, "hash-dense") for a in answers(d))),
     ),
     Case(
         "answers: a question missing",

@@ -137,14 +137,19 @@ def corpora(tmp_path_factory) -> dict[str, tuple[Path, str]]:
 # --------------------------------------------------------------------------- SIGKILL
 
 
-@pytest.mark.slow
-def test_sigkill_during_index_rebuild(tmp_path, corpora):
+def built_twice(tmp_path, corpora) -> tuple:
+    """An index built from corpus A, then rebuilt from B: (the index, the rag-index command, a Clock of one build)."""
     idx = tmp_path / "idx"
     index = [*command("rag-index"), "--out", str(idx)]
     assert subprocess.run([*index, str(corpora["A"][0])], env=stage_env()).returncode == 0
     start = time.perf_counter()
     assert subprocess.run([*index, str(corpora["B"][0])], env=stage_env()).returncode == 0
-    clock = Clock(time.perf_counter() - start)
+    return idx, index, Clock(time.perf_counter() - start)
+
+
+@pytest.mark.slow
+def test_sigkill_during_index_rebuild(tmp_path, corpora):
+    idx, index, clock = built_twice(tmp_path, corpora)
     rng = random.Random(SEED)
     current, seen = "B", Counter()
     aims = {"old": (0.0, 0.5), "killed while writing": (0.6, 1.0), "new": (2.0, 3.0)}
@@ -242,12 +247,7 @@ def opened(pid: int, path: Path, timeout: float = 30) -> None:
 def test_sigint_during_index_rebuild_cleans_up(tmp_path, corpora):
     """Ctrl-C once the stage runs: exit 130 and `rag-index: interrupted` (or 0 if it had finished),
     the old index or the new one, and no dead generation or temp file left behind."""
-    idx = tmp_path / "idx"
-    index = [*command("rag-index"), "--out", str(idx)]
-    assert subprocess.run([*index, str(corpora["A"][0])], env=stage_env()).returncode == 0
-    start = time.perf_counter()
-    assert subprocess.run([*index, str(corpora["B"][0])], env=stage_env()).returncode == 0
-    clock = Clock(time.perf_counter() - start)
+    idx, index, clock = built_twice(tmp_path, corpora)
     rng = random.Random(SEED + 3)
     current, seen = "B", Counter()
     for trial, delay in enumerate(moments(clock, rng, seen, {"old": (0.0, 0.5)}, trials=10, span=1.2)):

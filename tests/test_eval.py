@@ -123,7 +123,7 @@ def record(qid: str, question: str, hits: list[str], answer: str = "", cited: li
         "refused": refused,
         "reason": "the handbook does not cover this" if refused else None,
         "dropped": 0,
-        "generator": {"name": "extractive", "features": list(cfg["features"])},
+        "generator": {"name": "extractive", "features": list(cfg["features"]), "threshold": cfg["threshold"]},
         "answer_ms": 2.0,
     }
 
@@ -171,6 +171,7 @@ OPTIONS = {
     "rerank": [("search", "rerank")],
     "fusion": [("search", "fusion")],
     "dense_weight": [("search", "dense_weight")],
+    "threshold": [("answer", "threshold")],
 }
 
 
@@ -189,15 +190,16 @@ def stage_params(flags: dict[str, list[str]]) -> dict[str, dict]:
 class TestRuns:
     def test_flags_from_the_configuration(self):
         assert evalruns.run_flags(RUNS["default"]) == {"chunk": [], "embed": [], "index": [], "search": [], "answer": []}
-        assert evalruns.run_flags(RUNS["hash-hybrid"]) == {
-            "chunk": [], "embed": ["--model", "hash"], "index": [], "search": ["--sparse"], "answer": [],
+        assert evalruns.run_flags(RUNS["hash-dense"]) == {
+            "chunk": [], "embed": ["--model", "hash"], "index": [], "search": ["--no-sparse"], "answer": [],
         }  # fmt: skip
+        assert evalruns.run_flags(RUNS["threshold-0"])["answer"] == ["--threshold", "0"]
         assert evalruns.run_flags(RUNS["window-120"])["chunk"] == ["--words", "120"]
         assert evalruns.run_flags(RUNS["answer-no-cue"])["answer"] == ["--off", "cue"]
         no_passages = evalruns.run_flags(RUNS["no-passages"])
         assert no_passages["embed"] == no_passages["search"] == ["--no-passages"]  # no passage vectors made, none used
-        scored = evalruns.run_flags(RUNS["default"] | {"fusion": "score", "dense_weight": 0.7, "sparse": True})
-        assert scored["search"] == ["--sparse", "--fusion", "score", "--dense-weight", "0.7"]
+        old = evalruns.run_flags(RUNS["old-default"])
+        assert old["search"] == ["--no-sparse", "--fusion", "rrf", "--dense-weight", "0.5", "--no-passages"]
 
     @pytest.mark.parametrize("label", list(RUNS))
     def test_the_stages_make_of_the_flags_the_runs_configuration(self, label, monkeypatch):
@@ -214,21 +216,21 @@ class TestRuns:
         assert set(OPTIONS) | {"features"} == {k.name for k in evalruns.CONFIG_KEYS}
 
     def test_a_record_without_a_newer_key_reads_as_its_absent_value(self, golden):
-        old = perfect_run()
+        old = perfect_run(sparse=False)  # written before fusion, dense_weight and passages existed
         for r in old:
             for key in ("fusion", "dense_weight", "passages"):
                 del r["retrieval"][key]
-        assert evalruns.run_config(old[0], "x") | {"features": []} == RUNS["no-passages"] | {"features": []}
-        with pytest.raises(StageError, match=r"label 'default' expects passages true; the run has passages false \(label 'no-passages'"):
+        assert evalruns.run_config(old[0], "x") == RUNS["old-default"]
+        with pytest.raises(StageError, match=r"label 'default' expects sparse true, .*passages true; the run has .*\(label 'old-default'"):
             score(golden, old)
-        assert score(golden, old, label="no-passages", resamples=10)["actual"]["fusion"] == "rrf"
-        written_before = {k: v for k, v in RUNS["no-passages"].items() if k not in ("fusion", "dense_weight", "passages")}
-        evalruns.check_config("no-passages", written_before, "old.json")  # a result file from before the keys: the tables read it so
-        with pytest.raises(StageError, match=r"^old.json: label 'default' expects passages true; the run has passages false"):
+        assert score(golden, old, label="old-default", resamples=10)["actual"]["fusion"] == "rrf"
+        written_before = {k: v for k, v in RUNS["old-default"].items() if k not in ("fusion", "dense_weight", "passages")}
+        evalruns.check_config("old-default", written_before, "old.json")  # a result file from before the keys: the tables read it so
+        with pytest.raises(StageError, match=r"^old.json: label 'default' expects sparse true"):
             evalruns.check_config("default", written_before, "old.json")
         del old[0]["retrieval"]["rerank"]  # a key every record must show
         with pytest.raises(StageError, match=r"^answers.jsonl:1: field 'retrieval' has no 'rerank'$"):
-            score(golden, old, label="no-passages")
+            score(golden, old, label="old-default")
 
     def test_the_plan(self):
         runs, absent = evalruns.plan(present=lambda docs: True)
@@ -236,7 +238,7 @@ class TestRuns:
         assert len(runs) == len(evalruns.CORPORA) * len(RUNS) and absent == []
         runs, absent = evalruns.plan(["bm25", "gds-way", "default"], present=lambda docs: True)
         assert [(r.corpus.name, r.label) for r in runs] == [("gds-way", "default"), ("gds-way", "bm25")]  # RUNS' order
-        assert runs[1].tsv() == "gds-way\tbm25\t../shared/corpora/gds-way/docs\teval/gds-way.golden.yaml\t\t\t\t--no-dense --sparse\t"
+        assert runs[1].tsv() == "gds-way\tbm25\t../shared/corpora/gds-way/docs\teval/gds-way.golden.yaml\t\t\t\t--no-dense\t"
         runs, absent = evalruns.plan(["hash"], present=lambda docs: docs == "corpus")
         assert [r.corpus.name for r in runs] == ["northwind"] and [c.name for c in absent] == ["eng-practices", "gds-way"]
         with pytest.raises(ValueError, match="'nope' is neither a run"):
@@ -245,10 +247,10 @@ class TestRuns:
     def test_the_plan_command(self, runner, tmp_path, monkeypatch):
         (tmp_path / "repo" / "corpus").mkdir(parents=True)
         monkeypatch.chdir(tmp_path / "repo")  # no ../shared here
-        result = runner.invoke(main, ["plan", "answer-no-idf", "hybrid"])
+        result = runner.invoke(main, ["plan", "answer-no-idf", "dense"])
         assert result.exit_code == 0, result.output
         assert result.stdout == (
-            "northwind\thybrid\tcorpus\tgolden.yaml\t\t\t\t--sparse\t\nnorthwind\tanswer-no-idf\tcorpus\tgolden.yaml\t\t\t\t\t--off idf\n"
+            "northwind\tdense\tcorpus\tgolden.yaml\t\t\t\t--no-sparse\t\nnorthwind\tanswer-no-idf\tcorpus\tgolden.yaml\t\t\t\t\t--off idf\n"
         )
         assert result.stderr == (
             "rag-eval: ../shared/corpora/eng-practices/docs is absent: no runs on eng-practices\n"
@@ -492,8 +494,8 @@ class TestScore:
                 "(label 'answer-no-cue' matches this run)",
             ),
             (
-                {"window": 240, "sparse": True},
-                "answers.jsonl:1: label 'default' expects sparse false, window 180; the run has sparse true, window 240 "
+                {"window": 240, "sparse": False},
+                "answers.jsonl:1: label 'default' expects sparse true, window 180; the run has sparse false, window 240 "
                 "(no label in RUNS matches this run)",
             ),
             ({"k": 3}, "answers.jsonl:1: the run retrieved k=3 hits per question; recall@5 and nDCG@5 need k >= 5"),
@@ -559,7 +561,7 @@ class TestScore:
 
 
 def corpus_run(name: str, confidence: dict[str, float]) -> tuple[Golden, dict]:
-    """A golden file and a default run's result on it: ids a* answerable, u* unanswerable;
+    """A golden file and a threshold-0 run's result on it: ids a* answerable, u* unanswerable;
     answerable ones answered right, unanswerable ones answered (the run refused nothing)."""
     lines_ = ["version: 1", "questions:"]
     for q in confidence:
@@ -569,7 +571,8 @@ def corpus_run(name: str, confidence: dict[str, float]) -> tuple[Golden, dict]:
             lines_.append(f'  - {{id: {q}, kind: unanswerable, question: "{name} {q}?"}}')
     golden = parse_golden("\n".join(lines_) + "\n", f"{name}.yaml")
     rows = [{"id": q, "confidence": c, "answer_ok": q.startswith("a"), "refused": False} for q, c in confidence.items()]
-    return golden, {"label": "default", "corpus": name, "golden": {"source": golden.source, "sha256": golden.sha256}, "questions": rows}
+    result = {"label": "threshold-0", "corpus": name, "golden": {"source": golden.source, "sha256": golden.sha256}, "questions": rows}
+    return golden, result | {"actual": {"threshold": 0.0}}
 
 
 # A: answerable 0.6 0.7 0.8 0.9, unanswerable 0.2.  B: answerable 0.3 0.7 0.8 0.9, unanswerable 0.25 0.4 0.5.
@@ -626,10 +629,20 @@ class TestSweep:
         with pytest.raises(StageError, match="a sweep takes one run's results, one per corpus"):
             rag_eval.sweep([a, a])
         with pytest.raises(StageError, match="a sweep takes one run's results, one per corpus"):
-            rag_eval.sweep([a, (b[0], b[1] | {"label": "hybrid"})])
+            rag_eval.sweep([a, (b[0], b[1] | {"label": "rrf"})])
+        with pytest.raises(StageError, match=r"^A.yaml: sweep a run made with --threshold 0 \(the threshold-0 run\)"):
+            rag_eval.sweep([(a[0], a[1] | {"actual": {"threshold": 0.3}}), b])
+
+    def test_the_answer_stages_own_refusals_count_at_every_threshold(self):
+        golden, result = corpus_run("g", {"a1": 0.6, "a2": 0.8, "u1": 0.2, "u2": 0.9})
+        result["questions"][3] |= {"refused": True}  # u2: refused by the answer stage (a name the handbook never mentions)
+        out = rag_eval.sweep([(golden, result)])
+        assert out["curve"][0]["refused_when_unanswerable"] == 0.5  # at t = 0 already
+        # t in (0.2, 0.6] refuses u1 by confidence, u2 stays refused: both, no answerable one -> 0.40
+        assert out["chosen"] == {"threshold": 0.4, "refused_when_unanswerable": 1.0, "refused_when_answerable": 0.0, "answer_ok": 1.0}
 
     def test_another_golden_file_is_refused(self, golden):
-        result = score(golden, perfect_run(), resamples=10)
+        result = score(golden, perfect_run(threshold=0.0), label="threshold-0", resamples=10)
         other = parse_golden(GOLDEN + "\n", "other.yaml")
         with pytest.raises(StageError, match="scored against another golden file than other.yaml"):
             rag_eval.sweep([(other, result)])
@@ -786,11 +799,16 @@ class TestTable:
     def test_a_sweep_file_among_the_results_adds_the_abstain_table(self, runner, results, tmp_path):
         golden, paths = results
         swept = tmp_path / "abstain-sweep.json"
-        assert runner.invoke(main, ["sweep", "--golden", str(golden), str(paths[1]), "--out", str(swept)]).exit_code == 0
+        parsed = load_golden(str(golden))
+        zero = tmp_path / "threshold-0.json"
+        zero.write_bytes(
+            rag_eval.dump_json(rag_eval.score_run(parsed, lines(big_run(parsed, True, threshold=0.0)), "threshold-0", resamples=50))
+        )
+        assert runner.invoke(main, ["sweep", "--golden", str(golden), str(zero), "--out", str(swept)]).exit_code == 0
         result = runner.invoke(main, ["table", *map(str, paths), str(swept)])
         assert result.exit_code == 0, result.output
-        # answerable at 0.7, unanswerable at 0.1: t in (0.1, 0.7] -> 0.11 ... 0.70, the lower middle 0.40; no other corpus
-        assert f"| {golden} (34) | 0.40 | 0.40 | 1.00 | 0.00 | 1.00 | – | – | – | – |" in result.stdout
+        # answerable at 0.7; the unanswerable ones (0.1) the run refused itself, at every t: t in [0, 0.7] -> 0.35
+        assert f"| {golden} (34) | 0.35 | 0.35 | 1.00 | 0.00 | 1.00 | – | – | – | – |" in result.stdout
         assert "| mean |" not in result.stdout and "###" not in result.stdout  # one corpus: no mean, no headings
         only_sweep = runner.invoke(main, ["table", str(swept)])
         assert only_sweep.stderr == "rag-eval: no score result among the files\n"
@@ -813,6 +831,8 @@ class TestTable:
                 result = rag_eval.score_run(parsed, lines(big_run(parsed, found, **config)), label, resamples=500, corpus=name)
                 paths.append(tmp_path / f"{name}-{label}.json")
                 paths[-1].write_bytes(rag_eval.dump_json(result))
+            zero = rag_eval.score_run(parsed, lines(big_run(parsed, True, threshold=0.0)), "threshold-0", resamples=50, corpus=name)
+            (tmp_path / f"{name}-threshold-0.json").write_bytes(rag_eval.dump_json(zero))
         b_only = rag_eval.score_run(parsed, lines(big_run(parsed, True, rerank="none")), "no-rerank", resamples=500, corpus="b")
         paths.append(tmp_path / "b-no-rerank.json")
         paths[-1].write_bytes(rag_eval.dump_json(b_only))
@@ -838,13 +858,14 @@ class TestTable:
         assert "| `hash` ° | 0.50 [0.50, 0.50] † | 0.50 [0.50, 0.50] † | 0.50 [0.50, 0.50] † |" in text
         assert text.index("### Mean across") < text.index("### a\n") < text.index("### b\n")
         swept = tmp_path / "sweep.json"
-        args = ["sweep", str(paths[0]), str(paths[2]), "--golden", str(tmp_path / "a.yaml"), "--golden", str(tmp_path / "b.yaml")]
+        zeros = [str(tmp_path / "a-threshold-0.json"), str(tmp_path / "b-threshold-0.json")]
+        args = ["sweep", *zeros, "--golden", str(tmp_path / "a.yaml"), "--golden", str(tmp_path / "b.yaml")]
         assert runner.invoke(main, [*args, "--out", str(swept)]).exit_code == 0
         result = runner.invoke(main, ["table", *map(str, paths), str(swept)])
         assert result.exit_code == 0, result.output
-        # answerable at 0.7, unanswerable at 0.1 on both: (0.1, 0.7] -> 0.40 on each alone, on both, and held out
-        assert "| a (34) | 0.40 | 0.40 | 1.00 | 0.00 | 1.00 | 0.40 | 1.00 | 0.00 | 1.00 |" in result.stdout
-        assert "| mean |  | 0.40 | 1.00 | 0.00 | 1.00 | 0.40–0.40 | 1.00 | 0.00 | 1.00 |" in result.stdout
+        # answerable at 0.7 on both, the unanswerable ones refused by the run itself: [0, 0.7] -> 0.35 everywhere
+        assert "| a (34) | 0.35 | 0.35 | 1.00 | 0.00 | 1.00 | 0.35 | 1.00 | 0.00 | 1.00 |" in result.stdout
+        assert "| mean |  | 0.35 | 1.00 | 0.00 | 1.00 | 0.35–0.35 | 1.00 | 0.00 | 1.00 |" in result.stdout
         assert result.stdout.index("### b\n") < result.stdout.index("### Abstain threshold")
         one_golden = runner.invoke(main, ["sweep", str(paths[0]), str(paths[2]), "--golden", str(tmp_path / "a.yaml"), "--out", "x"])
         assert one_golden.exit_code == 2 and "1 --golden files for 2 results" in one_golden.stderr
@@ -878,11 +899,17 @@ class TestCommands:
         assert orjson.loads(out.read_bytes())["questions"] == scored["questions"]
 
         sweep_out, png = tmp_path / "results" / "abstain-sweep.json", tmp_path / "results" / "abstain-sweep.png"
-        result = runner.invoke(main, ["sweep", "--golden", str(golden_path), str(out), "--out", str(sweep_out), "--plot", str(png)])
+        refused_by_t = runner.invoke(main, ["sweep", "--golden", str(golden_path), str(out), "--out", str(sweep_out)])
+        assert refused_by_t.exit_code == 1 and "sweep a run made with --threshold 0" in refused_by_t.stderr
+        zero = tmp_path / "results" / "threshold-0.json"
+        write_jsonl(tmp_path / "zero.jsonl", perfect_run(threshold=0.0))
+        args0 = ["score", "--golden", str(golden_path), "--label", "threshold-0", "--out", str(zero), str(tmp_path / "zero.jsonl")]
+        assert runner.invoke(main, args0).exit_code == 0
+        result = runner.invoke(main, ["sweep", "--golden", str(golden_path), str(zero), "--out", str(sweep_out), "--plot", str(png)])
         assert result.exit_code == 0, result.output
         swept = orjson.loads(sweep_out.read_bytes())
         assert swept["schema"] == "abstain-sweep/2" and len(swept["curve"]) == 101
-        assert swept["chosen"]["threshold"] == 0.4  # refuse un-01 (0.2), answer pr-01 (0.6): 0.21 ... 0.60, the lower middle
+        assert swept["chosen"]["threshold"] == 0.3  # un-01 refused by the run itself; answer pr-01 (0.6): 0 ... 0.60, the middle
         if _has_matplotlib():
             assert png.read_bytes().startswith(b"\x89PNG")
         else:
@@ -920,7 +947,8 @@ class TestCommands:
     def test_sweep_without_matplotlib_skips_the_plot(self, runner, golden_path, tmp_path, monkeypatch):
         answers = write_jsonl(tmp_path / "answers.jsonl", perfect_run())
         out = tmp_path / "default.json"
-        runner.invoke(main, ["score", "--golden", str(golden_path), "--label", "default", "--out", str(out), str(answers)])
+        write_jsonl(answers, perfect_run(threshold=0.0))
+        runner.invoke(main, ["score", "--golden", str(golden_path), "--label", "threshold-0", "--out", str(out), str(answers)])
         monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib now raises ImportError
         png = tmp_path / "sweep.png"
         result = runner.invoke(
@@ -965,7 +993,7 @@ def test_features_are_rag_answers():
 
 def test_runs_table_and_no_heavy_import():
     assert evalruns.RUNS["answer-no-idf"]["features"] == ["unwrap", "headings", "cue", "dense", "names"]
-    assert evalruns.RUNS["bm25"] | {"dense": True, "sparse": False} == RUNS["default"]
+    assert evalruns.RUNS["bm25"] | {"dense": True} == RUNS["default"]
     code = "import sys, rag_eval; print(sorted(m for m in ('matplotlib', 'ranx') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert out.stdout == "[]\n"

@@ -134,6 +134,8 @@ def test_shipped_threshold_is_the_sweeps_choice():
     assert pytest.approx(sweep["chosen"]["threshold"]) == rag_answer.DEFAULT_ABSTAIN, (
         "update rag_answer.DEFAULT_ABSTAIN and rerun 'just eval'"
     )
+    assert evalruns.DEFAULT_RUN["threshold"] == rag_answer.DEFAULT_ABSTAIN, "evalruns' threshold key is the stage's default"
+    assert sweep["label"] == "threshold-0"  # the sweep walked a run with no threshold of its own
 
 
 def test_results_hold_every_run_on_every_corpus_scored_against_its_golden_file():

@@ -276,7 +276,7 @@ class TestAbstaining:
 
     def test_no_threshold_within_the_budget(self):
         refuse = np.array([[True, False], [True, True]])  # a grid that does not start at 0
-        with pytest.raises(ValueError, match="no threshold on the grid keeps within the budget"):
+        with pytest.raises(ValueError, match="^no threshold on the grid keeps within the budget$"):
             choose_threshold(refuse, np.array([True, False]), 0.125)
 
     def test_threshold_outcomes(self):
@@ -284,11 +284,13 @@ class TestAbstaining:
         confidence = np.array([0.7, 0.3, 0.7, 0.3])
         answerable = np.array([True, True, False, False])
         ran_ok = np.array([True, True, False, False])
-        ran_refused = np.array([False, False, True, False])
+        ran_refused = np.array([False, True, True, False])  # the run (no threshold) refused q1 and q2 on its own grounds
+        ran_ok = np.array([True, False, False, False])
         refuse, ok = threshold_outcomes(grid, confidence, answerable, ran_ok, ran_refused)
-        assert refuse.tolist() == [[False, False, False, False], [False, True, False, True], [True, True, True, True]]
-        # answerable: ok when let through and answered right; unanswerable: ok when refused, by t or by the run
-        assert ok.tolist() == [[True, True, True, False], [True, False, True, True], [False, False, True, True]]
+        # refused at every t by the run itself, or by t
+        assert refuse.tolist() == [[False, True, True, False], [False, True, True, True], [True, True, True, True]]
+        # answerable: ok when nothing refuses it and the run answered it right; unanswerable: ok when refused
+        assert ok.tolist() == [[True, False, True, False], [True, False, True, True], [False, False, True, True]]
 
     def test_the_budget_holds_on_every_group(self):
         # A: answerable 0.6 0.7 0.8 0.9, unanswerable 0.2.  B: answerable 0.3 0.7 0.8 0.9, unanswerable 0.25 0.4 0.5.

@@ -53,8 +53,10 @@ class TestSearcher:
         only = Searcher(index, Config(dense=False, sparse=True, rerank="none")).search(["NW-5001"])[0]
         assert only["hits"][0]["chunk_id"] == "errors#platform-errors"
         assert set(only["hits"][0]["signals"]) == {"bm25"}
-        both = Searcher(index, Config(sparse=True)).search(["NW-5001"])[0]
+        both = Searcher(index, Config(sparse=True, fusion="rrf")).search(["NW-5001"])[0]
         assert {"dense", "bm25", "rrf"} <= set(both["hits"][0]["signals"])
+        fused = Searcher(index, Config()).search(["NW-5001"])[0]  # the default: score fusion
+        assert {"dense", "bm25", "fused", "lexical"} <= set(fused["hits"][0]["signals"])
 
     def test_confidence_does_not_depend_on_the_retrievers(self, tiny_index):
         index = rag_index.load(tiny_index)
@@ -110,7 +112,8 @@ class TestCli:
         out = parse(result.stdout_bytes)[0]
         assert out["id"] == "q1" and out["extra"] == 1 and out["schema"] == "hits/1"
         assert len(out["hits"]) == 5 and out["hits"][0]["rank"] == 1
-        assert out["retrieval"]["dense"] is True and out["retrieval"]["sparse"] is False and out["retrieval"]["model"] == "hash"
+        assert out["retrieval"]["dense"] is True and out["retrieval"]["sparse"] is True and out["retrieval"]["model"] == "hash"
+        assert out["retrieval"]["fusion"] == "score" and out["retrieval"]["dense_weight"] == rag_search.DENSE_WEIGHT
         assert out["ms"] > 0
 
     def test_questions_as_arguments_and_explain(self, runner, tiny_index):
@@ -119,7 +122,7 @@ class TestCli:
         assert parse(result.stdout_bytes)[0]["explain"]["terms"][0]["term"] == "nw-4021"
 
     def test_both_retrievers_off_is_usage_error(self, runner, tiny_index):
-        result = runner.invoke(main, ["--index", str(tiny_index), "--no-dense", "x"])
+        result = runner.invoke(main, ["--index", str(tiny_index), "--no-dense", "--no-sparse", "x"])
         assert result.exit_code == 2 and "both retrievers are off" in result.stderr
 
     def test_env_variables(self, runner, tiny_index):
