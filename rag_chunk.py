@@ -143,7 +143,13 @@ def _fence_end(doc: Doc, i: int, opener: re.Match[str]) -> int:
 
 
 def scan(doc: Doc, start: int = 0) -> list[Block]:
-    """The document's blocks, in order, from line index `start`."""
+    """The document's blocks, in order, from line index `start`.
+
+    One loop over the lines with one branch per CommonMark block start (fence, ATX and
+    setext heading, table, HTML, indented code, list item, quote, rule, paragraph): it
+    runs past 80 lines because the branches share the cursor and must be tried in this
+    order; each branch's own scanning lives in a helper (`_fence_end`, `_list_item_end`...).
+    """
     lines = doc.lines
     blocks: list[Block] = []
     i = start

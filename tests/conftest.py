@@ -13,6 +13,8 @@ ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent / "shared" / "corpora" / "eng-practices" / "docs"
 GDS_WAY = ROOT.parent / "shared" / "corpora" / "gds-way" / "docs"
 
+pytest_plugins = ["evalfixtures"]  # the rag-eval tests' fixtures: golden_path, golden, results
+
 
 @pytest.fixture
 def runner() -> CliRunner:

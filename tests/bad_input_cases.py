@@ -1,0 +1,592 @@
+"""The bad-input battery's cases for the stages that build an index (rag-chunk, rag-embed,
+rag-index), with the Case record and the input makers both halves use; tests/test_bad_input.py runs them."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import orjson
+import pytest
+from stagecli import command, lines, live_generation, stage_env
+
+import rag_index
+
+TTY = b"<a terminal>"  # stdin marker: the stage gets a pseudo-terminal as stdin
+
+
+@dataclass(frozen=True)
+class Case:
+    """One bad (or acceptable) input for one stage.
+
+    `expect` is the stderr line with `…` standing for any text (orjson's wording, a
+    generation's name); for exit 2 it is click's `Error:` line; for exit 0 stderr is empty.
+    `prepare(d)` writes the case's files into its directory and returns stdin (None: /dev/null).
+    """
+
+    name: str
+    stage: str
+    args: tuple[str, ...]
+    code: int
+    expect: str
+    prepare: Callable[[Path], bytes | None] = lambda d: None
+    outputs: tuple[str, ...] = ()  # files a successful run may write (relative to the case dir)
+    verify: Callable[[Path, bytes], None] | None = None  # more checks on a success: (case dir, stdout)
+    bug: str | None = None  # a known bug in a stage this suite may not edit: strict xfail with this reason
+
+    def regex(self) -> re.Pattern[str]:
+        return re.compile(".*".join(re.escape(part) for part in self.expect.split("…")), re.DOTALL)
+
+
+# --------------------------------------------------------------------------- input makers
+
+
+def jl(*records: dict) -> bytes:
+    return b"".join(orjson.dumps(r) + b"\n" for r in records)
+
+
+def stdin(data: bytes) -> Callable[[Path], bytes]:
+    return lambda d: data
+
+
+def write(name: str, data: bytes | str, feed: bytes | None = None) -> Callable[[Path], bytes | None]:
+    def prepare(d: Path) -> bytes | None:
+        (d / name).parent.mkdir(parents=True, exist_ok=True)
+        (d / name).write_bytes(data.encode() if isinstance(data, str) else data)
+        return feed
+
+    return prepare
+
+
+def embedded(d: Path, n: int = 0) -> dict:
+    return orjson.loads((d / "embedded.jsonl").read_bytes().splitlines()[n])
+
+
+def first_embedded(change: Callable[[list[dict]], list[dict] | bytes]) -> Callable[[Path], bytes]:
+    """stdin: the first two embedded chunk records after `change` (records -> records or raw bytes)."""
+
+    def prepare(d: Path) -> bytes:
+        got = change([embedded(d, 0), embedded(d, 1)])
+        return got if isinstance(got, bytes) else jl(*got)
+
+    return prepare
+
+
+def with_vector_text(text: bytes) -> Callable[[list[dict]], bytes]:
+    """The first record with its vector's first value replaced by raw JSON text (NaN, 1e999)."""
+
+    def change(recs: list[dict]) -> bytes:
+        raw = orjson.dumps(recs[0])
+        start = raw.index(b'"vector":[') + len(b'"vector":[')
+        end = raw.index(b",", start)
+        return raw[:start] + text + raw[end:] + b"\n"
+
+    return change
+
+
+def edit(recs: list[dict], n: int, **fields) -> list[dict]:
+    recs[n] = recs[n] | fields
+    return recs
+
+
+def gen_file(d: Path, name: str) -> Path:
+    return live_generation(d / "idx") / name
+
+
+def damage(name: str, how: Callable[[bytes], bytes]) -> Callable[[Path], bytes]:
+    """A file of the live index generation rewritten by `how`; stdin: one query."""
+
+    def prepare(d: Path) -> bytes:
+        path = gen_file(d, name)
+        path.write_bytes(how(path.read_bytes()))
+        return QUERY
+
+    return prepare
+
+
+def flip_payload(data: bytes) -> bytes:
+    """Same size, a valid header, other bytes: four float32 values become NaN."""
+    body = bytearray(data)
+    body[-16:] = b"\xff\xff\xff\x7f" * 4
+    return bytes(body)
+
+
+def manifest_edit(change: Callable[[dict], dict | bytes]) -> Callable[[Path], bytes]:
+    def how(data: bytes) -> bytes:
+        got = change(json.loads(data))
+        return got if isinstance(got, bytes) else json.dumps(got).encode()
+
+    return damage("manifest.json", how)
+
+
+def foreign_manifest(d: Path) -> bytes:
+    """The live manifest replaced by the one of an index of the same corpus, same dimension,
+    built with another model ("other", random vectors): every size agrees, the bytes do not."""
+    rng = np.random.default_rng(7)
+    recs = [orjson.loads(line) for line in (d / "embedded.jsonl").read_bytes().splitlines()]
+    for r in recs:
+        r["model"] = "other"
+        r["vector"] = rng.standard_normal(len(r["vector"])).tolist()
+    (d / "other.jsonl").write_bytes(jl(*recs))
+    subprocess.run([*command("rag-index"), "--out", "other", "other.jsonl"], cwd=d, env=stage_env(), check=True, capture_output=True)
+    gen_file(d, "manifest.json").write_bytes((live_generation(d / "other") / "manifest.json").read_bytes())
+    shutil.rmtree(d / "other")
+    (d / "other.jsonl").unlink()
+    return QUERY
+
+
+def hits_record(d: Path, **fields) -> bytes:
+    rec = orjson.loads((d / "hits.jsonl").read_bytes().splitlines()[0]) | fields
+    return jl(rec)
+
+
+def answers(d: Path) -> list[dict]:
+    return lines((d / "answers.jsonl").read_bytes())
+
+
+def golden_edit(old: str, new: str, name: str) -> Callable[[Path], None]:
+    return golden_bytes(old.encode(), new.encode(), name)
+
+
+def golden_bytes(old: bytes, new: bytes, name: str) -> Callable[[Path], None]:
+    """A copy of the workspace's golden file with one edit, as `name`."""
+
+    def prepare(d: Path) -> None:
+        data = (d / "golden.yaml").read_bytes()
+        assert old in data
+        (d / name).write_bytes(data.replace(old, new, 1))
+
+    return prepare
+
+
+QUERY = jl({"id": "q1", "question": "When does the nightly sweep run?"})
+TEN_MB = 10 * 1024 * 1024
+UNKNOWN_GOLD = ('gold: ["settlement#the-nightly-sweep"]', 'gold: ["settlement#no-such-section"]')
+
+
+def stays(name: str, value) -> Callable[[Path, bytes], None]:
+    """verify: every output record still carries field `name` with `value` (passed through)."""
+
+    def verify(d: Path, out: bytes) -> None:
+        recs = lines(out)
+        assert recs and all(r[name] == value for r in recs)
+
+    return verify
+
+
+def count(n: int) -> Callable[[Path, bytes], None]:
+    def verify(d: Path, out: bytes) -> None:
+        assert len(lines(out)) == n
+
+    return verify
+
+
+def index_loads(d: Path, out: bytes) -> None:
+    assert rag_index.load(d / "idx").manifest["counts"]["chunks"] >= 2
+
+
+def result_written(d: Path, out: bytes) -> None:
+    result = json.loads((d / "result.json").read_bytes())
+    assert result["schema"] == "eval-result/1" and result["counts"]["questions"] == 3
+
+
+# --------------------------------------------------------------------------- the cases
+
+SCORE = ("score", "--golden", "golden.yaml", "--label", "hash", "--corpus-chunks", "chunks.jsonl", "--out", "result.json")
+BUILD_CASES: list[Case] = [
+    # ------------------------------------------------------------------ rag-chunk
+    Case(
+        "markdown: binary (NUL byte)",
+        "rag-chunk",
+        ("bin.md",),
+        1,
+        "rag-chunk: bin.md:3: binary file (NUL byte), not markdown",
+        write("bin.md", b"# Title\n\nsome\x00text\n"),
+    ),
+    Case(
+        "markdown: an executable renamed .md",
+        "rag-chunk",
+        ("elf.md",),
+        1,
+        "rag-chunk: elf.md:1: binary file (NUL byte), not markdown",
+        write("elf.md", b"\x7fELF\x02\x01\x01\x00" + bytes(range(256)) * 8),
+    ),
+    Case("markdown: empty file", "rag-chunk", ("empty.md",), 1, "rag-chunk: no chunks: the input has no text", write("empty.md", b"")),
+    Case(
+        "markdown: blank lines only",
+        "rag-chunk",
+        ("blank.md",),
+        1,
+        "rag-chunk: no chunks: the input has no text",
+        write("blank.md", "\n \n\t\n"),
+    ),
+    Case(
+        "markdown: unclosed code fence",
+        "rag-chunk",
+        ("fence.md",),
+        1,
+        "rag-chunk: fence.md:5: code fence opened here is never closed",
+        write("fence.md", "# T\n\nText.\n\n```bash\ncurl x\n"),
+    ),
+    Case(
+        "markdown: not UTF-8 (Latin-1)",
+        "rag-chunk",
+        ("latin1.md",),
+        1,
+        "rag-chunk: latin1.md:3: not UTF-8 (byte 0xe9)",
+        write("latin1.md", b"# T\n\nCaf\xe9 au lait.\n"),
+    ),
+    Case(
+        "markdown: UTF-8 byte-order mark",
+        "rag-chunk",
+        ("bom.md",),
+        0,
+        "",
+        write("bom.md", b"\xef\xbb\xbf# Title\n\nText.\n"),
+        verify=lambda d, out: [r["headings"] for r in lines(out)] == [["Title"]] or pytest.fail("BOM kept in the heading"),
+    ),
+    Case("markdown: no newline at the end", "rag-chunk", ("trunc.md",), 0, "", write("trunc.md", "# T\n\nLast line"), verify=count(1)),
+    Case(
+        "markdown: front matter with a YAML python tag",
+        "rag-chunk",
+        ("fm.md",),
+        1,
+        "rag-chunk: fm.md:2: front matter is not valid YAML: could not determine a constructor for the tag …python/object/apply:os.system'",
+        write("fm.md", '---\ntitle: !!python/object/apply:os.system ["echo pwned"]\n---\n# T\n\nx\n'),
+    ),
+    Case(
+        "markdown: front matter with an impossible date",
+        "rag-chunk",
+        ("date.md",),
+        1,
+        "rag-chunk: date.md:1: front matter is not valid YAML: month must be in 1..12",
+        write("date.md", "---\ndate: 2024-13-45\n---\n# T\n\nx\n"),
+    ),
+    Case(
+        "markdown: front matter nested 1000 deep",
+        "rag-chunk",
+        ("deep.md",),
+        1,
+        "rag-chunk: deep.md:1: front matter is not valid YAML: maximum recursion depth exceeded…",
+        write("deep.md", "---\ntags: " + "[" * 1000 + "\n---\n# T\n\nx\n"),
+    ),
+    Case("markdown: no such file", "rag-chunk", ("nope.md",), 1, "rag-chunk: nope.md: no such file or directory"),
+    Case(
+        "markdown: a directory without *.md",
+        "rag-chunk",
+        ("notes",),
+        1,
+        "rag-chunk: notes: no markdown (*.md) files in this directory",
+        write("notes/a.txt", "not markdown"),
+    ),
+    Case(
+        "markdown on stdin without --doc",
+        "rag-chunk",
+        (),
+        2,
+        "Error: markdown on stdin needs --doc NAME (or name files and directories)",
+        stdin(b"# T\n\nx\n"),
+    ),
+    Case(
+        "markdown: stdin on a terminal",
+        "rag-chunk",
+        ("--doc", "x"),
+        2,
+        "Error: no input: pipe markdown into rag-chunk --doc NAME, or name files and directories",
+        stdin(TTY),
+    ),
+    # ------------------------------------------------------------------ rag-embed
+    Case(
+        "records: invalid JSON",
+        "rag-embed",
+        ("--model", "hash"),
+        1,
+        "rag-embed: <stdin>:2: not valid JSON: unexpected character… (column 21)",
+        stdin(b'{"id": "a", "text": "x"}\n{"id": "b", "text": }\n'),
+    ),
+    Case(
+        "records: a JSON array",
+        "rag-embed",
+        ("--model", "hash"),
+        1,
+        "rag-embed: <stdin>:1: expected a JSON object, got an array",
+        stdin(b'["a", "x"]\n'),
+    ),
+    Case(
+        "records: a JSON number",
+        "rag-embed",
+        ("--model", "hash"),
+        1,
+        "rag-embed: <stdin>:1: expected a JSON object, got a number",
+        stdin(b"42\n"),
+    ),
+    Case(
+        "records: a JSON string",
+        "rag-embed",
+        ("--model", "hash"),
+        1,
+        "rag-embed: <stdin>:1: expected a JSON object, got a string",
+        stdin(b'"text"\n'),
+    ),
+    Case(
+        "records: missing required field",
+        "rag-embed",
+        ("--model", "hash"),
+        1,
+        "rag-embed: <stdin>:1: missing field 'text'",
+        stdin(jl({"id": "a"})),
+    ),
+    Case(
+        "records: mistyped required field",
+        "rag-embed",
+        ("--model", "hash"),
+        1,
+        "rag-embed: <stdin>:1: field 'text' must be a string, got a number",
+        stdin(jl({"id": "a", "text": 7})),
+    ),
+    Case(
+        "records: the wrong kind of record",
+        "rag-embed",
+        ("--model", "hash"),
+        1,
+        "rag-embed: <stdin>:1: missing field 'text' (got a hits/1 record)",
+        lambda d: (d / "hits.jsonl").read_bytes(),
+    ),
+    Case("records: empty stream", "rag-embed", ("--model", "hash"), 0, "", stdin(b""), verify=count(0)),
+    Case("records: blank lines only", "rag-embed", ("--model", "hash"), 0, "", stdin(b"\n  \n\t\n"), verify=count(0)),
+    Case(
+        "records: UTF-8 byte-order mark",
+        "rag-embed",
+        ("--model", "hash"),
+        0,
+        "",
+        stdin(b"\xef\xbb\xbf" + jl({"id": "a", "text": "x"})),
+        verify=stays("id", "a"),
+    ),
+    Case(
+        "records: bytes that are not UTF-8",
+        "rag-embed",
+        ("--model", "hash"),
+        1,
+        "rag-embed: <stdin>:1: not valid JSON: not UTF-8 (byte 0xff at column 22)",
+        stdin(b'{"id": "a", "text": "\xff"}\n'),
+    ),
+    Case(
+        "records: last line without a newline",
+        "rag-embed",
+        ("--model", "hash"),
+        0,
+        "",
+        stdin(b'{"id": "a", "text": "x"}\n{"id": "b", "text": "y"}'),
+        verify=count(2),
+    ),
+    Case(
+        "records: a 10 MB line",
+        "rag-embed",
+        ("--model", "hash"),
+        0,
+        "",
+        stdin(jl({"id": "a", "text": "short", "note": "x" * TEN_MB})),
+        verify=lambda d, out: len(lines(out)[0]["note"]) == TEN_MB or pytest.fail("the 10 MB field did not survive"),
+    ),
+    Case(
+        "records: a 10 MB line that is not JSON",
+        "rag-embed",
+        ("--model", "hash"),
+        1,
+        "rag-embed: <stdin>:1: not valid JSON: … (column …)",
+        stdin(b'{"id": "a", "text": "' + b"x" * TEN_MB + b"\n"),
+    ),
+    Case(
+        "records: unknown extra fields",
+        "rag-embed",
+        ("--model", "hash"),
+        0,
+        "",
+        stdin(jl({"id": "a", "text": "x", "meta": {"owner": "ops", "tags": [1, None]}})),
+        verify=stays("meta", {"owner": "ops", "tags": [1, None]}),
+    ),
+    Case(
+        "records: unknown model",
+        "rag-embed",
+        ("--model", "nope"),
+        1,
+        "rag-embed: no model 'nope': not a folder and not a known name (hash, …)",
+        stdin(jl({"id": "a", "text": "x"})),
+    ),
+    Case(
+        "records: a known model not fetched",
+        "rag-embed",
+        ("--model", "all-MiniLM-L6-v2"),
+        1,
+        "rag-embed: model folder /nonexistent/ragline-models/all-MiniLM-L6-v2 does not exist (run 'just model' or 'rag-embed --fetch-model')",
+        stdin(jl({"id": "a", "text": "x"})),
+    ),
+    Case(
+        "records: no such input file", "rag-embed", ("--model", "hash", "nope.jsonl"), 1, "rag-embed: nope.jsonl: No such file or directory"
+    ),
+    Case(
+        "records: stdin on a terminal",
+        "rag-embed",
+        ("--model", "hash"),
+        2,
+        "Error: no input: pipe JSON Lines into rag-embed or name a file (see --help)",
+        stdin(TTY),
+    ),
+    # ------------------------------------------------------------------ rag-index (every case rebuilds an existing index: it must stay as it was)
+    Case(
+        "vectors: NaN literal",
+        "rag-index",
+        ("--out", "idx"),
+        1,
+        "rag-index: <stdin>:1: not valid JSON: unexpected character… (column …)",
+        first_embedded(with_vector_text(b"NaN")),
+    ),
+    Case(
+        "vectors: null (how orjson writes NaN)",
+        "rag-index",
+        ("--out", "idx"),
+        1,
+        "rag-index: <stdin>:1: vector has a non-finite value (NaN or infinity)",
+        first_embedded(with_vector_text(b"null")),
+    ),
+    Case(
+        "vectors: infinity (1e999)",
+        "rag-index",
+        ("--out", "idx"),
+        1,
+        "rag-index: <stdin>:1: not valid JSON: number is infinity when parsed as double (column …)",
+        first_embedded(with_vector_text(b"1e999")),
+    ),
+    Case(
+        "vectors: beyond float32 (1e39)",
+        "rag-index",
+        ("--out", "idx"),
+        1,
+        "rag-index: <stdin>:1: vector has a non-finite value (NaN or infinity)",
+        first_embedded(with_vector_text(b"1e39")),
+    ),
+    Case(
+        "vectors: wrong dimension",
+        "rag-index",
+        ("--out", "idx"),
+        1,
+        "rag-index: <stdin>:2: vector has 383 values, the stream's first has 384",
+        first_embedded(lambda r: edit(r, 1, vector=r[1]["vector"][:-1])),
+    ),
+    Case(
+        "vectors: two models in one stream",
+        "rag-index",
+        ("--out", "idx"),
+        1,
+        "rag-index: <stdin>:2: model 'other' differs from 'hash' at <stdin>:1: one index, one model",
+        first_embedded(lambda r: edit(r, 1, model="other")),
+    ),
+    Case(
+        "vectors: duplicate chunk ids",
+        "rag-index",
+        ("--out", "idx"),
+        1,
+        "rag-index: <stdin>:2: duplicate chunk id 'errors#platform-errors' (first at <stdin>:1)",
+        first_embedded(lambda r: edit(r, 1, id=r[0]["id"])),
+    ),
+    Case(
+        "vectors: missing vector",
+        "rag-index",
+        ("--out", "idx", "chunks.jsonl"),
+        1,
+        "rag-index: chunks.jsonl:1: missing field 'vector' (got a chunk/1 record)",
+    ),
+    Case(
+        "vectors: vector is a string",
+        "rag-index",
+        ("--out", "idx"),
+        1,
+        "rag-index: <stdin>:1: field 'vector' must be an array, got a string",
+        first_embedded(lambda r: edit(r, 0, vector="0.1 0.2")),
+    ),
+    Case(
+        "vectors: vector of booleans",
+        "rag-index",
+        ("--out", "idx"),
+        1,
+        "rag-index: <stdin>:1: field 'vector' must be a list of numbers",
+        first_embedded(lambda r: edit(r, 0, vector=[True] * 384)),
+    ),
+    Case(
+        "vectors: vector of numeric strings",
+        "rag-index",
+        ("--out", "idx"),
+        1,
+        "rag-index: <stdin>:1: field 'vector' must be a list of numbers",
+        first_embedded(lambda r: edit(r, 0, vector=[str(v) for v in r[0]["vector"]])),
+    ),
+    Case(
+        "vectors: headings of numbers",
+        "rag-index",
+        ("--out", "idx"),
+        1,
+        "rag-index: <stdin>:1: field 'headings' must be an array of strings",
+        first_embedded(lambda r: edit(r, 0, headings=[1, 2])),
+    ),
+    Case(
+        "vectors: headings a string",
+        "rag-index",
+        ("--out", "idx"),
+        1,
+        "rag-index: <stdin>:1: field 'headings' must be an array of strings",
+        first_embedded(lambda r: edit(r, 0, headings="Settlement")),
+    ),
+    Case("vectors: empty stream", "rag-index", ("--out", "idx"), 1, "rag-index: no records: nothing to index", stdin(b"")),
+    Case(
+        "vectors: UTF-8 byte-order mark",
+        "rag-index",
+        ("--out", "idx"),
+        0,
+        "",
+        first_embedded(lambda r: b"\xef\xbb\xbf" + jl(*r)),
+        outputs=("idx",),
+        verify=index_loads,
+    ),
+    Case(
+        "vectors: last line without a newline",
+        "rag-index",
+        ("--out", "idx"),
+        0,
+        "",
+        first_embedded(lambda r: jl(*r).rstrip(b"\n")),
+        outputs=("idx",),
+        verify=index_loads,
+    ),
+    Case(
+        "vectors: unknown extra fields",
+        "rag-index",
+        ("--out", "idx"),
+        0,
+        "",
+        first_embedded(lambda r: [x | {"owner": {"team": "ops"}} for x in r]),
+        outputs=("idx",),
+        verify=index_loads,
+    ),
+    Case(
+        "vectors: --out is a directory of other files",
+        "rag-index",
+        ("--out", "corpus", "embedded.jsonl"),
+        1,
+        "rag-index: corpus: exists and is not a ragline index (refusing to write into it)",
+    ),
+    Case(
+        "vectors: --out is a file",
+        "rag-index",
+        ("--out", "chunks.jsonl", "embedded.jsonl"),
+        2,
+        "Error: Invalid value for '--out' / '-o': Directory 'chunks.jsonl' is a file.",
+    ),
+    Case("vectors: no --out", "rag-index", ("embedded.jsonl",), 2, "Error: Missing option '--out' / '-o'."),
+]

@@ -1,0 +1,160 @@
+"""rag-eval's runs: each configuration's flags, what the stages make of them, the plan."""
+
+from __future__ import annotations
+
+import ast
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import ROOT
+from evalfixtures import perfect_run, score
+
+import evalruns
+import rag_chunk
+from evalruns import RUNS
+from golden import load_golden
+from rag_eval import main
+from ragline import StageError
+
+# --------------------------------------------------------------------------- the runs, their flags and the plan
+
+# Which option of which stage each configuration key is, as the stages' click commands name it (test-only knowledge).
+OPTIONS = {
+    "window": [("chunk", "window")],
+    "model": [("embed", "model")],
+    "embed_headings": [("embed", "headings")],
+    "embed_long": [("embed", "long_mode")],
+    "passages": [("embed", "passages"), ("search", "passages")],
+    "dense": [("search", "dense")],
+    "sparse": [("search", "sparse")],
+    "rerank": [("search", "rerank")],
+    "fusion": [("search", "fusion")],
+    "dense_weight": [("search", "dense_weight")],
+    "threshold": [("answer", "threshold")],
+}
+
+
+def stage_params(flags: dict[str, list[str]]) -> dict[str, dict]:
+    """What each stage's command line makes of the flags: its parsed parameters (click, no run)."""
+    import rag_answer
+    import rag_embed
+    import rag_index
+    import rag_search
+
+    commands = {"chunk": (rag_chunk, ["x"]), "embed": (rag_embed, []), "index": (rag_index, ["--out", "x"])}
+    commands |= {"search": (rag_search, ["--index", "x"]), "answer": (rag_answer, ["--index", "x"])}
+    return {stage: module.main.make_context(stage, [*base, *flags[stage]]).params for stage, (module, base) in commands.items()}
+
+
+class TestRuns:
+    def test_flags_from_the_configuration(self):
+        assert evalruns.run_flags(RUNS["default"]) == {"chunk": [], "embed": [], "index": [], "search": [], "answer": []}
+        assert evalruns.run_flags(RUNS["hash-dense"]) == {
+            "chunk": [], "embed": ["--model", "hash"], "index": [], "search": ["--no-sparse"], "answer": [],
+        }  # fmt: skip
+        assert evalruns.run_flags(RUNS["threshold-0"])["answer"] == ["--threshold", "0"]
+        assert evalruns.run_flags(RUNS["window-120"])["chunk"] == ["--words", "120"]
+        assert evalruns.run_flags(RUNS["answer-no-cue"])["answer"] == ["--off", "cue"]
+        no_passages = evalruns.run_flags(RUNS["no-passages"])
+        assert no_passages["embed"] == no_passages["search"] == ["--no-passages"]  # no passage vectors made, none used
+        old = evalruns.run_flags(RUNS["old-default"])
+        assert old["search"] == ["--no-sparse", "--fusion", "rrf", "--dense-weight", "0.5", "--no-passages"]
+
+    @pytest.mark.parametrize("label", list(RUNS))
+    def test_the_stages_make_of_the_flags_the_runs_configuration(self, label, monkeypatch):
+        """Each run's flags, parsed by the stages' own command lines, ask for its configuration;
+        for `default`, no flags: the stages' defaults are DEFAULT_RUN."""
+        for name in [n for n in os.environ if n.startswith("RAG_")]:
+            monkeypatch.delenv(name)
+        config = RUNS[label]
+        params = stage_params(evalruns.run_flags(config))
+        for key, places in OPTIONS.items():
+            for stage, option in places:
+                assert params[stage][option] == config[key], (key, stage)
+        assert [f for f in evalruns.FEATURES if f not in params["answer"]["off"]] == config["features"]
+        assert set(OPTIONS) | {"features"} == {k.name for k in evalruns.CONFIG_KEYS}
+
+    def test_a_record_without_a_newer_key_reads_as_its_absent_value(self, golden):
+        old = perfect_run(sparse=False)  # written before fusion, dense_weight and passages existed
+        for r in old:
+            for key in ("fusion", "dense_weight", "passages"):
+                del r["retrieval"][key]
+        assert evalruns.run_config(old[0], "x") == RUNS["old-default"]
+        with pytest.raises(StageError, match=r"label 'default' expects sparse true, .*passages true; the run has .*\(label 'old-default'"):
+            score(golden, old)
+        assert score(golden, old, label="old-default", resamples=10)["actual"]["fusion"] == "rrf"
+        written_before = {k: v for k, v in RUNS["old-default"].items() if k not in ("fusion", "dense_weight", "passages")}
+        evalruns.check_config("old-default", written_before, "old.json")  # a result file from before the keys: the tables read it so
+        with pytest.raises(StageError, match=r"^old.json: label 'default' expects sparse true"):
+            evalruns.check_config("default", written_before, "old.json")
+        del old[0]["retrieval"]["rerank"]  # a key every record must show
+        with pytest.raises(StageError, match=r"^answers.jsonl:1: field 'retrieval' has no 'rerank'$"):
+            score(golden, old, label="old-default")
+
+    def test_the_plan(self):
+        runs, absent = evalruns.plan(present=lambda docs: True)
+        assert [(r.corpus.name, r.label) for r in runs[:2]] == [("northwind", "default"), ("northwind", "no-rerank")]
+        assert len(runs) == len(evalruns.CORPORA) * len(RUNS) and absent == []
+        runs, absent = evalruns.plan(["bm25", "gds-way", "default"], present=lambda docs: True)
+        assert [(r.corpus.name, r.label) for r in runs] == [("gds-way", "default"), ("gds-way", "bm25")]  # RUNS' order
+        assert runs[1].tsv() == "gds-way\tbm25\t../shared/corpora/gds-way/docs\teval/gds-way.golden.yaml\t\t\t\t--no-dense\t"
+        runs, absent = evalruns.plan(["hash"], present=lambda docs: docs == "corpus")
+        assert [r.corpus.name for r in runs] == ["northwind"] and [c.name for c in absent] == ["eng-practices", "gds-way"]
+        with pytest.raises(ValueError, match="'nope' is neither a run"):
+            evalruns.plan(["nope"])
+
+    def test_the_plan_command(self, runner, tmp_path, monkeypatch):
+        (tmp_path / "repo" / "corpus").mkdir(parents=True)
+        monkeypatch.chdir(tmp_path / "repo")  # no ../shared here
+        result = runner.invoke(main, ["plan", "answer-no-idf", "dense"])
+        assert result.exit_code == 0, result.output
+        assert result.stdout == (
+            "northwind\tdense\tcorpus\tgolden.yaml\t\t\t\t--no-sparse\t\nnorthwind\tanswer-no-idf\tcorpus\tgolden.yaml\t\t\t\t\t--off idf\n"
+        )
+        assert result.stderr == (
+            "rag-eval: ../shared/corpora/eng-practices/docs is absent: no runs on eng-practices\n"
+            "rag-eval: ../shared/corpora/gds-way/docs is absent: no runs on gds-way\n"
+        )
+        nothing = runner.invoke(main, ["plan", "gds-way"])
+        assert nothing.exit_code == 1 and nothing.stderr.endswith("rag-eval: nothing to run: every corpus named is absent\n")
+        assert runner.invoke(main, ["plan", "nope"]).exit_code == 2
+
+    def test_every_corpus_has_its_golden_file(self):
+        assert [c.name for c in evalruns.CORPORA] == ["northwind", "eng-practices", "gds-way"]
+        for corpus in evalruns.CORPORA:
+            assert load_golden(str(ROOT / corpus.golden)).questions
+
+
+def switched_on(path: Path) -> set[str]:
+    """The names a module's code tests with `"name" in features` or `"name" in x.features`."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], ast.In):
+            left, right = node.left, node.comparators[0]
+            name = right.attr if isinstance(right, ast.Attribute) else getattr(right, "id", None)
+            if name == "features" and isinstance(left, ast.Constant) and isinstance(left.value, str):
+                found.add(left.value)
+    return found
+
+
+def test_features_are_rag_answers():
+    """rag_eval's FEATURES are the switches rag_answer's code really has, in the order its
+    generator records them, and every run's feature list is one the generator records."""
+    import rag_answer
+
+    assert switched_on(Path(rag_answer.__file__)) == set(evalruns.FEATURES)
+    assert rag_answer.Extractive(evalruns.FEATURES).features == tuple(evalruns.FEATURES)
+    for label, config in RUNS.items():
+        assert list(rag_answer.Extractive(config["features"]).features) == config["features"], label
+    assert {f for config in RUNS.values() for f in evalruns.FEATURES if f not in config["features"]} == set(evalruns.FEATURES)
+
+
+def test_runs_table_and_no_heavy_import():
+    assert evalruns.RUNS["answer-no-idf"]["features"] == ["unwrap", "headings", "cue", "dense", "names"]
+    assert evalruns.RUNS["bm25"] | {"dense": True} == RUNS["default"]
+    code = "import sys, rag_eval; print(sorted(m for m in ('matplotlib', 'ranx') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert out.stdout == "[]\n"
