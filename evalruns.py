@@ -102,6 +102,7 @@ CONFIG_KEYS: tuple[Key, ...] = (
     Key("fusion", "score", ("search",), _option("--fusion"), absent="rrf"),
     Key("dense_weight", 0.9, ("search",), _option("--dense-weight"), absent=0.5),
     Key("passages", True, ("embed", "search"), _switch("--passages", "--no-passages"), absent=False),
+    Key("exact", False, ("search",), _switch("--exact", "--no-exact"), absent=False),
     Key("features", list(FEATURES), ("answer",), _features_off),
     # rag_answer.DEFAULT_ABSTAIN (tests/test_golden.py holds the two equal, and both to the sweep's choice)
     Key("threshold", 0.23, ("answer",), _option("--threshold"), absent=None),
@@ -133,6 +134,7 @@ RUNS: dict[str, dict[str, Any]] = {
     "no-passages": _variant(passages=False),  # chunk vectors only
     "dense": _variant(sparse=False),  # no BM25: dense (with passages) and the rerank
     "rrf": _variant(fusion="rrf"),  # BM25 fused by reciprocal rank instead of by score
+    "exact": _variant(exact=True),  # chunks holding the question's identifiers whole lifted
     **{f"dense-{w:g}": _variant(dense_weight=w) for w in (0.7, 0.8, 0.95)},  # the fitted weight's neighbours
     "threshold-0": _variant(threshold=0.0),  # what the abstain sweep walks: only the answer stage's own refusals
     "bm25": _variant(dense=False),  # BM25 alone over the default index

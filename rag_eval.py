@@ -553,14 +553,13 @@ def plan_command(names: tuple[str, ...]) -> None:
 
 @main.command("questions")
 @click.argument("golden", type=click.Path(dir_okay=False))
+@ragline.stage_main(STAGE)
 def questions_command(golden: str) -> None:
     """Query records for GOLDEN's questions, to pipe into rag-search.
 
     One {"id", "question", "kind"} line per question, in the file's order.
     """
-    ragline.die_on_sigterm()
-    with ragline.stage(STAGE):
-        ragline.write_records(query_records(load_golden(golden)), sys.stdout.buffer)
+    ragline.write_records(query_records(load_golden(golden)), sys.stdout.buffer)
 
 
 @main.command("score")
@@ -570,6 +569,7 @@ def questions_command(golden: str) -> None:
 @click.option("--out", required=True, type=click.Path(dir_okay=False), help="The result file to write (atomically).")
 @click.option("--corpus-chunks", type=click.Path(dir_okay=False), help="The rag-chunk output the index was built from.")
 @click.option("--corpus", "corpus_name", metavar="NAME", help="The corpus's name, which groups results in the tables (northwind, ...).")
+@ragline.stage_main(STAGE)
 def score_command(answers: tuple[str, ...], golden: str, label: str, out: str, corpus_chunks: str | None, corpus_name: str | None) -> None:
     """Score one run's answer records into a result file.
 
@@ -577,19 +577,17 @@ def score_command(answers: tuple[str, ...], golden: str, label: str, out: str, c
     records must show the configuration RUNS gives for --label; a run that is
     incomplete, empty, or mixes configurations is an error, not a row of zeros.
     """
-    ragline.die_on_sigterm()
-    with ragline.stage(STAGE):
-        gold = load_golden(golden)
-        chunking = read_chunking(ragline.read_records([corpus_chunks]), corpus_chunks) if corpus_chunks else None
-        records = ragline.read_records(answers, usage="no input: pipe answer records (rag-search | rag-answer) into rag-eval score")
-        result = score_run(gold, records, label, chunking, inputs=", ".join(answers) or ragline.STDIN, corpus=corpus_name)
-        with ragline.atomic_file(out) as handle:
-            handle.write(dump_json(result))
-        if chunking is None:
-            ragline.note(f"{STAGE}: gold ids taken as labelled (no --corpus-chunks): a chunking that moved text scores wrong")
-        if sys.stderr.isatty():
-            o = result["aggregates"]["overall"]
-            ragline.note(f"{STAGE}: {label}: MRR {o['mrr']:.3f}, answer ok {o['answer_ok']:.3f} -> {out}")
+    gold = load_golden(golden)
+    chunking = read_chunking(ragline.read_records([corpus_chunks]), corpus_chunks) if corpus_chunks else None
+    records = ragline.read_records(answers, usage="no input: pipe answer records (rag-search | rag-answer) into rag-eval score")
+    result = score_run(gold, records, label, chunking, inputs=", ".join(answers) or ragline.STDIN, corpus=corpus_name)
+    with ragline.atomic_file(out) as handle:
+        handle.write(dump_json(result))
+    if chunking is None:
+        ragline.note(f"{STAGE}: gold ids taken as labelled (no --corpus-chunks): a chunking that moved text scores wrong")
+    if sys.stderr.isatty():
+        o = result["aggregates"]["overall"]
+        ragline.note(f"{STAGE}: {label}: MRR {o['mrr']:.3f}, answer ok {o['answer_ok']:.3f} -> {out}")
 
 
 @main.command("sweep")
@@ -603,6 +601,7 @@ def score_command(answers: tuple[str, ...], golden: str, label: str, out: str, c
 )
 @click.option("--out", required=True, type=click.Path(dir_okay=False), help="The sweep file to write (atomically).")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False), help="Also draw the curves as a PNG (needs matplotlib).")
+@ragline.stage_main(STAGE)
 def sweep_command(result_paths: tuple[str, ...], goldens: tuple[str, ...], out: str, plot_path: str | None) -> None:
     """Choose one abstain threshold from one run's results on one or more corpora.
 
@@ -613,25 +612,24 @@ def sweep_command(result_paths: tuple[str, ...], goldens: tuple[str, ...], out: 
     """
     if goldens and len(goldens) != len(result_paths):
         raise click.UsageError(f"{len(goldens)} --golden files for {len(result_paths)} results: give one each, or none")
-    ragline.die_on_sigterm()
-    with ragline.stage(STAGE):
-        results = [load_result(path) for path in result_paths]
-        curve = sweep([(load_golden(g), r) for g, r in zip(goldens or [r["golden"]["source"] for r in results], results, strict=True)])
-        with ragline.atomic_file(out) as handle:
-            handle.write(dump_json(curve))
-        if plot_path:
-            try:
-                with ragline.atomic_file(plot_path) as handle:
-                    if not plot_sweep(curve, handle):
-                        raise ImportError
-            except ImportError:
-                ragline.note(f"{STAGE}: matplotlib is not installed (pip install 'ragline[plot]'): no plot written")
+    results = [load_result(path) for path in result_paths]
+    curve = sweep([(load_golden(g), r) for g, r in zip(goldens or [r["golden"]["source"] for r in results], results, strict=True)])
+    with ragline.atomic_file(out) as handle:
+        handle.write(dump_json(curve))
+    if plot_path:
+        try:
+            with ragline.atomic_file(plot_path) as handle:
+                if not plot_sweep(curve, handle):
+                    raise ImportError
+        except ImportError:
+            ragline.note(f"{STAGE}: matplotlib is not installed (pip install 'ragline[plot]'): no plot written")
 
 
 @main.command("table")
 @click.argument("results", nargs=-1, required=True, type=click.Path(dir_okay=False))
 @click.option("--readme", type=click.Path(dir_okay=False), help=f"Write the tables into this file, between {BEGIN} and {END}.")
 @click.option("--check", is_flag=True, help="With --readme: exit 1 if its tables differ from what RESULTS give.")
+@ragline.stage_main(STAGE)
 def table_command(results: tuple[str, ...], readme: str | None, check: bool) -> None:
     """Markdown tables from result and sweep files.
 
@@ -641,25 +639,23 @@ def table_command(results: tuple[str, ...], readme: str | None, check: bool) -> 
     """
     if check and not readme:
         raise click.UsageError("--check needs --readme")
-    ragline.die_on_sigterm()
-    with ragline.stage(STAGE):
-        files = [(path, load_result(path, (RESULT_SCHEMA, SWEEP_SCHEMA))) for path in results]
-        scored = [(path, r) for path, r in files if r["schema"] == RESULT_SCHEMA]
-        tables = render_tables(compare(scored, [(path, r) for path, r in files if r["schema"] == SWEEP_SCHEMA]))
-        if readme is None:
-            sys.stdout.write(tables)
-            return
-        try:
-            current = Path(readme).read_text(encoding="utf-8")
-        except OSError as err:
-            raise StageError(err.strerror or str(err), readme) from None
-        updated = replace_tables(current, tables, readme)
-        if check:
-            if updated != current:
-                raise StageError(f"the tables are out of date with the {len(results)} files given: run 'just tables'", readme)
-        elif updated != current:
-            with ragline.atomic_file(readme, "w") as handle:
-                handle.write(updated)
+    files = [(path, load_result(path, (RESULT_SCHEMA, SWEEP_SCHEMA))) for path in results]
+    scored = [(path, r) for path, r in files if r["schema"] == RESULT_SCHEMA]
+    tables = render_tables(compare(scored, [(path, r) for path, r in files if r["schema"] == SWEEP_SCHEMA]))
+    if readme is None:
+        sys.stdout.write(tables)
+        return
+    try:
+        current = Path(readme).read_text(encoding="utf-8")
+    except OSError as err:
+        raise StageError(err.strerror or str(err), readme) from None
+    updated = replace_tables(current, tables, readme)
+    if check:
+        if updated != current:
+            raise StageError(f"the tables are out of date with the {len(results)} files given: run 'just tables'", readme)
+    elif updated != current:
+        with ragline.atomic_file(readme, "w") as handle:
+            handle.write(updated)
 
 
 if __name__ == "__main__":

@@ -30,6 +30,7 @@ query prefix); asking for another model is an error.
 from __future__ import annotations
 
 import functools
+import re
 import sys
 import time
 from collections.abc import Iterable, Iterator
@@ -53,6 +54,8 @@ RERANK_WEIGHT = 0.5  # lexical overlap's weight against the min-max normalised b
 HEADING_WEIGHT = 0.5  # a query term in the heading path counts this much on top of the text
 BATCH = 64
 FUSIONS = ("rrf", "score")
+EXACT_WEIGHT = 0.5  # --exact: added to the final score, times the share of the question's identifiers a chunk holds
+EXACT_MAX_DF = 0.05  # an identifier in more than this share of the chunks (or 2, if more) tells them apart no better than a word
 DENSE_WEIGHT = 0.9  # chosen across the three dev corpora: results/ (just eval), the dense-weight rows
 
 
@@ -69,6 +72,7 @@ class Config:
     fusion: str = "score"  # or "rrf": reciprocal rank fusion
     dense_weight: float = DENSE_WEIGHT  # the dense share of a score fusion
     passages: bool = True  # a chunk's dense score is its best passage's, where the index has passage vectors
+    exact: bool = False  # a chunk holding the question's identifiers whole gets EXACT_WEIGHT on top
 
     def check(self) -> None:
         """ValueError for a configuration that cannot run (the CLI turns it into a usage error)."""
@@ -147,6 +151,41 @@ def score_fusion(dense: np.ndarray, sparse: np.ndarray, rows: np.ndarray, dense_
     top = float(sparse.max())
     b = sparse[rows] / top if top > 0 else np.zeros(len(rows))
     return dense_weight * d + (1.0 - dense_weight) * b
+
+
+def identifiers(question: str, bm25: Bm25) -> np.ndarray:
+    """Term ids of the question's identifiers that the index holds: error codes, commands,
+    config keys, file names (NW-4021, --force-with-lease, init.defaultBranch, dependabot.yml).
+
+    An identifier is a word as the tokeniser splits it (`ragline.words`) that holds a digit,
+    a joiner between word characters (- _ . / :), a capital after a small letter, or is an
+    acronym of two or more capitals; its whole term (the first `ragline.tokenize` gives)
+    must be in the index, in at most EXACT_MAX_DF of the chunks (and at least 2 allowed).
+    """
+    found: list[str] = []
+    for match in ragline.words(question):
+        word = match.group()
+        if not (any(ch.isdigit() for ch in word) or re.search(r"\w[-_./:]\w|[a-z][A-Z]", word) or re.fullmatch(r"[A-Z]{2,}s?", word)):
+            continue
+        terms = ragline.tokenize(word)
+        if terms and not terms[0].isdigit():
+            found.append(terms[0])
+    _, ids = bm25.term_ids(found)
+    ids = ids[ids >= 0]
+    limit = max(2, EXACT_MAX_DF * bm25.n_docs)
+    return np.array([t for t in ids if bm25.df[t] <= limit], dtype=np.int64)
+
+
+def exact_share(bm25: Bm25, idents: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """Per row: the share of the identifiers `idents` that the row's indexed text holds whole."""
+    if not len(idents):
+        return np.zeros(len(rows))
+    return sum(bm25.contains(int(t), rows).astype(np.float64) for t in idents) / len(idents)
+
+
+def holders(bm25: Bm25, idents: np.ndarray) -> list[int]:
+    """The rows that hold any of the identifiers."""
+    return sorted({int(d) for t in idents for d in bm25.docs[bm25.indptr[t] : bm25.indptr[t + 1]]})
 
 
 def query_terms(bm25: Bm25, question: str) -> tuple[list[str], np.ndarray, np.ndarray]:
@@ -321,6 +360,9 @@ class Searcher:
             lists["bm25"] = [int(r) for r in ranked if sparse[r] > 0]
             for rank, row in enumerate(lists["bm25"], 1):
                 signals.setdefault(row, {})["bm25"] = {"score": round(float(sparse[row]), 6), "rank": rank}
+        idents = identifiers(question, bm25) if cfg.exact else np.zeros(0, dtype=np.int64)
+        if len(idents) and cfg.fusion == "score":  # a chunk holding an identifier is a candidate, whatever its rank
+            lists = {name: ranking + [r for r in holders(bm25, idents) if r not in ranking] for name, ranking in lists.items()}
         if len(lists) > 1 and cfg.fusion == "score":
             rows = np.array(sorted(set(lists["dense"]) | set(lists["bm25"])), dtype=np.int64)
             base = score_fusion(dense, sparse, rows, cfg.dense_weight)
@@ -345,7 +387,13 @@ class Searcher:
             normed = (final - final.min()) / spread if spread > 0 else np.ones_like(final)
             final = normed + RERANK_WEIGHT * lex
             for r, value in zip(rows, lex, strict=True):
-                signals[int(r)]["lexical"] = round(float(value), 6)
+                signals.setdefault(int(r), {})["lexical"] = round(float(value), 6)
+        if len(idents) and len(rows):
+            share = exact_share(bm25, idents, rows)
+            final = final + EXACT_WEIGHT * share
+            for r, value in zip(rows, share, strict=True):
+                if value:
+                    signals.setdefault(int(r), {})["exact"] = round(float(value), 6)
         order = topk(final, cfg.k, self.tiebreak[rows]) if len(rows) else np.zeros(0, dtype=np.int64)
         hits = []
         for rank, i in enumerate(order, 1):
@@ -439,6 +487,7 @@ class SearchArgs:
     fusion: str
     dense_weight: float
     passages: bool
+    exact: bool
     threads: int
 
     def config(self, at_least: int = 1) -> Config:
@@ -454,6 +503,7 @@ class SearchArgs:
             fusion=self.fusion,
             dense_weight=self.dense_weight,
             passages=self.passages,
+            exact=self.exact,
         )
         try:
             config.check()
@@ -556,6 +606,13 @@ def search_options(f: Any) -> Any:
             default=True,
             show_default=True,
             help="Score a chunk by its best passage vector too, where the index has them. Env: RAG_USE_PASSAGES.",
+        ),
+        click.option(
+            "--exact/--no-exact",
+            envvar="RAG_EXACT",
+            default=False,
+            show_default=True,
+            help="Lift chunks that hold the question's identifiers (error codes, commands, file names) whole. Env: RAG_EXACT.",
         ),
         click.option(
             "--threads",

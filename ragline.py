@@ -122,6 +122,46 @@ def stage_main(name: str) -> Callable[[Callable[..., None]], Callable[..., None]
     return decorate
 
 
+def launch(module: str, name: str) -> None:
+    """A console script's entry: import the stage's module, then run its `main`.
+
+    Ctrl-C while the stage is still importing its libraries (numpy, onnxruntime: the
+    slow part of a start) is an interrupt like any other, exit 130 and one line,
+    never a traceback.
+    """
+    import importlib
+
+    try:
+        main = importlib.import_module(module).main
+    except KeyboardInterrupt:
+        _die(name, "interrupted", 130)
+    main()
+
+
+def rag_chunk() -> None:
+    launch("rag_chunk", "rag-chunk")
+
+
+def rag_embed() -> None:
+    launch("rag_embed", "rag-embed")
+
+
+def rag_index() -> None:
+    launch("rag_index", "rag-index")
+
+
+def rag_search() -> None:
+    launch("rag_search", "rag-search")
+
+
+def rag_answer() -> None:
+    launch("rag_answer", "rag-answer")
+
+
+def rag_eval() -> None:
+    launch("rag_eval", "rag-eval")
+
+
 def die_on_sigterm() -> None:
     """Turn SIGTERM into KeyboardInterrupt so cleanup handlers run."""
 

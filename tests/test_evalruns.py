@@ -33,6 +33,7 @@ OPTIONS = {
     "rerank": [("search", "rerank")],
     "fusion": [("search", "fusion")],
     "dense_weight": [("search", "dense_weight")],
+    "exact": [("search", "exact")],
     "threshold": [("answer", "threshold")],
 }
 

@@ -155,3 +155,14 @@ def test_retrieval_text_is_one_definition_for_dense_and_sparse():
     rec = {"text": "Keep <%= x %>logs.", "headings": ["Logging", "Storage"]}
     assert ragline.retrieval_text(rec) == "Logging > Storage :: Keep logs."
     assert ragline.retrieval_text(rec, headings=False) == "Keep logs."
+
+
+def test_ctrl_c_while_a_stage_is_still_importing_is_one_line_not_a_traceback(tmp_path):
+    import subprocess
+    import sys
+
+    (tmp_path / "slowstage.py").write_text("import os, signal\nos.kill(os.getpid(), signal.SIGINT)  # Ctrl-C mid-import\nmain = None\n")
+    code = "import ragline; ragline.launch('slowstage', 'rag-x')"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ragline.Path(ragline.__file__).parent)])}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stderr, done.stdout) == (130, "rag-x: interrupted\n", "")

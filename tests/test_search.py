@@ -249,3 +249,33 @@ def test_dense_scores_use_passages_by_default(tmp_path):
     default = rag_search.dense_scores(index, q)
     assert default.tolist() == rag_search.dense_scores(index, q, passages=True).tolist()
     assert default[0, 0] > rag_search.dense_scores(index, q, passages=False)[0, 0]
+
+
+# --------------------------------------------------------------------------- exact identifiers
+
+IDENT_DOCS = {
+    "a": "# Errors\n\nNW-4021 means the capture was larger than the authorization.\n",
+    "b": "# Captures\n\nA capture larger than the authorization is refused with an error code.\n",
+    "c": "# Git\n\nPush with --force-with-lease, and set init.defaultBranch to main.\n",
+}
+
+
+def test_identifiers_are_the_questions_rare_codes_commands_and_keys(tmp_path):
+    index = rag_index.load(build_index(tmp_path, IDENT_DOCS))
+    bm25 = index.bm25
+    names = lambda q: [str(bm25.terms[t]) for t in rag_search.identifiers(q, bm25)]  # noqa: E731
+    assert names("why NW-4021 on capture?") == ["nw-4021"]
+    assert names("should I use --force-with-lease or set init.defaultBranch") == ["force-with-lease", "init.defaultbranch"]
+    assert names("capture larger than the authorization") == []  # words, not identifiers
+    assert names("what is NW-9999") == []  # not in the index: nothing to lift
+
+
+def test_exact_lifts_the_chunk_that_holds_the_identifier(tmp_path):
+    index = rag_index.load(build_index(tmp_path, IDENT_DOCS))
+    q = "capture larger than authorization NW-4021"
+    plain = Searcher(index, Config(rerank="none")).search([q])[0]["hits"]
+    lifted = Searcher(index, Config(rerank="none", exact=True)).search([q])[0]["hits"]
+    assert lifted[0]["chunk_id"] == "a#errors" and lifted[0]["signals"]["exact"] == 1.0
+    assert [h["chunk_id"] for h in lifted[1:]] == [h["chunk_id"] for h in plain if h["chunk_id"] != "a#errors"][: len(lifted) - 1]
+    gap = lifted[0]["score"] - next(h["score"] for h in plain if h["chunk_id"] == "a#errors")
+    assert gap == pytest.approx(rag_search.EXACT_WEIGHT)
