@@ -84,6 +84,11 @@ tables:
     rag-eval table results/*/*.json results/abstain-sweep.json --readme README.md
     just readme
 
+# SIGKILL at scale (~10 min): 50 rebuilds of a 100,000-chunk index, each rag-index killed at a random moment, a reader querying throughout; results/sigkill.json and the README.
+reliability:
+    python3 tests/killing.py
+    just readme
+
 # Regenerate the README's generated sections: chunk statistics, --help texts, bench, reliability.
 readme:
     python3 scripts/readme.py

@@ -111,6 +111,29 @@ def sha256_file(path: str | os.PathLike[str]) -> str:
     return digest.hexdigest()
 
 
+JUST_MODEL = "all-MiniLM-L6-v2"  # the model `just model` fetches (rag-embed's default)
+
+
+def refetch_hint(name: str, folder: Path, home: Path | None = None) -> str:
+    """What to do about a model file whose sha256 is not the pinned one, for the error message.
+
+    In the model cache, a known model is fetched again (`just model` checks the hash and
+    fetches when it fails; `--fetch-model` always fetches); a folder of the user's own
+    is theirs to mend.
+    """
+    spec = KNOWN.get(name)
+    if spec is None or not spec.sources:
+        return "the file is damaged or replaced; put the model's own file there"
+    flag = "" if name == JUST_MODEL else f" --model {name}"
+    if Path(folder).resolve() == ((home or model_home()) / name).resolve():
+        just = "'just model' or " if name == JUST_MODEL else ""
+        return f"the file is damaged or replaced; fetch it again with {just}'rag-embed --fetch-model{flag}'"
+    return (
+        "the file is damaged or replaced; put the right file there, or fetch the model into the model cache "
+        f"with 'rag-embed --fetch-model{flag}' and pass --model {name}"
+    )
+
+
 # --------------------------------------------------------------------------- fetching
 
 

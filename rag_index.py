@@ -22,9 +22,25 @@ A rebuild writes a new generation beside the live one, then replaces CURRENT
 (os.replace) and removes the old generation. A kill at any moment leaves CURRENT
 naming a complete generation; a generation without a manifest, or whose files
 disagree with it (size or sha256; files over 64 MiB by a sampled sha256, see
-`file_digest`), is never loaded. A kill may leave a dead
-generation or a `.CURRENT.*.tmp` beside the live one: readers never look at them,
-and the next build sweeps them away.
+`file_digest`), is never loaded. A kill may leave a dead generation or a
+`.CURRENT.*.tmp` beside the live one: readers never look at them, and the next
+build sweeps them away before it writes, so however many builds are killed there
+is never more than one dead generation (DEAD_BOUND) and one temp file beside the
+live one. A reader that read CURRENT just before a rebuild swept the generation it
+named follows CURRENT again (`load`).
+
+Writers take turns: `write` holds an exclusive lock (fcntl.flock) on IDX/.lock from
+its first sweep to its last, and a second writer waits for it, saying once on
+stderr which process holds it (`rag-index: IDX: another rag-index (pid N) is
+writing this index; waiting for it to finish`). Waiting rather than refusing: two
+builds of one index at once (`make -j`, two terminals) both succeed, one after the
+other, and the last one's generation is live; neither deletes the other's
+unfinished generation. The lock is the kernel's, so a killed writer releases it.
+The lock file stays (removing it would race with the next writer).
+
+A full disk is one line, `rag-index: IDX: no space left on the device; the previous
+index is untouched` (or `no index was written` on a first build): the unfinished
+generation is removed and CURRENT still names the old one.
 
 BM25 is Okapi BM25 with Lucene's idf, idf(t) = ln(1 + (N - df + 0.5) / (df + 0.5)),
 and Lucene's (>= 8) term weight without the (k1 + 1) factor:
@@ -34,12 +50,14 @@ Terms come from `ragline.tokenize` over the heading path joined to the text.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import os
 import shutil
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -57,6 +75,9 @@ FORMAT = "ragline-index/1"
 K1 = 1.2
 B = 0.75
 CURRENT = "CURRENT"
+LOCK = ".lock"  # writers take turns on an flock of this file
+LOAD_ATTEMPTS = 3  # a load follows CURRENT when a rebuild swapped it under the reader
+DEAD_BOUND = 1  # dead generations beside the live one, at most, after any number of killed builds
 CHUNK_FIELDS = ("id", "doc", "path", "headings", "text", "start_line", "end_line", "words", "title")
 
 
@@ -284,25 +305,64 @@ def corpus_digest(chunks: list[dict[str, Any]]) -> str:
     return digest.hexdigest()
 
 
-def write(out: Path, chunks: list[dict[str, Any]], vectors: np.ndarray, facts: dict[str, Any]) -> Path:
-    """Write a new generation of the index at `out` and make it live. Returns its folder."""
-    out.mkdir(parents=True, exist_ok=True)
-    _check_target(out)
+def write(
+    out: Path, chunks: list[dict[str, Any]], vectors: np.ndarray, facts: dict[str, Any], notice: Callable[[str], None] | None = None
+) -> Path:
+    """Write a new generation of the index at `out` and make it live. Returns its folder.
+
+    Waits for any other writer of `out` (`notice` hears once which process it is waiting
+    for). A full disk is a ragline.DiskFull naming `out`, with the previous index untouched.
+    """
+    bm25 = build_bm25([ragline.retrieval_text(c, facts.get("headings", True)) for c in chunks])  # before the lock: writers overlap here
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        _check_target(out)
+        with _writer_lock(out, notice):
+            return _write_generation(out, chunks, vectors, bm25, facts)
+    except (OSError, ragline.DiskFull) as err:  # DiskFull: the manifest or CURRENT, by ragline.atomic_file
+        if not ragline.disk_full(err):
+            raise
+        kept = "the previous index is untouched" if _live_name(out) else "no index was written"
+        raise ragline.DiskFull(str(out), kept) from None
+
+
+@contextlib.contextmanager
+def _writer_lock(out: Path, notice: Callable[[str], None] | None) -> Iterator[None]:
+    """Hold an exclusive flock on out/LOCK; if another writer holds it, say so once and wait."""
+    fd = os.open(out / LOCK, os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+            who = f"another rag-index (pid {holder})" if holder.isdigit() else "another rag-index"
+            if notice is not None:
+                notice(f"{out}: {who} is writing this index; waiting for it to finish")
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        with contextlib.suppress(OSError):  # who holds it: for the notice of the next writer only
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def _write_generation(out: Path, chunks: list[dict[str, Any]], vectors: np.ndarray, bm25: Bm25, facts: dict[str, Any]) -> Path:
+    """Sweep, write a generation beside the live one, swap CURRENT, sweep: under the writer lock."""
     _sweep(out)
     gen = out / f"gen-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}-{time.monotonic_ns() % 1_000_000:06d}"
+    headings = facts.get("headings", True)
     try:
         (gen / "bm25").mkdir(parents=True)
-        headings = facts.get("headings", True)
-        bm25 = build_bm25([ragline.retrieval_text(c, headings) for c in chunks])
-        np.save(gen / "vectors.npy", vectors, allow_pickle=False)
+        _save(gen / "vectors.npy", vectors)
         passages = facts.get("passages")
         if passages is not None and len(passages):
-            np.save(gen / "passages.npy", passages, allow_pickle=False)
-            np.save(gen / "passage_rows.npy", facts["passage_rows"], allow_pickle=False)
+            _save(gen / "passages.npy", passages)
+            _save(gen / "passage_rows.npy", facts["passage_rows"])
         with open(gen / "chunks.jsonl", "wb") as handle:
             ragline.write_records(chunks, handle, flush_every=1 << 30)
         for name in ("terms", "df", "doc_len", "indptr", "docs", "tf", "weights"):
-            np.save(gen / "bm25" / f"{name}.npy", getattr(bm25, name), allow_pickle=False)
+            _save(gen / "bm25" / f"{name}.npy", getattr(bm25, name))
         files = sorted(p.relative_to(gen).as_posix() for p in gen.rglob("*") if p.is_file())
         manifest = {
             "format": FORMAT,
@@ -362,6 +422,16 @@ def file_digest(path: Path) -> str:
     return "sampled:" + digest.hexdigest()
 
 
+def _save(path: Path, array: np.ndarray) -> None:
+    """np.save(path, array, allow_pickle=False), byte for byte, through Python's file layer:
+    a full disk is then an OSError with its errno (numpy's own writer says only
+    `1523 requested and 403 written`)."""
+    array = np.ascontiguousarray(array)
+    with open(path, "wb") as handle:
+        np.lib.format.write_array_header_1_0(handle, np.lib.format.header_data_from_array_1_0(array))
+        handle.write(array.data)
+
+
 def _fsync(path: Path) -> None:
     with open(path, "rb") as handle:
         os.fsync(handle.fileno())
@@ -370,12 +440,15 @@ def _fsync(path: Path) -> None:
 def _check_target(out: Path) -> None:
     """Refuse to write into a directory that is neither empty nor a ragline index."""
     entries = [p.name for p in out.iterdir()]
-    if entries and CURRENT not in entries and not all(e.startswith(("gen-", f".{CURRENT}")) for e in entries):
+    if entries and CURRENT not in entries and not all(e.startswith(("gen-", f".{CURRENT}")) or e == LOCK for e in entries):
         raise StageError("exists and is not a ragline index (refusing to write into it)", str(out))
 
 
 def _sweep(out: Path) -> None:
-    """Remove generations that are not live, and CURRENT temp files (left by an earlier kill or replaced)."""
+    """Remove generations that are not live, and CURRENT temp files (left by an earlier kill or replaced).
+
+    Only under the writer lock: no other writer is then writing a generation.
+    """
     live = _live_name(out)
     for entry in out.iterdir():
         if entry.is_dir() and entry.name.startswith("gen-") and entry.name != live:
@@ -397,15 +470,30 @@ def _live_name(out: Path) -> str | None:
 def load(path: str | os.PathLike[str], *, mmap: bool = True) -> Index:
     """Load the live generation of an index; anything incomplete is a StageError.
 
-    Vectors are memory-mapped (`mmap_mode='r'`) and no file is read with pickle.
+    Vectors are memory-mapped (`mmap_mode='r'`) and no file is read with pickle. A
+    rebuild may replace CURRENT and sweep the generation it named while this reads it:
+    when a load fails and CURRENT has moved meanwhile, it follows CURRENT (LOAD_ATTEMPTS
+    in all). Once loaded, an index stays usable when a rebuild sweeps its files (chunks
+    and BM25 are in memory, the vectors mapped from files that stay open).
     """
     root = Path(path)
     if not root.is_dir():
         raise StageError("no index here (run rag-index --out first)", str(root))
-    live = _live_name(root)
-    if live is None:
-        raise StageError("not a ragline index, or one whose first build never finished (no CURRENT)", str(root))
-    gen = root / live
+    attempt = 1
+    while True:
+        live = _live_name(root)
+        if live is None:
+            raise StageError("not a ragline index, or one whose first build never finished (no CURRENT)", str(root))
+        try:
+            return _load_generation(root, root / live, mmap)
+        except (StageError, OSError):
+            if attempt == LOAD_ATTEMPTS or _live_name(root) == live:
+                raise  # CURRENT did not move: the generation itself is broken
+        attempt += 1
+
+
+def _load_generation(root: Path, gen: Path, mmap: bool) -> Index:
+    """Load one generation, checking every file against its manifest."""
     manifest_file = gen / "manifest.json"
     try:
         manifest = orjson.loads(manifest_file.read_bytes())
@@ -500,15 +588,19 @@ def _check_manifest(manifest: dict[str, Any], where: str) -> None:
     type=click.Path(file_okay=False),
     help="The index directory to write (replaced atomically). Env: RAG_INDEX.",
 )
-@click.option("--quiet", "-q", is_flag=True, help="No notices on stderr.")
+@click.option("--quiet", "-q", is_flag=True, help="No notices on stderr (not even that it waits for another writer).")
 @ragline.stage_main(STAGE)
 def main(inputs: tuple[str, ...], out: str, quiet: bool) -> None:
-    """Build an index directory from embedded chunk records (files or stdin)."""
+    """Build an index directory from embedded chunk records (files or stdin).
+
+    Two builds of one index at once take turns: the second waits for the first to finish,
+    and says so.
+    """
     records = ragline.read_records(
         inputs, usage="no input: pipe embedded chunks into rag-index (rag-chunk DIR | rag-embed | rag-index --out IDX)"
     )
     chunks, vectors, facts = collect(records)
-    gen = write(Path(out), chunks, vectors, facts)
+    gen = write(Path(out), chunks, vectors, facts, notice=lambda message: ragline.note(f"{STAGE}: {message}", quiet))
     if not quiet and sys.stderr.isatty():
         ragline.note(f"{STAGE}: {len(chunks)} chunks, {vectors.shape[1]} dims, model {facts['model']} -> {gen}")
 

@@ -10,6 +10,7 @@ Nothing here imports a stage, and nothing runs at import time.
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import os
 import re
@@ -313,26 +314,49 @@ def write_records(records: Iterable[dict[str, Any]], out: IO[bytes] | None = Non
 # --------------------------------------------------------------------------- atomic files
 
 
+DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
+
+
+class DiskFull(StageError):
+    """The file system ran out of space (or quota) while writing `where`; `kept` says what is left as it was.
+
+    One line, `where: no space left on the device; the previous file is untouched`.
+    """
+
+    def __init__(self, where: str, kept: str):
+        super().__init__(f"no space left on the device; {kept}", where)
+
+
+def disk_full(err: BaseException) -> bool:
+    """Is this the file system running out of space (ENOSPC) or quota (EDQUOT)?"""
+    return isinstance(err, DiskFull) or (isinstance(err, OSError) and err.errno in DISK_FULL)
+
+
 @contextlib.contextmanager
 def atomic_file(path: str | os.PathLike[str], mode: str = "wb") -> Iterator[IO[Any]]:
     """Write `path` atomically: a temporary file beside it, fsync, os.replace on success.
 
     On any failure (including KeyboardInterrupt) the temporary file is removed and
-    `path` is left as it was.
+    `path` is left as it was. A full disk is a DiskFull naming `path`.
     """
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    tmp = None
     try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
         os.chmod(tmp, 0o666 & ~_umask())
         with os.fdopen(fd, mode) as handle:
             yield handle
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, target)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
+    except BaseException as err:
+        if tmp is not None:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+        if disk_full(err):
+            kept = "the previous file is untouched" if target.exists() else "nothing was written"
+            raise DiskFull(str(target), kept) from None
         raise
 
 

@@ -8,7 +8,9 @@ Sections are delimited by `<!-- NAME:begin -->` and `<!-- NAME:end -->`:
   runs        the eval runs (evalruns.RUNS) and the flags each passes to the stages
   help        each command's --help text
   bench       results/bench.md (written by `just bench`)
-  reliability results/reliability.json (written by tests/measure_large.py)
+  reliability the machine faults tests/test_faults.py injects (tests/fault_table.py), SIGKILL at scale
+              (results/sigkill.json, written by `just reliability`) and large inputs (results/reliability.json,
+              written by tests/measure_large.py)
   bad-input   the bad-input battery's table (tests/bad_input_table.py)
   examples    results/eng-practices/examples.md (written by `just eval`)
   mutation    results/mutation.json's table (written by `just mutate`)
@@ -94,12 +96,22 @@ def bad_input() -> str:
     return subprocess.run([sys.executable, str(script)], capture_output=True, text=True, check=True, cwd=ROOT).stdout.rstrip()
 
 
+def reliability() -> str:
+    faults = subprocess.run(
+        [sys.executable, str(ROOT / "tests" / "fault_table.py")], capture_output=True, text=True, check=True, cwd=ROOT
+    ).stdout.rstrip()
+    faults = "The faults as `tests/test_faults.py` injects them (`…` stands for any text; paths shortened):\n\n" + faults
+    kills = file_section(ROOT / "results" / "sigkill.json", "run `just reliability`")
+    large = file_section(ROOT / "results" / "reliability.json", "run `python3 tests/measure_large.py`")
+    return "\n\n".join((faults, kills, large))
+
+
 SECTIONS = {
     "chunks": chunk_stats,
     "runs": runs_table,
     "help": help_text,
     "bench": lambda: file_section(ROOT / "results" / "bench.md", "run `just bench`"),
-    "reliability": lambda: file_section(ROOT / "results" / "reliability.json", "run `python3 tests/measure_large.py`"),
+    "reliability": reliability,
     "bad-input": bad_input,
     "examples": lambda: file_section(ROOT / "results" / "eng-practices" / "examples.md", "run `just eval`"),
     "mutation": lambda: file_section(ROOT / "results" / "mutation.json", "run `just mutate`"),

@@ -2,12 +2,16 @@
 
 rag-index rebuilding an existing index is killed with SIGKILL at seeded random moments:
 afterwards the index loads and is the old corpus or the new one, never a mixture, and
-rag-search works on it. The same for rag-eval score writing its result file.
+rag-search works on it; in `test_sigkill_loop_with_a_reader`, a reader queries throughout
+and never fails (`just reliability` runs that loop on 100,000 chunks: tests/killing.py,
+which also holds the helpers here). The same for rag-eval score writing its result file.
 
 What a SIGKILL leaves behind (no handler runs), and why it is acceptable:
 
 - rag-index: a dead `gen-*` directory and perhaps a `.CURRENT.*.tmp` file beside the live
-  generation. Readers only follow CURRENT, and the next build sweeps both away.
+  generation. Readers only follow CURRENT, and the next build sweeps both away before it
+  writes, so there is never more than one of each (rag_index.DEAD_BOUND). The lock file
+  `.lock` stays; the kernel released the killed writer's lock on it.
 - rag-eval score (ragline.atomic_file): perhaps a `.result.json.XXXXXXXX.tmp` beside the
   result. Nothing cleans it; no reader opens it: it is a dot-file whose name ends in `.tmp`,
   so neither `results/*.json` (the tables' glob) nor an explicit path ever names it.
@@ -27,10 +31,10 @@ import time
 from collections import Counter
 from pathlib import Path
 
-import numpy as np
 import orjson
 import pytest
 from conftest import build_index
+from killing import Clock, embedded_corpus, kill_after, kill_loop, moments
 from stagecli import command, copy_workspace, live_generation, run, shared_workspace, stage_env
 
 import rag_index
@@ -40,82 +44,6 @@ RECORDS = 4000  # ~0.5-1 s of rag-index on an idle core
 TRIALS = 20
 SEED = 20_240_611
 QUERY = b'{"id": "q", "question": "nightly settlement sweep"}\n'
-WORDS = np.array(
-    "the sweep runs nightly settlement batch payout refund webhook retry key idempotency charge capture ledger acquirer timeout".split()
-)
-
-
-def embedded_corpus(path: Path, seed: int, n: int = RECORDS) -> str:
-    """n embedded chunk records with random unit vectors; returns the corpus digest rag-index will record."""
-    rng = np.random.default_rng(seed)
-    vectors = rng.standard_normal((n, 384)).astype(np.float32)
-    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-    chunks = []
-    with open(path, "wb") as out:
-        for i in range(n):
-            doc = f"doc{i // 20:03d}"
-            record = {
-                "schema": "chunk/1",
-                "id": f"{doc}#s{i}",
-                "doc": doc,
-                "headings": [doc.title(), f"Section {i}"],
-                "text": " ".join(rng.choice(WORDS, 60)) + f" (corpus {seed}, chunk {i}).",
-                "vector": vectors[i],
-                "model": "hash",
-                "embed_headings": True,
-                "window": 180,
-            }
-            out.write(orjson.dumps(record, option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_APPEND_NEWLINE))
-            chunks.append({"id": record["id"], "text": record["text"]})
-    return rag_index.corpus_digest(chunks)
-
-
-class Clock:
-    """How long an uninterrupted run takes: the calibration, raised by any slower run seen since
-    (a busy machine drifts), so the moments chosen keep covering the whole run."""
-
-    def __init__(self, seconds: float):
-        self.seconds = seconds
-
-    def saw(self, seconds: float) -> None:
-        self.seconds = max(self.seconds, seconds)
-
-
-def kill_after(argv: list[str], delay: float, cwd: Path, clock: Clock, sig: int = signal.SIGKILL) -> tuple[bool, int, str]:
-    """Start argv, send `sig` after `delay` seconds unless it ended first: (signalled, exit code, stderr)."""
-    with open(cwd / ".stderr", "w+b") as err:
-        start = time.perf_counter()
-        proc = subprocess.Popen(argv, cwd=cwd, env=stage_env(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err)
-        try:
-            code = proc.wait(timeout=delay)
-            signalled = False
-            clock.saw(time.perf_counter() - start)
-        except subprocess.TimeoutExpired:
-            proc.send_signal(sig)
-            code = proc.wait(timeout=60)
-            signalled = True
-        err.seek(0)
-        text = err.read().decode("utf-8", "replace")
-    (cwd / ".stderr").unlink()
-    return signalled, code, text
-
-
-def moments(clock: Clock, rng: random.Random, seen: Counter, aims: dict[str, tuple[float, float]], trials: int = TRIALS, span: float = 1.6):
-    """When to strike: one random moment in each of `trials` equal slices of [0, span x the run],
-    shuffled, so every phase (start-up, reading, building, the swap, after the end) gets kills.
-    Then, while a phase named in `aims` (phase: its share of the run, low to high) has never been
-    seen in `seen`, up to ten more moments aimed at it: the checks hold for every trial, and this
-    makes sure the trials did reach each phase, even when the machine is busy."""
-    slices = [(i + rng.random()) / trials for i in range(trials)]
-    rng.shuffle(slices)
-    for share in slices:
-        yield share * span * clock.seconds
-    for _ in range(10):
-        missing = [phase for phase in aims if not seen[phase]]
-        if not missing:
-            return
-        low, high = aims[missing[0]]
-        yield rng.uniform(low, high) * clock.seconds
 
 
 def assert_search_works_or_refuses(index: Path) -> None:
@@ -131,7 +59,7 @@ def assert_search_works_or_refuses(index: Path) -> None:
 @pytest.fixture(scope="module")
 def corpora(tmp_path_factory) -> dict[str, tuple[Path, str]]:
     base = tmp_path_factory.mktemp("crash")
-    return {name: (base / f"{name}.jsonl", embedded_corpus(base / f"{name}.jsonl", seed)) for name, seed in (("A", 1), ("B", 2))}
+    return {name: (base / f"{name}.jsonl", embedded_corpus(base / f"{name}.jsonl", seed, RECORDS)) for name, seed in (("A", 1), ("B", 2))}
 
 
 # --------------------------------------------------------------------------- SIGKILL
@@ -153,7 +81,7 @@ def test_sigkill_during_index_rebuild(tmp_path, corpora):
     rng = random.Random(SEED)
     current, seen = "B", Counter()
     aims = {"old": (0.0, 0.5), "killed while writing": (0.6, 1.0), "new": (2.0, 3.0)}
-    for trial, delay in enumerate(moments(clock, rng, seen, aims)):
+    for trial, delay in enumerate(moments(clock, rng, seen, aims, TRIALS)):
         new = "A" if current == "B" else "B"
         gens_before = {p.name for p in idx.iterdir() if p.name.startswith("gen-")}
         killed, code, stderr = kill_after([*index, str(corpora[new][0])], delay, tmp_path, clock)
@@ -163,7 +91,7 @@ def test_sigkill_during_index_rebuild(tmp_path, corpora):
         assert digest in (corpora[current][1], corpora[new][1]), f"trial {trial}: the index is neither the old nor the new corpus"
         assert loaded.manifest["counts"]["chunks"] == RECORDS and len(loaded.chunks) == RECORDS
         live = live_generation(idx).name
-        leftovers = sorted(p.name for p in idx.iterdir() if p.name not in ("CURRENT", live))
+        leftovers = sorted(p.name for p in idx.iterdir() if p.name not in ("CURRENT", rag_index.LOCK, live))
         assert all(n.startswith("gen-") or (n.startswith(".CURRENT.") and n.endswith(".tmp")) for n in leftovers), leftovers
         assert_search_works_or_refuses(idx)
         outcome = "new" if digest == corpora[new][1] else "old"
@@ -176,7 +104,19 @@ def test_sigkill_during_index_rebuild(tmp_path, corpora):
     )
     # the next complete build sweeps every leftover away
     assert subprocess.run([*index, str(corpora["A" if current == "B" else "B"][0])], env=stage_env()).returncode == 0
-    assert sorted(p.name for p in idx.iterdir()) == sorted(["CURRENT", live_generation(idx).name])
+    assert sorted(p.name for p in idx.iterdir()) == sorted(["CURRENT", rag_index.LOCK, live_generation(idx).name])
+
+
+@pytest.mark.slow
+def test_sigkill_loop_with_a_reader(tmp_path):
+    """`just reliability` in small: rebuilds killed at random moments while a reader queries
+    throughout; after each, the index loads, is one corpus or the other, answers, and at most
+    rag_index.DEAD_BOUND dead generations lie beside it. The reader never fails."""
+    figures = kill_loop(tmp_path, records=3000, kills=6, seed=SEED + 4)
+    assert figures["checks_passed"] == figures["rebuilds"] >= 6
+    assert sum(n for by_aim in figures["phases"].values() for phase, n in by_aim.items() if phase.startswith("killed")) == 6
+    assert figures["reader"]["queries"] > 0 and figures["reader"]["failed"] == 0
+    assert figures["max_dead_generations"] <= rag_index.DEAD_BOUND
 
 
 @pytest.mark.slow
@@ -213,7 +153,7 @@ def test_sigkill_while_writing_the_result(tmp_path_factory):
     old = b'{"schema": "eval-result/1", "label": "the old run"}\n'
     rng = random.Random(SEED + 2)
     seen = Counter()
-    for trial, delay in enumerate(moments(clock, rng, seen, {"old": (0.0, 0.5), "new": (2.0, 3.0)})):
+    for trial, delay in enumerate(moments(clock, rng, seen, {"old": (0.0, 0.5), "new": (2.0, 3.0)}, TRIALS)):
         (d / "result.json").write_bytes(old)
         killed, code, stderr = kill_after([*score, "--out", "result.json", "answers.jsonl"], delay, d, clock)
         assert killed or code == 0, stderr
@@ -271,7 +211,7 @@ def test_sigint_during_index_rebuild_cleans_up(tmp_path, corpora):
         assert late or (code, stderr) in ((130, "rag-index: interrupted\n"), (0, "")), f"trial {trial}: exit {code}, {stderr!r}"
         names = sorted(p.name for p in idx.iterdir())
         if outcome == "old":  # the handlers removed the unfinished generation and the CURRENT temp file
-            assert names == sorted(["CURRENT", live_generation(idx).name]), names
+            assert names == sorted(["CURRENT", rag_index.LOCK, live_generation(idx).name]), names
         seen[outcome] += 1
         seen[outcome, code] += 1
         current = new if outcome == "new" else current

@@ -125,7 +125,10 @@ class TestCli:
         result = runner.invoke(main, ["--model", str(folder)], input=jsonl({"text": "a"}))
         assert result.exit_code == 1
         assert result.stderr.startswith(f"rag-embed: {folder}: model.onnx sha256 is ")
-        assert result.stderr.endswith(", expected 8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6\n")
+        assert result.stderr.endswith(
+            ", expected 8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6: the file is damaged or replaced; put the right "
+            "file there, or fetch the model into the model cache with 'rag-embed --fetch-model' and pass --model all-MiniLM-L6-v2\n"
+        )
 
     def test_unknown_folder_without_description(self, runner, tmp_path):
         (tmp_path / "model.onnx").write_bytes(b"x")

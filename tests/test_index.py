@@ -84,26 +84,49 @@ class TestWriteLoad:
         first = (idx / "CURRENT").read_text()
         build_index(tmp_path)
         assert (idx / "CURRENT").read_text() != first
-        assert sorted(p.name for p in idx.iterdir()) == sorted(["CURRENT", (idx / "CURRENT").read_text().strip()])
+        assert sorted(p.name for p in idx.iterdir()) == sorted([".lock", "CURRENT", (idx / "CURRENT").read_text().strip()])
 
     def test_failure_midway_leaves_old_index(self, tmp_path, monkeypatch):
         idx = build_index(tmp_path)
         before = load(idx).manifest["corpus_digest"]
-        real = np.save
+        real = rag_index._save
         calls = []
 
-        def boom(path, arr, **kw):
+        def boom(path, arr):
             calls.append(path)
             if len(calls) == 3:
                 raise KeyboardInterrupt
-            return real(path, arr, **kw)
+            return real(path, arr)
 
-        monkeypatch.setattr(np, "save", boom)
+        monkeypatch.setattr(rag_index, "_save", boom)
         with pytest.raises(KeyboardInterrupt):
             build_index(tmp_path, {"other": "# Other\n\nDifferent text.\n"})
         monkeypatch.undo()
         assert load(idx).manifest["corpus_digest"] == before
         assert len([p for p in idx.iterdir() if p.name.startswith("gen-")]) == 1
+
+    def test_a_load_racing_a_rebuild_follows_current(self, tmp_path, monkeypatch):
+        """A reader reads CURRENT, then a rebuild swaps it and sweeps the generation the reader was
+        about to open: the load follows CURRENT to the new generation instead of failing."""
+        idx = build_index(tmp_path)
+        stale = (idx / "CURRENT").read_text().strip()
+        build_index(tmp_path, {"other": "# Other\n\nDifferent text.\n"})
+        assert not (idx / stale).exists(), "the rebuild swept the generation the reader had read from CURRENT"
+        real, reads = rag_index._live_name, []
+
+        def first_read_is_stale(out):
+            reads.append(out)
+            return stale if len(reads) == 1 else real(out)
+
+        monkeypatch.setattr(rag_index, "_live_name", first_read_is_stale)
+        index = load(idx)
+        assert "other#other" in index.ids and len(reads) >= 2
+
+    def test_a_generation_missing_while_current_stays_is_an_error(self, tmp_path):
+        idx = build_index(tmp_path)
+        (idx / "CURRENT").write_text("gen-gone\n")
+        with pytest.raises(StageError, match="half-written"):
+            load(idx)
 
     def test_half_written_generation_is_refused(self, tmp_path):
         idx = build_index(tmp_path)
