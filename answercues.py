@@ -18,7 +18,8 @@ from typing import Any
 
 import ragline
 
-_CLOCK = re.compile(r"\b\d{1,2}:\d{2}\b|\b(?:T\+\d+|daily|nightly|every (?:day|night|hour|week)|once a (?:day|week)|midnight|noon)\b", re.I)
+_CLOCK = re.compile(r"\b\d{1,2}:\d{2}\b|\bT\+\d+\b|\b(?:midnight|noon)\b", re.I)  # a time of day: the answer to "when"
+_PERIOD = re.compile(r"\b(?:daily|nightly|weekly|every (?:day|night|hour|week)|once a (?:day|week))\b", re.I)  # how often, not when
 _DURATION = re.compile(
     r"\b(?:\d[\d,.]*|one|two|three|four|five|six|seven|ten|\w+teen|twenty|thirty|sixty|ninety)[\s-]+(?:business |calendar |working )?(?:seconds?|minutes?|hours?|days?|weeks?|months?)\b",
     re.I,
@@ -112,7 +113,7 @@ def cue_match(cue: str | None, cand: Any) -> float:
     has what the cue asks for: 1.0 fully, a fraction in part, 0.0 not."""
     text = cand.text
     if cue == "time":
-        return 1.0 if _CLOCK.search(text) else 0.3 if _DURATION.search(text) else 0.0
+        return 1.0 if _CLOCK.search(text) else 0.6 if _PERIOD.search(text) else 0.3 if _DURATION.search(text) else 0.0
     if cue == "duration":
         return 1.0 if _DURATION.search(text) else 0.0
     if cue == "number":

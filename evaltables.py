@@ -314,7 +314,8 @@ def verdict_table(t: Tables) -> list[str]:
         return []
     intro = (
         f"Each corpus and the mean across them: `{BEFORE}` (the shipped default before passage vectors and score fusion) and "
-        "`default` (95% intervals), the change and the p-value of the paired test, and the target: met (✓) or missed by how much."
+        "`default` (95% intervals), the change and the p-value of the paired test, and the target: met (✓) or missed by how much. "
+        "Answer ok is over all questions, as in every table here: an unanswerable question is answered right by a refusal."
     )
     lines = []
     for name, rows in groups:

@@ -68,7 +68,7 @@ FEATURES = ragline.ANSWER_FEATURES
 W_HEADINGS = 0.3
 W_CUE = 0.3
 W_DENSE = 0.6
-W_RANK = 0.1
+W_RANK = 0.3  # retrieval ranked the blocks on more evidence than one sentence holds: the first counts
 DENSE_POOL = 12  # candidates the dense similarity rescores (embedding them all costs ~0.7 s a question)
 CITATION = re.compile(r"(?<!\\)\[(\d{1,3})\]")
 
@@ -292,8 +292,11 @@ class Extractive:
                 fit = [c for c in ranked if cue_match(cue, c) == 1.0 and c.score >= 0.5 * best.score]
                 if fit:
                     chosen = [*chosen[: MAX_SENTENCES - 1], fit[0]]
-            # the sentence that answers leads; the rest follow in handbook order
-            chosen = [best, *sorted((c for c in chosen if c is not best), key=lambda c: (c.block, c.position))]
+            # the sentence that answers leads (for a question after a time, a number or a name: one
+            # that holds it, whatever shares more words); the rest follow in handbook order
+            fits = [c for c in chosen if cue in ("time", "duration", "number", "name") and cue_match(cue, c) == 1.0]
+            lead = max(fits, key=lambda c: c.score) if fits else best
+            chosen = [lead, *sorted((c for c in chosen if c is not lead), key=lambda c: (c.block, c.position))]
         return "\n".join(cite(c.text, c.block, c.kind) for c in continued(chosen, every))
 
     def _rank(

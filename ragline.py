@@ -139,28 +139,13 @@ def launch(module: str, name: str) -> None:
     main()
 
 
-def rag_chunk() -> None:
-    launch("rag_chunk", "rag-chunk")
-
-
-def rag_embed() -> None:
-    launch("rag_embed", "rag-embed")
-
-
-def rag_index() -> None:
-    launch("rag_index", "rag-index")
-
-
-def rag_search() -> None:
-    launch("rag_search", "rag-search")
-
-
-def rag_answer() -> None:
-    launch("rag_answer", "rag-answer")
-
-
-def rag_eval() -> None:
-    launch("rag_eval", "rag-eval")
+# The console scripts (pyproject's [project.scripts]), one a stage.
+rag_chunk = functools.partial(launch, "rag_chunk", "rag-chunk")
+rag_embed = functools.partial(launch, "rag_embed", "rag-embed")
+rag_index = functools.partial(launch, "rag_index", "rag-index")
+rag_search = functools.partial(launch, "rag_search", "rag-search")
+rag_answer = functools.partial(launch, "rag_answer", "rag-answer")
+rag_eval = functools.partial(launch, "rag_eval", "rag-eval")
 
 
 def die_on_sigterm() -> None:

@@ -476,3 +476,13 @@ class TestCitationCheckEdges:
 
     def test_mixed_markers_keep_the_first_and_the_last_block_and_one_space(self):
         assert check_citations("Both [1] [9] and [5] agree.", 5) == (["Both [1] and [5] agree."], [1, 5], 0)
+
+
+def test_the_sentence_that_holds_the_time_leads_a_when_question():
+    rec = hits_record(
+        "When does the settlement sweep run?",
+        hit("s#sweep", "The sweep is the settlement job. It runs at 23:40 IST every day.", ("Settlement", "Sweep")),
+        hit("o#services", "The engine runs the nightly settlement sweep and produces batches.", ("Overview", "Services")),
+    )
+    out = answer(rec, Extractive(("unwrap", "idf", "headings", "cue")), 0.0)
+    assert out["answer"].split("\n")[0] == "It runs at 23:40 IST every day [1]."
