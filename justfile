@@ -30,9 +30,11 @@ index: model
     mkdir -p build
     rag-chunk {{corpus}} | rag-embed --quiet --cache {{cache}} | rag-index --out build/idx
 
-# The whole test suite, the real-model tests included.
+# The whole test suite, the real-model tests included, in a network namespace of its own with only
+# loopback up (`unshare -n` as root, `unshare -rn` otherwise): the proof that no test reaches the
+# network (tests/test_offline.py).
 test: model
-    python3 -m pytest -q
+    ns=$(if [ "$(id -u)" = 0 ]; then printf %s --net; else printf %s --user --map-root-user --net; fi); if unshare $ns true 2>/dev/null && command -v ip >/dev/null; then unshare $ns sh -c 'ip link set lo up && RAG_OFFLINE=1 python3 -m pytest -q'; else echo "just test: no network namespace here (unshare $ns, ip): the suite runs with the network" >&2; python3 -m pytest -q; fi
 
 # The unit suite only (hash embedder, no model).
 test-fast:

@@ -34,7 +34,7 @@ from pathlib import Path
 import orjson
 import pytest
 from conftest import build_index
-from killing import Clock, embedded_corpus, kill_after, kill_loop, moments
+from killing import Clock, embedded_corpus, kill_after, kill_loop, moments, timed_build
 from stagecli import command, copy_workspace, live_generation, run, shared_workspace, stage_env
 
 import rag_index
@@ -78,30 +78,48 @@ def built_twice(tmp_path, corpora) -> tuple:
 @pytest.mark.slow
 def test_sigkill_during_index_rebuild(tmp_path, corpora):
     idx, index, clock = built_twice(tmp_path, corpora)
+    seconds, writing = timed_build([*index, str(corpora["A"][0])], idx)  # when the generation's folder appears
+    clock.saw(seconds)
     rng = random.Random(SEED)
-    current, seen = "B", Counter()
-    aims = {"old": (0.0, 0.5), "killed while writing": (0.6, 1.0), "new": (2.0, 3.0)}
-    for trial, delay in enumerate(moments(clock, rng, seen, aims, TRIALS)):
+    state = {"current": "A"}
+    seen: Counter = Counter()
+
+    def trial(n: int, delay: float, start_when=None) -> None:
+        current = state["current"]
         new = "A" if current == "B" else "B"
         gens_before = {p.name for p in idx.iterdir() if p.name.startswith("gen-")}
-        killed, code, stderr = kill_after([*index, str(corpora[new][0])], delay, tmp_path, clock)
-        assert killed or code == 0, f"trial {trial}: the uninterrupted build failed: {stderr}"
+        killed, code, stderr = kill_after([*index, str(corpora[new][0])], delay, tmp_path, clock, start_when=start_when)
+        assert killed or code == 0, f"trial {n}: the uninterrupted build failed: {stderr}"
         loaded = rag_index.load(idx)  # never a StageError: CURRENT always names a complete generation
         digest = loaded.manifest["corpus_digest"]
-        assert digest in (corpora[current][1], corpora[new][1]), f"trial {trial}: the index is neither the old nor the new corpus"
+        assert digest in (corpora[current][1], corpora[new][1]), f"trial {n}: the index is neither the old nor the new corpus"
         assert loaded.manifest["counts"]["chunks"] == RECORDS and len(loaded.chunks) == RECORDS
         live = live_generation(idx).name
         leftovers = sorted(p.name for p in idx.iterdir() if p.name not in ("CURRENT", rag_index.LOCK, live))
         assert all(n.startswith("gen-") or (n.startswith(".CURRENT.") and n.endswith(".tmp")) for n in leftovers), leftovers
         assert_search_works_or_refuses(idx)
         outcome = "new" if digest == corpora[new][1] else "old"
-        in_write = killed and bool({n for n in leftovers if n.startswith("gen-")} - gens_before)
         seen[outcome] += 1
-        seen["killed while writing"] += in_write
-        current = new if outcome == "new" else current
+        seen["killed while writing"] += killed and bool({n for n in leftovers if n.startswith("gen-")} - gens_before)
+        state["current"] = new if outcome == "new" else current
+
+    aims = {"old": (0.0, 0.5), "new": (2.0, 3.0)}
+    for n, delay in enumerate(moments(clock, rng, seen, aims, TRIALS)):
+        trial(n, delay)
+    # the writing phase is the last few per cent of a run: aim at it from the moment the new generation's folder appears
+    for n in range(TRIALS, TRIALS + 10):
+        if seen["killed while writing"]:
+            break
+        before = {p.name for p in idx.iterdir()}
+        trial(
+            n,
+            rng.uniform(0.0, max(0.002, seconds - writing)),
+            lambda before=before: any(p.name.startswith("gen-") and p.name not in before for p in idx.iterdir()),
+        )
     assert seen["old"] and seen["new"] and seen["killed while writing"], (
         f"the kills missed a phase: {dict(seen)} (build {clock.seconds:.2f} s)"
     )
+    current = state["current"]
     # the next complete build sweeps every leftover away
     assert subprocess.run([*index, str(corpora["A" if current == "B" else "B"][0])], env=stage_env()).returncode == 0
     assert sorted(p.name for p in idx.iterdir()) == sorted(["CURRENT", rag_index.LOCK, live_generation(idx).name])

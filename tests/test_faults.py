@@ -56,7 +56,7 @@ FAULTS = {
         f"{WRITERS} `rag-index --out idx` started at once",
         "rag-index",
         0,
-        "rag-index: idx: another rag-index (pid …) is writing this index; waiting for it to finish",
+        "rag-index: idx: another rag-index… is writing this index; waiting for it to finish",  # (pid N) once the holder has written it
         "every writer exits 0, one after another (a writer that waited says so, once); idx holds one complete "
         "generation, the last writer's, and nothing else but `CURRENT` and the lock file `.lock`",
     ),
