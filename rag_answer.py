@@ -246,10 +246,12 @@ class Extractive:
     candidate is a list item, the whole list is quoted in its order. A sentence that
     leads in with a colon brings what it introduces (`continued`). Code is quoted
     only when the question asks for a command, a payload or a config, or a quoted
-    sentence introduces it. With no word of the question anywhere, the dense
-    similarity alone picks (a paraphrase). Prose is quoted without markdown markup
-    or template tags (`plain`, `ragline.strip_templates`). A question asking for a
-    number whose context has none is refused (`missing_evidence`).
+    sentence introduces it. With no word of the question anywhere (a paraphrase),
+    the dense similarity decides among the DENSE_POOL candidates of the best blocks.
+    Prose is quoted without markdown markup or template tags (`plain`,
+    `ragline.strip_templates`). A question asking for a number whose context has
+    none is refused (`missing_evidence`); so is one that names something the index
+    never mentions (`answercues.unknown_names`).
     """
 
     name = "extractive"
@@ -302,7 +304,8 @@ class Extractive:
     def _rank(
         self, question: str, weights: dict[str, float], cands: list[Candidate], blocks: list[ContextBlock], cue: str | None
     ) -> list[Candidate]:
-        """Candidates best first, scored as the class docstring says; [] when nothing matches at all."""
+        """Candidates best first, scored as the class docstring says; [] when no word of the question
+        is in any candidate or heading and there is no embedder to judge by meaning."""
         total = sum(weights.values())
         heads = {b.n: ragline.term_set(" ".join(b.hit.get("headings") or [])) for b in blocks}
         matched = 0.0

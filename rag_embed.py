@@ -590,7 +590,9 @@ def main(
     progress.done(f"{count} records")
     if embedder.truncated:
         ragline.note(
-            f"{STAGE}: {embedder.truncated} of {count} texts were longer than {embedder.max_tokens} tokens and were truncated", quiet
+            f"{STAGE}: {embedder.truncated} texts (of {count} records, passages included) were longer than {embedder.max_tokens} tokens "
+            + ("and were embedded window by window" if getattr(embedder, "long", "truncate") == "windows" else "and were truncated"),
+            quiet,
         )
     if cache is not None and not quiet and sys.stderr.isatty():
         ragline.note(f"{STAGE}: cache hits {cache.hits} of {count}")

@@ -131,8 +131,11 @@ def dense_scores(index: Index, queries: np.ndarray, passages: bool = True) -> np
     scores = queries @ vectors.T if len(queries) > 1 else (vectors @ queries[0])[None, :]
     if passages and index.passages is not None and len(index.passages):
         rows = np.asarray(index.passage_rows)
-        for q, per_passage in enumerate(queries @ np.asarray(index.passages).T):
-            np.maximum.at(scores[q], rows, per_passage)
+        order = np.argsort(rows, kind="stable")  # rag-index writes them in chunk order already: a no-op then
+        owners, starts = np.unique(rows[order], return_index=True)
+        per_passage = queries @ np.asarray(index.passages)[order].T
+        best = np.maximum.reduceat(per_passage, starts, axis=1)  # each owner's best passage, all queries at once
+        scores[:, owners] = np.maximum(scores[:, owners], best)
     return scores
 
 
@@ -250,8 +253,9 @@ def blend(parts: dict[str, float]) -> float:
 
         confidence = (best + coverage) / 4 + dense / 2
 
-    `best` and `coverage` come from `confidence_parts`; `dense` is the best cosine
-    between the question and any chunk under the index's own model, computed
+    `best` and `coverage` come from `confidence_parts`; `dense` is the best dense
+    score of any chunk under the index's own model (`dense_scores`: with passage vectors,
+    a chunk's best passage counts, so the signal moves with --passages), computed
     whichever retrievers run (so the signal is the same with and without --sparse
     or --no-dense). results/abstain-sweep.json gives each part's and each blend's
     power to tell answerable from unanswerable questions (ROC AUC); the blend is
@@ -362,7 +366,8 @@ class Searcher:
                 signals.setdefault(row, {})["bm25"] = {"score": round(float(sparse[row]), 6), "rank": rank}
         idents = identifiers(question, bm25) if cfg.exact else np.zeros(0, dtype=np.int64)
         if len(idents) and cfg.fusion == "score":  # a chunk holding an identifier is a candidate, whatever its rank
-            lists = {name: ranking + [r for r in holders(bm25, idents) if r not in ranking] for name, ranking in lists.items()}
+            held = holders(bm25, idents)
+            lists = {name: ranking + sorted(set(held) - set(ranking)) for name, ranking in lists.items()}
         if len(lists) > 1 and cfg.fusion == "score":
             rows = np.array(sorted(set(lists["dense"]) | set(lists["bm25"])), dtype=np.int64)
             base = score_fusion(dense, sparse, rows, cfg.dense_weight)
