@@ -211,6 +211,7 @@ def test_sigint_during_index_rebuild_cleans_up(tmp_path, corpora):
     for trial, delay in enumerate(moments(clock, rng, seen, {"old": (0.0, 0.5)}, trials=10, span=1.2)):
         new = "A" if current == "B" else "B"
         source = corpora[new][0].resolve()
+        before = {p.name for p in idx.iterdir()}
         with open(tmp_path / ".stderr", "w+b") as err:
             proc = subprocess.Popen([*index, str(source)], env=stage_env(), stdin=subprocess.DEVNULL, stderr=err)
             opened(proc.pid, source)
@@ -229,7 +230,9 @@ def test_sigint_during_index_rebuild_cleans_up(tmp_path, corpora):
         assert late or (code, stderr) in ((130, "rag-index: interrupted\n"), (0, "")), f"trial {trial}: exit {code}, {stderr!r}"
         names = sorted(p.name for p in idx.iterdir())
         if outcome == "old":  # the handlers removed the unfinished generation and the CURRENT temp file
-            assert names == sorted(["CURRENT", rag_index.LOCK, live_generation(idx).name]), names
+            assert not set(names) - before - {rag_index.LOCK}, names
+            # what an earlier trial interrupted after its swap may leave: at most one dead generation (the documented bound)
+            assert len([n for n in names if n.startswith("gen-")]) <= 2 and not [n for n in names if n.startswith(".CURRENT.")], names
         seen[outcome] += 1
         seen[outcome, code] += 1
         current = new if outcome == "new" else current
