@@ -58,7 +58,7 @@ _QUANTITY = re.compile(r"\d[\d,.]*(?:[kKmM]|-\w+)?")
 def _is_name(word: str, before: str) -> bool:
     if word.casefold() in _NOT_NAMES or _QUANTITY.fullmatch(word):
         return False
-    if any(ch.isdigit() for ch in word) or re.search(r"\w[_./:]\w", word) or re.search(r"[a-z][A-Z]", word):
+    if ragline.identifier_like(word, hyphen=False):
         return True  # NW-4021, dependabot.yml, init.defaultBranch; not brand-new or top-level
     opens = not before.strip() or re.search(r"[.?!:][\s\"'(]*$", before) is not None
     return word[0].isupper() and not opens

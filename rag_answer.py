@@ -41,7 +41,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import click
@@ -82,6 +82,13 @@ class ContextBlock:
 
     n: int
     hit: dict[str, Any]
+    _quotes: dict[bool, list[Candidate]] = field(default_factory=dict, repr=False, compare=False)
+
+    def quotes(self, unwrap: bool = True) -> list[Candidate]:
+        """`candidates` of this block, made once: the refusal checks and the generator read the same."""
+        if unwrap not in self._quotes:
+            self._quotes[unwrap] = candidates(self, unwrap)
+        return self._quotes[unwrap]
 
     def citation(self) -> dict[str, Any]:
         h = self.hit
@@ -275,7 +282,7 @@ class Extractive:
         if not blocks or sum(weights.values()) <= 0:
             return ""
         cue = question_cue(question) if "cue" in self.features else None
-        every = [c for b in blocks for c in candidates(b, "unwrap" in self.features)]
+        every = [c for b in blocks for c in b.quotes("unwrap" in self.features)]
         cands = every if cue == "code" else [c for c in every if c.kind != "code"]
         if not cands:
             return ""
@@ -341,7 +348,7 @@ class Extractive:
             return f"the handbook never mentions {', '.join(repr(n) for n in unknown)}"
         if "cue" not in self.features or question_cue(question) != "number":
             return None
-        if any(NUMBER.search(c.text) for b in blocks for c in candidates(b, "unwrap" in self.features)):
+        if any(NUMBER.search(c.text) for b in blocks for c in b.quotes("unwrap" in self.features)):
             return None
         return "the question asks for a number and no block sent holds one"
 

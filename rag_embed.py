@@ -399,8 +399,7 @@ def passage_texts(record: dict[str, Any], headings: bool = True, text_field: str
             size = sum(len(s.split()) for s in runs[-1])
     if len(runs) < 2:
         return []
-    path = record.get("headings") if headings else None
-    lead = " > ".join(path) + " :: " if isinstance(path, list) and path and all(isinstance(h, str) for h in path) else ""
+    lead = ragline.heading_lead(record, headings)
     return [lead + " ".join(run) for run in runs]
 
 

@@ -147,10 +147,13 @@ class Bm25:
         i = np.searchsorted(self.docs[s:e], doc)
         return int(self.tf[s + i]) if i < e - s and self.docs[s + i] == doc else 0
 
+    def holding(self, term: int) -> np.ndarray:
+        """The rows (documents) whose text holds the term: its postings."""
+        return self.docs[self.indptr[term] : self.indptr[term + 1]]
+
     def contains(self, term: int, rows: np.ndarray) -> np.ndarray:
         """For each row in `rows`: does the document contain the term?"""
-        s, e = self.indptr[term], self.indptr[term + 1]
-        return np.isin(rows, self.docs[s:e])
+        return np.isin(rows, self.holding(term))
 
 
 def build_bm25(texts: list[str], k1: float = K1, b: float = B) -> Bm25:

@@ -34,7 +34,7 @@ import re
 import sys
 import time
 from collections.abc import Iterable, Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 import click
@@ -168,7 +168,7 @@ def identifiers(question: str, bm25: Bm25) -> np.ndarray:
     found: list[str] = []
     for match in ragline.words(question):
         word = match.group()
-        if not (any(ch.isdigit() for ch in word) or re.search(r"\w[-_./:]\w|[a-z][A-Z]", word) or re.fullmatch(r"[A-Z]{2,}s?", word)):
+        if not (ragline.identifier_like(word) or re.fullmatch(r"[A-Z]{2,}s?", word)):
             continue
         terms = ragline.tokenize(word)
         if terms and not terms[0].isdigit():
@@ -179,16 +179,9 @@ def identifiers(question: str, bm25: Bm25) -> np.ndarray:
     return np.array([t for t in ids if bm25.df[t] <= limit], dtype=np.int64)
 
 
-def exact_share(bm25: Bm25, idents: np.ndarray, rows: np.ndarray) -> np.ndarray:
-    """Per row: the share of the identifiers `idents` that the row's indexed text holds whole."""
-    if not len(idents):
-        return np.zeros(len(rows))
-    return sum(bm25.contains(int(t), rows).astype(np.float64) for t in idents) / len(idents)
-
-
 def holders(bm25: Bm25, idents: np.ndarray) -> list[int]:
     """The rows that hold any of the identifiers."""
-    return sorted({int(d) for t in idents for d in bm25.docs[bm25.indptr[t] : bm25.indptr[t + 1]]})
+    return sorted({int(d) for t in idents for d in bm25.holding(int(t))})
 
 
 def query_terms(bm25: Bm25, question: str) -> tuple[list[str], np.ndarray, np.ndarray]:
@@ -394,7 +387,7 @@ class Searcher:
             for r, value in zip(rows, lex, strict=True):
                 signals.setdefault(int(r), {})["lexical"] = round(float(value), 6)
         if len(idents) and len(rows):
-            share = exact_share(bm25, idents, rows)
+            share = overlap(bm25, idents, np.ones(len(idents)), rows)  # the share of the identifiers each row holds
             final = final + EXACT_WEIGHT * share
             for r, value in zip(rows, share, strict=True):
                 if value:
@@ -498,18 +491,8 @@ class SearchArgs:
     def config(self, at_least: int = 1) -> Config:
         """The Config these options ask for, with k and the candidate lists at least `at_least` long."""
         k = max(self.k, at_least)
-        config = Config(
-            dense=self.dense,
-            sparse=self.sparse,
-            rerank=self.rerank,
-            k=k,
-            rrf_k=self.rrf_k,
-            candidates=max(self.candidates, k),
-            fusion=self.fusion,
-            dense_weight=self.dense_weight,
-            passages=self.passages,
-            exact=self.exact,
-        )
+        chosen = {f.name: getattr(self, f.name) for f in fields(Config)}
+        config = Config(**chosen | {"k": k, "candidates": max(self.candidates, k)})
         try:
             config.check()
         except ValueError as err:

@@ -488,11 +488,16 @@ def retrieval_text(record: dict[str, Any], headings: bool = True, text_field: st
     `Heading > Sub :: text`, template tags left out of both. The one definition, so
     the dense and the sparse side of an index cannot see different text.
     """
-    text = strip_templates(record[text_field])
+    return heading_lead(record, headings) + strip_templates(record[text_field])
+
+
+def heading_lead(record: dict[str, Any], headings: bool = True) -> str:
+    """`Heading > Sub :: `, the prefix a chunk's text (and each of its passages) is embedded
+    and indexed with; "" without a heading path or with `headings` off."""
     path = record.get("headings") if headings else None
     if isinstance(path, list) and path and all(isinstance(h, str) for h in path):
-        return " > ".join(path) + " :: " + text
-    return text
+        return " > ".join(path) + " :: "
+    return ""
 
 
 # --------------------------------------------------------------------------- sentences
@@ -548,6 +553,14 @@ _PART = re.compile(r"[^\W_]+")
 def words(text: str) -> Iterator[re.Match[str]]:
     """The words `tokenize` sees, as matches on `text` itself (original case and offsets)."""
     return _WORD.finditer(text)
+
+
+def identifier_like(word: str, hyphen: bool = True) -> bool:
+    """Does a word look like an identifier rather than a word of prose: a digit (NW-4021, S3),
+    a capital after a small letter (defaultBranch), or a joiner between word characters
+    (dependabot.yml, init.defaultBranch, snake_case, and with `hyphen` force-with-lease)?"""
+    joiners = r"[-_./:]" if hyphen else r"[_./:]"
+    return any(ch.isdigit() for ch in word) or re.search(rf"\w{joiners}\w|[a-z][A-Z]", word) is not None
 
 
 def stem(word: str) -> str:
