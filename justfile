@@ -64,17 +64,18 @@ eval *only: model
     if [ -d build/eval/eng-practices/default/idx ]; then just examples; fi
     just tables
 
-# One run (a line of `rag-eval plan`): chunk, embed, index into build/eval/CORPUS/LABEL, search, answer, score into OUT/CORPUS/LABEL.json.
-_run corpus label docs golden chunk="" embed="" index="" search="" answer="" out="results":
-    mkdir -p build/eval/{{corpus}}/{{label}} {{out}}/{{corpus}}
-    rag-chunk {{chunk}} {{docs}} > build/eval/{{corpus}}/{{label}}/chunks.jsonl
-    rag-embed --quiet {{embed}} --cache {{cache}} < build/eval/{{corpus}}/{{label}}/chunks.jsonl | rag-index {{index}} --out build/eval/{{corpus}}/{{label}}/idx
-    rag-eval questions {{golden}} | rag-search --index build/eval/{{corpus}}/{{label}}/idx {{search}} | rag-answer --index build/eval/{{corpus}}/{{label}}/idx {{answer}} | rag-eval score --golden {{golden}} --corpus {{corpus}} --label {{label}} --corpus-chunks build/eval/{{corpus}}/{{label}}/chunks.jsonl --out {{out}}/{{corpus}}/{{label}}.json
+# One run (a line of `rag-eval plan`): chunk, embed, index into WORK/CORPUS/LABEL, search, answer, score into OUT/CORPUS/LABEL.json.
+_run corpus label docs golden chunk="" embed="" index="" search="" answer="" out="results" work="build/eval":
+    mkdir -p {{work}}/{{corpus}}/{{label}} {{out}}/{{corpus}}
+    rag-chunk {{chunk}} {{docs}} > {{work}}/{{corpus}}/{{label}}/chunks.jsonl
+    rag-embed --quiet {{embed}} --cache {{cache}} < {{work}}/{{corpus}}/{{label}}/chunks.jsonl | rag-index {{index}} --out {{work}}/{{corpus}}/{{label}}/idx
+    rag-eval questions {{golden}} | rag-search --index {{work}}/{{corpus}}/{{label}}/idx {{search}} | rag-answer --index {{work}}/{{corpus}}/{{label}}/idx {{answer}} | rag-eval score --golden {{golden}} --corpus {{corpus}} --label {{label}} --corpus-chunks {{work}}/{{corpus}}/{{label}}/chunks.jsonl --out {{out}}/{{corpus}}/{{label}}.json
 
-# The default configuration on any handbook with its own golden file; its tables on stdout (results/ is left alone).
-eval-corpus dir golden_file: model
-    just _run "$(basename {{golden_file}} .golden.yaml)" default {{dir}} {{golden_file}} "" "" "" "" "" build/eval-corpus
-    rag-eval table build/eval-corpus/$(basename {{golden_file}} .golden.yaml)/default.json
+# The default configuration on any handbook with its own golden file: OUT/NAME/default.json (NAME: the golden file's name
+# without .golden.yaml), its index under OUT/build, its tables on stdout. Nothing outside OUT is written.
+eval-corpus dir golden_file out="build/eval-corpus": model
+    just _run "$(basename {{golden_file}} .golden.yaml)" default {{dir}} {{golden_file}} "" "" "" "" "" {{out}} {{out}}/build
+    rag-eval table {{out}}/$(basename {{golden_file}} .golden.yaml)/default.json
 
 # Answers to four questions on the eng-practices index, for the README.
 examples idx=("build/eval/eng-practices/default/idx"):

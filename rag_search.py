@@ -50,6 +50,7 @@ STAGE = "rag-search"
 DEFAULT_K = 5
 DEFAULT_RRF_K = 60
 CANDIDATES = 30  # each retriever's list length before fusion and rerank
+MAX_QUESTION = 2_000  # characters of a question read from the command line or stdin; the rest is cut, with a notice
 RERANK_WEIGHT = 0.5  # lexical overlap's weight against the min-max normalised base score
 HEADING_WEIGHT = 0.5  # a query term in the heading path counts this much on top of the text
 BATCH = 64
@@ -619,13 +620,55 @@ def make_searcher(search: SearchArgs) -> Searcher:
     return Searcher(rag_index.load(search.index_path), search.config(), model=search.model, threads=search.threads)
 
 
-def question_records(questions: tuple[str, ...], queries: str | None, usage: str) -> Iterator[tuple[ragline.Line, dict[str, Any]]]:
-    """Questions given as arguments become records q1, q2, ...; otherwise JSON Lines."""
+def question_records(
+    questions: tuple[str, ...], queries: str | None, usage: str, raw: bool = False, stage: str = STAGE
+) -> Iterator[tuple[ragline.Line, dict[str, Any]]]:
+    """Query records from the command line: QUESTIONS as arguments become records q1, q2,
+    ...; otherwise JSON Lines from --queries or stdin, or with `raw` one question a line
+    (blank lines skipped). A record without an `id` gets its input line number. A question
+    over MAX_QUESTION characters is cut to them, with a notice: a whole file pasted as a
+    question costs seconds of BM25 and the model reads 256 tokens of it at most."""
+    if questions and raw:
+        raise click.UsageError("--raw-input reads questions from stdin or --queries: give them there or as arguments, not both")
     if questions:
-        for n, q in enumerate(questions, 1):
-            yield ragline.Line("<args>", n), {"id": f"q{n}", "question": q}
+        source: Iterable[tuple[ragline.Line, dict[str, Any]]] = (
+            (ragline.Line("<args>", n), {"id": f"q{n}", "question": q}) for n, q in enumerate(questions, 1)
+        )
+    elif raw:
+        source = _raw_lines(queries, usage)
     else:
-        yield from ragline.read_records([queries or "-"], usage=usage)
+        source = ragline.read_records([queries or "-"], usage=usage)
+    for where, record in source:
+        if "id" not in record:
+            record["id"] = str(where.number)
+        question = record.get("question")
+        if isinstance(question, str) and len(question) > MAX_QUESTION:
+            ragline.note(f"{stage}: {where}: a question of {len(question):,} characters, cut to its first {MAX_QUESTION:,}")
+            record["question"] = question[:MAX_QUESTION]
+        yield where, record
+
+
+def _raw_lines(path: str | None, usage: str) -> Iterator[tuple[ragline.Line, dict[str, Any]]]:
+    """`--raw-input`: each non-blank line of the file or stdin is a question."""
+    for name, stream in ragline.open_inputs([path or "-"], usage):
+        for number, raw in enumerate(stream, 1):
+            try:
+                text = raw.decode("utf-8").removeprefix("\ufeff" if number == 1 else "").strip()
+            except UnicodeDecodeError as bad:
+                raise StageError(f"not UTF-8 (byte 0x{raw[bad.start]:02x} at column {bad.start + 1})", f"{name}:{number}") from None
+            if text:
+                yield ragline.Line(name, number), {"question": text}
+
+
+def given_on_command_line(names: Iterable[str]) -> list[str]:
+    """The options among `names` (parameter names) that were typed on the command line,
+    as the user spelled them (--k, --rerank, ...); environment variables do not count."""
+    ctx = click.get_current_context()
+    given = []
+    for param in ctx.command.params:
+        if param.name in names and ctx.get_parameter_source(param.name) is click.core.ParameterSource.COMMANDLINE:
+            given.append(max(param.opts, key=len))
+    return given
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -637,6 +680,7 @@ def question_records(questions: tuple[str, ...], queries: str | None, usage: str
     default=None,
     help="A JSON Lines file of query records (default: stdin when no QUESTIONS).",
 )
+@click.option("--raw-input", "-R", "raw", is_flag=True, help="Read one plain-text question a line (stdin or --queries), not JSON.")
 @click.option("--explain", "explain_id", default=None, metavar="CHUNK_ID", help="Add each query term's BM25 contribution to this chunk.")
 @click.option("--json", "as_json", is_flag=True, help="JSON Lines even on a terminal.")
 @ragline.stage_main(STAGE)
@@ -644,13 +688,14 @@ def main(
     questions: tuple[str, ...],
     search: SearchArgs,
     queries: str | None,
+    raw: bool,
     explain_id: str | None,
     as_json: bool,
 ) -> None:
-    """Search an index for each question (arguments, or query records on stdin)."""
+    """Search an index for each question (arguments, query records on stdin, or plain lines with -R)."""
     searcher = make_searcher(search)
     records = question_records(
-        questions, queries, 'no input: pipe query records ({"id","question"}) into rag-search, or give questions as arguments'
+        questions, queries, 'no input: pipe query records ({"id","question"}) into rag-search, or give questions as arguments', raw
     )
     human = sys.stdout.isatty() and not as_json
     out = sys.stdout.buffer

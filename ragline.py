@@ -104,7 +104,8 @@ def _quiet_stdout() -> None:
 def stage_main(name: str) -> Callable[[Callable[..., None]], Callable[..., None]]:
     """Decorate a stage's click callback: SIGTERM becomes Ctrl-C, the body runs under `stage(name)`.
 
-    The one place the stages' shared plumbing lives (as csvkit's one `run`):
+    The one place the stages' shared plumbing lives (as csvkit's one `run`), `--version`
+    included:
 
         @click.command()
         @ragline.stage_main("rag-chunk")
@@ -118,9 +119,16 @@ def stage_main(name: str) -> Callable[[Callable[..., None]], Callable[..., None]
             with stage(name):
                 body(*args, **kwargs)
 
-        return run
+        return version_option(name)(run)
 
     return decorate
+
+
+def version_option(name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """`--version`: the command's name and the installed ragline's version."""
+    import click
+
+    return click.version_option(package_name="ragline", prog_name=name, message="%(prog)s (ragline) %(version)s")
 
 
 def launch(module: str, name: str) -> None:

@@ -35,6 +35,10 @@ OPTIONS = {
     "dense_weight": [("search", "dense_weight")],
     "exact": [("search", "exact")],
     "threshold": [("answer", "threshold")],
+    "k": [("search", "k")],
+    "candidates": [("search", "candidates")],
+    "rrf_k": [("search", "rrf_k")],
+    "context": [("answer", "size")],
 }
 
 

@@ -166,3 +166,15 @@ def test_ctrl_c_while_a_stage_is_still_importing_is_one_line_not_a_traceback(tmp
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ragline.Path(ragline.__file__).parent)])}
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
     assert (done.returncode, done.stderr, done.stdout) == (130, "rag-x: interrupted\n", "")
+
+
+@pytest.mark.parametrize("module", ["rag_chunk", "rag_embed", "rag_index", "rag_search", "rag_answer", "rag_eval"])
+def test_every_command_says_its_version(module):
+    import importlib
+    from importlib.metadata import version
+
+    from click.testing import CliRunner
+
+    name = module.replace("_", "-")
+    result = CliRunner().invoke(importlib.import_module(module).main, ["--version"])
+    assert (result.exit_code, result.output) == (0, f"{name} (ragline) {version('ragline')}\n")

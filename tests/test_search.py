@@ -116,6 +116,28 @@ class TestCli:
         assert out["retrieval"]["fusion"] == "score" and out["retrieval"]["dense_weight"] == rag_search.DENSE_WEIGHT
         assert out["ms"] > 0
 
+    def test_raw_input_ids_and_the_question_limit(self, runner, tiny_index):
+        """-R reads plain lines (blank ones skipped); a record without an id gets its line
+        number; a question over MAX_QUESTION characters is cut, with a notice."""
+        result = runner.invoke(main, ["--index", str(tiny_index), "-R"], input="NW-4021\n\nWhen does the nightly sweep run?\n")
+        assert result.exit_code == 0, result.stderr
+        out = parse(result.stdout_bytes)
+        assert [(r["id"], r["question"]) for r in out] == [("1", "NW-4021"), ("3", "When does the nightly sweep run?")]
+        assert runner.invoke(main, ["--index", str(tiny_index)], input="NW-4021\n").exit_code == 1  # not JSON without -R
+        result = runner.invoke(main, ["--index", str(tiny_index)], input=jsonl({"question": "NW-4021"}, {"id": "x", "question": "NW-4021"}))
+        assert [r["id"] for r in parse(result.stdout_bytes)] == ["1", "x"]
+        long = "sweep " * 999 + "sweep"
+        result = runner.invoke(main, ["--index", str(tiny_index), "-R"], input=long + "\n")
+        assert result.exit_code == 0, result.stderr
+        assert parse(result.stdout_bytes)[0]["question"] == long[: rag_search.MAX_QUESTION]
+        assert result.stderr == f"rag-search: <stdin>:1: a question of {len(long):,} characters, cut to its first 2,000\n"
+        both = runner.invoke(main, ["--index", str(tiny_index), "-R", "NW-4021"])
+        assert both.exit_code == 2 and "not both" in both.stderr
+
+    def test_version(self, runner):
+        result = runner.invoke(main, ["--version"])
+        assert result.exit_code == 0 and result.stdout.startswith("rag-search (ragline) ")
+
     def test_questions_as_arguments_and_explain(self, runner, tiny_index):
         result = runner.invoke(main, ["--index", str(tiny_index), "--sparse", "--explain", "errors#client-errors", "NW-4021"])
         assert result.exit_code == 0, result.stderr
