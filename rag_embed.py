@@ -379,6 +379,17 @@ def embed_texts(embedder: Embedder, texts: list[str], query: bool, cache: Cache 
     return out
 
 
+def chunk_sentences(text: str) -> list[str]:
+    """A chunk's prose as sentences: template tags out, heading lines dropped, each
+    paragraph unwrapped and split (`ragline.sentence_spans`)."""
+    sentences: list[str] = []
+    for para in ragline.strip_templates(text).split("\n\n"):
+        flat = " ".join(line for line in para.split("\n") if not line.lstrip().startswith("#"))
+        flat = " ".join(flat.split())
+        sentences.extend(flat[a:b] for a, b in ragline.sentence_spans(flat) if flat[a:b].strip())
+    return sentences
+
+
 def passage_texts(record: dict[str, Any], headings: bool = True, text_field: str = "text", words: int = PASSAGE_WORDS) -> list[str]:
     """The passages of a chunk that get vectors of their own, beside the chunk's vector.
 
@@ -389,12 +400,7 @@ def passage_texts(record: dict[str, Any], headings: bool = True, text_field: str
     one passage long gets none: its own vector already is that passage's.
     A sentence is never cut, so a table or a list without full stops stays one passage.
     """
-    body = ragline.strip_templates(record[text_field])
-    sentences: list[str] = []
-    for para in body.split("\n\n"):
-        flat = " ".join(line for line in para.split("\n") if not line.lstrip().startswith("#"))
-        flat = " ".join(flat.split())
-        sentences.extend(flat[a:b] for a, b in ragline.sentence_spans(flat) if flat[a:b].strip())
+    sentences = chunk_sentences(record[text_field])
     runs: list[list[str]] = []
     size = 0
     for sentence in sentences:
@@ -575,9 +581,11 @@ def main(
     out.flush()
     progress.done()
     if embedder.truncated:
+        n = embedder.truncated
+        texts, were = ("text", "was") if n == 1 else ("texts", "were")
+        done = "embedded window by window" if getattr(embedder, "long", "truncate") == "windows" else "truncated"
         ragline.note(
-            f"{STAGE}: {embedder.truncated} texts (of {count} records, passages included) were longer than {embedder.max_tokens} tokens "
-            + ("and were embedded window by window" if getattr(embedder, "long", "truncate") == "windows" else "and were truncated"),
+            f"{STAGE}: {n} {texts} (of {count} records, passages included) {were} longer than {embedder.max_tokens} tokens and {were} {done}",
             quiet,
         )
     if cache is not None and not quiet and sys.stderr.isatty():

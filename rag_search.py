@@ -285,6 +285,29 @@ def explain(index: Index, question: str, chunk_id: str) -> dict[str, Any]:
     }
 
 
+def explain_dense(searcher: Searcher, question: str, chunk_id: str) -> dict[str, Any]:
+    """The dense side of one chunk for a question: the cosine of its vector with the
+    question's, its best passage's (where the index has passage vectors), and its
+    sentence closest to the question with that sentence's cosine."""
+    index = searcher.index
+    try:
+        row = index.ids.index(chunk_id)
+    except ValueError:
+        raise StageError(f"--explain: no chunk '{chunk_id}' in the index") from None
+    query = rag_embed.embed_texts(searcher.embedder, [question], True, searcher.cache)[0]
+    out: dict[str, Any] = {"cosine": round(float(np.asarray(index.vectors[row]) @ query), 6), "passage_cosine": None}
+    if index.passages is not None and index.passage_rows is not None:
+        mine = np.flatnonzero(index.passage_rows == row)
+        if mine.size:
+            out["passage_cosine"] = round(float((np.asarray(index.passages[mine]) @ query).max()), 6)
+    sentences = rag_embed.chunk_sentences(index.chunks[row]["text"])
+    if sentences:
+        cosines = rag_embed.embed_texts(searcher.embedder, sentences, False, searcher.cache) @ query
+        best = int(cosines.argmax())
+        out |= {"sentence": sentences[best], "sentence_cosine": round(float(cosines[best]), 6)}
+    return out
+
+
 # --------------------------------------------------------------------------- the searcher
 
 
@@ -441,23 +464,27 @@ def _search_batch(searcher: Searcher, records: list[dict[str, Any]], explain_id:
         record["schema"] = "hits/1"
         if explain_id is not None:
             record["explain"] = explain(searcher.index, record["question"], explain_id)
+            record["explain"]["dense"] = explain_dense(searcher, record["question"], explain_id)
         yield record
 
 
 # --------------------------------------------------------------------------- for people
 
 
-def render(record: dict[str, Any], width: int = 100) -> str:
-    """A readable ranking for a terminal."""
+def render(record: dict[str, Any], width: int = 100, lines_per_hit: int = 2) -> str:
+    """A readable ranking for a terminal: each hit with its place, heading path and the
+    lines of its text that hold the most of the question's terms; --explain's BM25 terms
+    and dense side."""
     r = record["retrieval"]
     mode = "+".join([n for n, on in (("dense", r["dense"]), ("bm25", r["sparse"])) if on]) + ("+rerank" if r["rerank"] != "none" else "")
     lines = [f"{record['question']}", f"  confidence {record['confidence']:.2f} · {mode} · {r['model']} · {record['ms']:.0f} ms", ""]
+    terms = set(ragline.tokenize(record["question"]))
     for hit in record["hits"]:
         where = f"{hit['path']}:{hit['start_line']}-{hit['end_line']}" if hit.get("path") else ""
         lines.append(f"{hit['rank']:>3}  {hit['score']:.3f}  {hit['chunk_id']}   {where}")
         lines.append(f"       {' > '.join(hit['headings'])}")
-        body = " ".join(hit["text"].split())
-        lines.append(f"       {body[: width - 10]}{'...' if len(body) > width - 10 else ''}")
+        for text in best_lines(hit["text"], terms, lines_per_hit):
+            lines.append(f"       {text[: width - 10]}{'...' if len(text) > width - 10 else ''}")
     if "explain" in record:
         e = record["explain"]
         lines += ["", f"  BM25 explain for {e['chunk_id']} (doc length {e['doc_len']}, average {e['avgdl']}, k1 {e['k1']}, b {e['b']})"]
@@ -465,7 +492,21 @@ def render(record: dict[str, Any], width: int = 100) -> str:
         for t in e["terms"]:
             lines.append(f"  {t['term']:<24}{t['tf']:>5}{t['df']:>7}{t['idf']:>9.3f}{t['contribution']:>15.3f}")
         lines.append(f"  {'total':<45}{e['total']:>15.3f}")
+        d = e.get("dense")
+        if d:
+            passage = "" if d.get("passage_cosine") is None else f", its best passage {d['passage_cosine']:.3f}"
+            lines += ["", f"  Dense: the chunk's cosine with the question {d['cosine']:.3f}{passage}"]
+            if d.get("sentence"):
+                lines.append(f"  closest sentence ({d['sentence_cosine']:.3f}): {d['sentence'][: width - 30]}")
     return "\n".join(lines) + "\n"
+
+
+def best_lines(text: str, terms: set[str], n: int) -> list[str]:
+    """The `n` non-heading lines of a hit's text holding the most distinct question terms
+    (the earlier line on a tie), in the text's order; the first lines when none holds one."""
+    rows = [line.strip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+    scored = sorted(range(len(rows)), key=lambda i: (-len(terms & set(ragline.tokenize(rows[i]))), i))[:n]
+    return [rows[i] for i in sorted(scored)]
 
 
 # --------------------------------------------------------------------------- the command

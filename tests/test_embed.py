@@ -212,6 +212,17 @@ def test_cli_with_real_model(runner, minilm):
 
 
 @pytest.mark.model
+@pytest.mark.parametrize(("mode", "said"), [("windows", "was embedded window by window"), ("truncate", "was truncated")])
+def test_the_long_text_notice_says_what_was_done(runner, mode, said):
+    long_text = " ".join(["Simmer the onions slowly in butter until they are soft and golden brown."] * 25)
+    result = runner.invoke(
+        main, ["--long", mode, "--no-passages"], input=jsonl({"id": "a", "text": long_text}, {"id": "b", "text": "short"})
+    )
+    assert result.exit_code == 0, result.stderr
+    assert result.stderr == f"rag-embed: 1 text (of 2 records, passages included) was longer than 256 tokens and {said}\n"
+
+
+@pytest.mark.model
 def test_long_windows_embeds_the_whole_text():
     """`--long windows` (the default): every 256-token window counts, weighted by its length."""
     windows = rag_embed.load_embedder("all-MiniLM-L6-v2", long="windows")

@@ -178,3 +178,21 @@ def test_every_command_says_its_version(module):
     name = module.replace("_", "-")
     result = CliRunner().invoke(importlib.import_module(module).main, ["--version"])
     assert (result.exit_code, result.output) == (0, f"{name} (ragline) {version('ragline')}\n")
+
+
+@pytest.mark.parametrize(
+    ("command", "typed", "offered"), [("rag-search", "--ra", "plain,--raw-input"), ("rag-eval", "co", "plain,compare")]
+)
+def test_shell_completion_works_as_the_readme_says(command, typed, offered):
+    """The README's completion recipe: click's `_RAG_..._COMPLETE` protocol through the console scripts."""
+    import os
+    import shutil
+    import subprocess
+
+    exe = shutil.which(command)
+    assert exe, f"{command} is not installed"
+    var = f"_{command.upper().replace('-', '_')}_COMPLETE"
+    source = subprocess.run([exe], env=os.environ | {var: "bash_source"}, capture_output=True, text=True)
+    assert source.returncode == 0 and "complete -o nosort -F" in source.stdout
+    env = os.environ | {var: "bash_complete", "COMP_WORDS": f"{command} {typed}", "COMP_CWORD": "1"}
+    assert subprocess.run([exe], env=env, capture_output=True, text=True).stdout.strip() == offered

@@ -143,6 +143,30 @@ class TestCli:
         assert result.exit_code == 0, result.stderr
         assert parse(result.stdout_bytes)[0]["explain"]["terms"][0]["term"] == "nw-4021"
 
+    def test_explain_shows_the_dense_side(self, runner, tiny_index):
+        """The chunk's cosine is the dense signal its hit shows; the closest sentence is one of its sentences."""
+        chunk = "settlement#the-nightly-sweep"
+        result = runner.invoke(main, ["--index", str(tiny_index), "--explain", chunk, "When does the nightly sweep run?"])
+        assert result.exit_code == 0, result.stderr
+        out = parse(result.stdout_bytes)[0]
+        dense = out["explain"]["dense"]
+        hit = next(h for h in out["hits"] if h["chunk_id"] == chunk)
+        assert dense["cosine"] == pytest.approx(hit["signals"]["dense"]["score"], abs=1e-5)
+        assert dense["passage_cosine"] is None  # the tiny index has no passage vectors
+        assert dense["sentence"] in ("The sweep runs once a day at 23:40 IST and closes the batch.", "There is no manual sweep.")
+        text = rag_search.render(out)
+        assert f"Dense: the chunk's cosine with the question {dense['cosine']:.3f}" in text
+        assert f"closest sentence ({dense['sentence_cosine']:.3f}): {dense['sentence']}" in text
+
+    def test_a_terminal_shows_the_lines_that_match(self):
+        text = "## Refunds\n\nRefunds go back to the card.\nThey take five days.\nA refund of a settled charge waits for the sweep.\n"
+        assert rag_search.best_lines(text, {"settled", "refund", "sweep"}, 1) == ["A refund of a settled charge waits for the sweep."]
+        assert rag_search.best_lines(text, {"card", "sweep"}, 2) == [
+            "Refunds go back to the card.",
+            "A refund of a settled charge waits for the sweep.",
+        ]
+        assert rag_search.best_lines(text, {"nothing"}, 2) == ["Refunds go back to the card.", "They take five days."]
+
     def test_both_retrievers_off_is_usage_error(self, runner, tiny_index):
         result = runner.invoke(main, ["--index", str(tiny_index), "--no-dense", "--no-sparse", "x"])
         assert result.exit_code == 2 and "both retrievers are off" in result.stderr
