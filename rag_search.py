@@ -349,7 +349,8 @@ class Searcher:
                 "window": m.get("chunking", {}).get("window"),
             }
             | asdict(self.config)
-            | {"passages": self.config.passages and bool(m.get("counts", {}).get("passages"))}
+            # passages in use: asked for, and the index embedded with them (even if no chunk was long enough to get any)
+            | {"passages": self.config.passages and bool(m.get("embed_passages") or m.get("counts", {}).get("passages"))}
         )
 
     def search(self, questions: list[str]) -> list[dict[str, Any]]:

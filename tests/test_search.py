@@ -158,6 +158,15 @@ class TestCli:
         assert f"Dense: the chunk's cosine with the question {dense['cosine']:.3f}" in text
         assert f"closest sentence ({dense['sentence_cosine']:.3f}): {dense['sentence']}" in text
 
+    def test_an_index_embedded_with_passages_reports_them_even_with_none_long_enough(self, tmp_path):
+        """A handbook of short chunks gets no passage vectors, yet was embedded with --passages:
+        its records show the configuration asked for (the `default` run's), not `no-passages`."""
+        idx = build_index(tmp_path, passages=True)
+        index = rag_index.load(idx)
+        assert index.manifest["counts"]["passages"] == 0 and index.manifest["embed_passages"] is True
+        assert rag_search.Searcher(index, rag_search.Config()).retrieval()["passages"] is True
+        assert rag_search.Searcher(index, rag_search.Config(passages=False)).retrieval()["passages"] is False
+
     def test_a_terminal_shows_the_lines_that_match(self):
         text = "## Refunds\n\nRefunds go back to the card.\nThey take five days.\nA refund of a settled charge waits for the sweep.\n"
         assert rag_search.best_lines(text, {"settled", "refund", "sweep"}, 1) == ["A refund of a settled charge waits for the sweep."]
