@@ -672,6 +672,9 @@ def question_records(
     question costs seconds of BM25 and the model reads 256 tokens of it at most."""
     if questions and raw:
         raise click.UsageError("--raw-input reads questions from stdin or --queries: give them there or as arguments, not both")
+    empty = next((n for n, q in enumerate(questions, 1) if not q.strip()), None)
+    if empty is not None:
+        raise click.UsageError(f"question {empty} is empty")
     if questions:
         source: Iterable[tuple[ragline.Line, dict[str, Any]]] = (
             (ragline.Line("<args>", n), {"id": f"q{n}", "question": q}) for n, q in enumerate(questions, 1)

@@ -134,6 +134,14 @@ class TestCli:
         both = runner.invoke(main, ["--index", str(tiny_index), "-R", "NW-4021"])
         assert both.exit_code == 2 and "not both" in both.stderr
 
+    def test_an_empty_question_is_usage_on_the_command_line_and_bad_data_on_stdin(self, runner, tiny_index):
+        """Like any other argument: what is typed is a usage error (exit 2), what is read is data (exit 1)."""
+        typed = runner.invoke(main, ["--index", str(tiny_index), "NW-4021", " "])
+        assert typed.exit_code == 2 and "question 2 is empty" in typed.stderr
+        assert runner.invoke(main, ["--index", str(tiny_index)]).exit_code == 0  # CliRunner's stdin is empty, not a terminal
+        read = runner.invoke(main, ["--index", str(tiny_index)], input=jsonl({"id": "a", "question": " "}))
+        assert (read.exit_code, read.stderr) == (1, "rag-search: <stdin>:1: field 'question' is empty\n")
+
     def test_version(self, runner):
         result = runner.invoke(main, ["--version"])
         assert result.exit_code == 0 and result.stdout.startswith("rag-search (ragline) ")
