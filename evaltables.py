@@ -11,6 +11,7 @@ default run gives p < ALPHA.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -142,7 +143,7 @@ def compare(results: Sequence[tuple[str, dict[str, Any]]], sweeps: Sequence[tupl
     files: StageError. Each cell but the default run's carries the p-value of the paired
     randomisation test (`irmetrics.paired_randomisation`, two-sided, pairs by question
     id, the result's own resamples, seed SEED) of its per-question values against the
-    row named `default`. The mean rows (`macro_row`) cover the rows named on every
+    first result labelled `default`. The mean rows (`macro_row`) cover the rows named on every
     corpus.
     """
     groups = _checked_results(results, sweeps)
@@ -171,7 +172,7 @@ def row_names(results: Sequence[tuple[str, dict[str, Any]]]) -> list[str]:
 
 def _corpus_comparison(corpus: str, by_label: dict[str, dict[str, Any]]) -> Comparison:
     ordered = list(by_label.items())
-    base = by_label.get("default")
+    base = next((r for r in by_label.values() if r.get("label") == "default"), None)  # the first `default` given
     kinds = {
         k: next(r["aggregates"]["by_kind"][k]["n"] for _, r in ordered if k in r["aggregates"]["by_kind"])
         for k in ANSWERABLE_KINDS
@@ -187,7 +188,7 @@ def _corpus_comparison(corpus: str, by_label: dict[str, dict[str, Any]]) -> Comp
                 overall={m: _cell(r, base, m) for m in metrics},
                 by_kind={k: _cell(r, base, KIND_METRIC, k) for k in kinds},
                 ms_p50=r["aggregates"]["overall"].get("ms_p50"),
-                auc=tuple(signal_auc(r["questions"], s) for s in SIGNALS) if name in SIGNAL_RUNS else None,
+                auc=tuple(signal_auc(r["questions"], s) for s in SIGNALS) if r.get("label") in SIGNAL_RUNS else None,
             )
         )
     first = ordered[0][1]
@@ -201,8 +202,8 @@ def _checked_results(
     order given), once they are known to belong in one set of tables."""
     if not results:
         raise StageError("no score result among the files")
-    paths = [path for path, _ in results]
-    twice = next((p for i, p in enumerate(paths) if p in paths[:i]), None)
+    paths = [os.path.realpath(path) for path, _ in results]
+    twice = next((results[i][0] for i, p in enumerate(paths) if p in paths[:i]), None)
     if twice is not None:
         raise StageError("this file is given twice", twice)
     order = list(RUNS)
@@ -301,6 +302,20 @@ class Paired:
     questions: int
     metrics: dict[str, tuple[float | None, float | None, float | None]]
     moved: tuple[Moved, ...]
+
+    def as_json(self) -> dict[str, Any]:
+        """`rag-eval compare --json`: every number, named."""
+        return {
+            "a": self.names[0],
+            "b": self.names[1],
+            "questions": self.questions,
+            "metrics": {m: {"a": a, "b": b, "p": p} for m, (a, b, p) in self.metrics.items()},
+            "moved": [
+                {"id": m.id, "kind": m.kind, "rank": {"a": m.rank[0], "b": m.rank[1]},
+                 "answer_ok": {"a": m.answer_ok[0], "b": m.answer_ok[1]}, "b_is": _way(m.better)}
+                for m in self.moved
+            ],
+        }  # fmt: skip
 
 
 def paired(a: tuple[str, dict[str, Any]], b: tuple[str, dict[str, Any]]) -> Paired:

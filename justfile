@@ -68,16 +68,17 @@ eval *only: model
 
 # One run (a line of `rag-eval plan`): chunk, embed, index into WORK/CORPUS/LABEL, search, answer, score into OUT/CORPUS/LABEL.json.
 _run corpus label docs golden chunk="" embed="" index="" search="" answer="" out="results" work="build/eval":
-    mkdir -p {{work}}/{{corpus}}/{{label}} {{out}}/{{corpus}}
-    rag-chunk {{chunk}} {{docs}} > {{work}}/{{corpus}}/{{label}}/chunks.jsonl
-    rag-embed --quiet {{embed}} --cache {{cache}} < {{work}}/{{corpus}}/{{label}}/chunks.jsonl | rag-index {{index}} --out {{work}}/{{corpus}}/{{label}}/idx
-    rag-eval questions {{golden}} | rag-search --index {{work}}/{{corpus}}/{{label}}/idx {{search}} | rag-answer --index {{work}}/{{corpus}}/{{label}}/idx {{answer}} | rag-eval score --golden {{golden}} --corpus {{corpus}} --label {{label}} --corpus-chunks {{work}}/{{corpus}}/{{label}}/chunks.jsonl --out {{out}}/{{corpus}}/{{label}}.json
+    mkdir -p "{{work}}/{{corpus}}/{{label}}" "{{out}}/{{corpus}}"
+    rag-chunk {{chunk}} "{{docs}}" > "{{work}}/{{corpus}}/{{label}}/chunks.jsonl"
+    rag-embed --quiet {{embed}} --cache "{{cache}}" < "{{work}}/{{corpus}}/{{label}}/chunks.jsonl" | rag-index {{index}} --out "{{work}}/{{corpus}}/{{label}}/idx"
+    rag-eval questions "{{golden}}" | rag-search --index "{{work}}/{{corpus}}/{{label}}/idx" {{search}} | rag-answer --index "{{work}}/{{corpus}}/{{label}}/idx" {{answer}} | rag-eval score --golden "{{golden}}" --corpus "{{corpus}}" --label "{{label}}" --corpus-chunks "{{work}}/{{corpus}}/{{label}}/chunks.jsonl" --out "{{out}}/{{corpus}}/{{label}}.json"
 
 # The default configuration on any handbook with its own golden file: OUT/NAME/default.json (NAME: the golden file's name
-# without .golden.yaml), its index under OUT/build, its tables on stdout. Nothing outside OUT is written.
+# without .golden.yaml), its index and its vector cache under OUT, its tables on stdout. Nothing else is written (but the
+# model, fetched once into the model cache).
 eval-corpus dir golden_file out="build/eval-corpus": model
-    just _run "$(basename {{golden_file}} .golden.yaml)" default {{dir}} {{golden_file}} "" "" "" "" "" {{out}} {{out}}/build
-    rag-eval table {{out}}/$(basename {{golden_file}} .golden.yaml)/default.json
+    RAG_EMBED_CACHE="{{out}}/cache.sqlite" just _run "$(basename "{{golden_file}}" .golden.yaml)" default "{{dir}}" "{{golden_file}}" "" "" "" "" "" "{{out}}" "{{out}}/build"
+    rag-eval table "{{out}}/$(basename "{{golden_file}}" .golden.yaml)/default.json"
 
 # Answers to four questions on the eng-practices index, for the README.
 examples idx=("build/eval/eng-practices/default/idx"):

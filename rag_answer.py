@@ -523,6 +523,8 @@ def answer_records(
     its chunks: hits from another index would be answered with this one's statistics."""
     known = frozenset(index.ids) if index is not None else None
     for where, record in records:
+        if index is not None:
+            _check_same_chunks(record, index, where)
         ragline.field(record, "question", str, where)
         hits = ragline.field(record, "hits", list, where)
         for i, hit in enumerate(hits):
@@ -542,6 +544,19 @@ def answer_records(
         record.update(answer(record, generator, threshold, size))
         record["schema"] = "answer/1"
         yield record
+
+
+def _check_same_chunks(record: dict[str, Any], index: rag_index.Index, where: ragline.Line) -> None:
+    """StageError when the hits record says it was searched in an index of other chunks
+    (`retrieval.corpus_digest`, written by rag-search) than `index` holds."""
+    retrieval = record.get("retrieval")
+    digest = retrieval.get("corpus_digest") if isinstance(retrieval, dict) else None
+    if isinstance(digest, str) and digest != index.manifest.get("corpus_digest"):
+        searched = retrieval.get("index") if isinstance(retrieval, dict) else None
+        raise StageError(
+            f"the hits were searched in an index of other chunks ({searched}) than {index.path} holds: answer with the index they came from",
+            str(where),
+        )
 
 
 def render(record: dict[str, Any]) -> str:
@@ -663,7 +678,7 @@ def main(
         )
     human = sys.stdout.isatty() and not as_json
     if not questions and not human:
-        records = ragline.Progress(STAGE, "questions", ragline.count_lines([hits_path or "-"])).track(records)
+        records = ragline.Progress(STAGE, "questions", lambda: ragline.count_lines([hits_path or "-"])).track(records)
     out = sys.stdout.buffer
     for record in answer_records(records, generator, threshold, size, None if searching else index):
         out.write(render(record).encode() if human else ragline.dumps(record))

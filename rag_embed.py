@@ -569,17 +569,16 @@ def main(
     cache = cache_for(embedder, cache_path)
     field_name = text_field or ("question" if query else "text")
     records = ragline.read_records(inputs, usage="no input: pipe JSON Lines into rag-embed or name a file (see --help)")
-    progress = ragline.Progress(STAGE, total=ragline.count_lines(inputs), quiet=quiet)
+    progress = ragline.Progress(STAGE, total=lambda: ragline.count_lines(inputs), quiet=quiet)
     out = sys.stdout.buffer
     count = 0
-    for record in embed_records(records, embedder, text_field=field_name, query=query, headings=headings, passages=passages, cache=cache):
+    embedded = embed_records(records, embedder, text_field=field_name, query=query, headings=headings, passages=passages, cache=cache)
+    for record in progress.track(embedded):
         out.write(ragline.dumps(record))
         count += 1
-        progress.update()
         if count % 256 == 0:
             out.flush()
     out.flush()
-    progress.done()
     if embedder.truncated:
         n = embedder.truncated
         texts, were = ("text", "was") if n == 1 else ("texts", "were")

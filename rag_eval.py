@@ -28,9 +28,9 @@ questions and runs.
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import math
+import os
 import sys
 from collections.abc import Collection, Iterable, Sequence
 from pathlib import Path
@@ -53,6 +53,7 @@ from evalruns import (
     check_config,
     config_differences,
     corpus_order,
+    matching_labels,
     metric_values,
     run_config,
 )
@@ -621,16 +622,19 @@ def score_command(answers: tuple[str, ...], golden: str, label: str, out: str, c
     result = score_run(gold, records, label, chunking, inputs=", ".join(answers) or ragline.STDIN, corpus=corpus_name)
     with ragline.atomic_file(out) as handle:
         handle.write(dump_json(result))
+    if label not in RUNS and (same := matching_labels(result["actual"])):
+        ragline.note(f"{STAGE}: '{label}' is a label of your own; this run's configuration is the built-in '{same[0]}' run's")
     if chunking is None:
-        ragline.note(f"{STAGE}: gold ids taken as labelled (the records' index cannot be read, and no --corpus-chunks)")
+        index = result["run"].get("index")
+        ragline.note(f"{STAGE}: gold ids taken as labelled (no --corpus-chunks, and the records' index {show(index)} cannot be read here)")
     if sys.stderr.isatty():
         o = result["aggregates"]["overall"]
         ragline.note(f"{STAGE}: {label}: MRR {o['mrr']:.3f}, answer ok {o['answer_ok']:.3f} -> {out}")
 
 
 def _check_label(label: str) -> str:
-    if not label.strip() or any(not ch.isprintable() for ch in label):
-        raise click.BadParameter(f"{show(label)}: a label is a non-empty name on one line")
+    if not label.strip() or any(not ch.isprintable() or ch in "|`" for ch in label):
+        raise click.BadParameter(f"{show(label)}: a label is a non-empty name on one line, without | or ` (it names a table row)")
     return label
 
 
@@ -654,7 +658,16 @@ def index_chunking(
         index = rag_index.load(path)
     except StageError:
         return rest, None
-    return rest, read_chunking(((ragline.Line(path, n), c) for n, c in enumerate(index.chunks, 1)), path)
+    digest = retrieval.get("corpus_digest") if isinstance(retrieval, dict) else None
+    if isinstance(digest, str) and digest != index.manifest.get("corpus_digest"):
+        raise StageError(
+            f"the index {path} holds other chunks than when these records were searched (rebuilt since?): "
+            "score with --corpus-chunks, the chunks the run's index was built from",
+            str(first[0]),
+        )
+    window = index.manifest.get("chunking", {}).get("window")
+    chunks = ({"window": window} | c if window is not None else c for c in index.chunks)
+    return rest, read_chunking(((ragline.Line(path, n), c) for n, c in enumerate(chunks, 1)), path)
 
 
 @main.command("sweep")
@@ -737,9 +750,11 @@ def compare_command(first: str, second: str, as_json: bool) -> None:
     \b
       rag-eval compare results/northwind/default.json build/k10.json
     """
+    if os.path.realpath(first) == os.path.realpath(second):
+        raise click.UsageError("A and B are one file: compare two runs")
     c = paired((first, load_result(first)), (second, load_result(second)))
     if as_json:
-        sys.stdout.buffer.write(dump_json(dataclasses.asdict(c)))
+        sys.stdout.buffer.write(dump_json(c.as_json()))
     else:
         sys.stdout.write("\n".join(paired_table(c)) + "\n")
 

@@ -347,6 +347,7 @@ class Searcher:
                 "embed_headings": m.get("embed_headings"),
                 "embed_long": m.get("embed_long"),
                 "window": m.get("chunking", {}).get("window"),
+                "corpus_digest": m.get("corpus_digest"),  # which chunks these hits are: rag-answer and rag-eval check it
             }
             | asdict(self.config)
             # passages in use: asked for, and the index embedded with them (even if no chunk was long enough to get any)
@@ -712,7 +713,8 @@ def given_on_command_line(names: Iterable[str]) -> list[str]:
     given = []
     for param in ctx.command.params:
         if param.name in names and ctx.get_parameter_source(param.name) is click.core.ParameterSource.COMMANDLINE:
-            given.append(max(param.opts, key=len))
+            off = getattr(param, "secondary_opts", None) and ctx.params.get(param.name) is False  # --no-sparse, not --sparse
+            given.append(max(param.secondary_opts if off else param.opts, key=len))
     return given
 
 
@@ -744,7 +746,7 @@ def main(
     )
     human = sys.stdout.isatty() and not as_json
     if not questions and not human:
-        records = ragline.Progress(STAGE, "questions", ragline.count_lines([queries or "-"])).track(records)
+        records = ragline.Progress(STAGE, "questions", lambda: ragline.count_lines([queries or "-"])).track(records)
     out = sys.stdout.buffer
     for record in search_records(searcher, records, explain_id):
         out.write(render(record).encode() if human else ragline.dumps(record))

@@ -413,41 +413,49 @@ def note(message: str, quiet: bool = False) -> None:
 
 class Progress:
     """A progress line on stderr for a long stage: the count, and with a known total the
-    share done and the time left; the rate. Redrawn at most every REDRAW seconds; `done`
-    ends the line. The clock is injectable.
+    share done and the time left; the rate since the first item. Redrawn at most every
+    REDRAW seconds; `done` ends the line. The clock is injectable.
 
     Shown only when stderr is a terminal, not --quiet, and stdout is not a pipe: in a
     pipeline of stages on one terminal, only the last one (whose output goes to a file
-    or the screen) draws, so two lines never fight over the same row.
+    or the screen) draws, so two lines never fight over the same row. `total` may be a
+    function (`count_lines` of the inputs), called only when the line is shown.
     """
 
     REDRAW = 0.2
 
     def __init__(
-        self, label: str, unit: str = "records", total: int | None = None, quiet: bool = False,
+        self, label: str, unit: str = "records", total: int | Callable[[], int | None] | None = None, quiet: bool = False,
         stream: IO[str] | None = None, clock: Callable[[], float] = time.monotonic, piped: bool | None = None,
     ):  # fmt: skip
         self.stream = stream or sys.stderr
-        self.label, self.unit, self.total, self.clock = label, unit, total, clock
+        self.label, self.unit, self.clock = label, unit, clock
         self.enabled = not quiet and self.stream.isatty() and not (stdout_is_pipe() if piped is None else piped)
+        self.total = (total() if callable(total) else total) if self.enabled else None
         self.count = 0
-        self.start = self.drawn = clock()
+        self.start: float | None = None
+        self.drawn = clock()
+        self.open = False  # a line is on the screen, not yet ended
 
     def update(self, n: int = 1) -> None:
+        if self.start is None:
+            self.start = self.clock()
         self.count += n
         if self.enabled and self.clock() - self.drawn >= self.REDRAW:
             self.draw()
 
     def track(self, items: Iterable[Any]) -> Iterator[Any]:
-        """The items, counted as they pass; the line ended after the last."""
-        for item in items:
-            yield item
-            self.update()
-        self.done()
+        """The items, counted as they pass; the line ended after the last, or when reading them fails."""
+        try:
+            for item in items:
+                yield item
+                self.update()
+        finally:
+            self.done()
 
     def line(self) -> str:
         """What the progress line says now."""
-        elapsed = max(self.clock() - self.start, 1e-9)
+        elapsed = max(self.clock() - (self.start if self.start is not None else self.clock()), 1e-9)
         rate = self.count / elapsed
         if self.total:
             done = min(self.count / self.total, 1.0)
@@ -460,12 +468,15 @@ class Progress:
         self.drawn = self.clock()
         self.stream.write("\r\x1b[K" + self.line())
         self.stream.flush()
+        self.open = True
 
     def done(self) -> None:
-        if self.enabled:
+        """End the line (drawn once more, so it shows the final count); nothing if none was drawn."""
+        if self.enabled and self.open:
             self.draw()
             self.stream.write("\n")
             self.stream.flush()
+            self.open = False
 
 
 def stdout_is_pipe() -> bool:
@@ -484,12 +495,15 @@ def _clock(seconds: float) -> str:
 
 
 def count_lines(paths: Iterable[str]) -> int | None:
-    """Non-blank lines in the named files (a progress total); None when one is stdin."""
+    """Non-blank lines in the named files (a progress total); None when one is stdin or not
+    a regular file (a pipe, `<(...)`: reading it would consume what the stage must read)."""
+    import stat
+
     total = 0
     for path in list(paths) or ["-"]:
-        if path == "-":
-            return None
         try:
+            if path == "-" or not stat.S_ISREG(os.stat(path).st_mode):
+                return None
             with open(path, "rb") as handle:
                 total += sum(1 for raw in handle if raw.strip())
         except OSError:

@@ -322,13 +322,19 @@ class TestCli:
         rec = {"id": "q1", "question": "When does the nightly sweep run?"} | searcher.search(["When does the nightly sweep run?"])[0]
         result = runner.invoke(main, ["--index", str(tiny_index), "--k", "2", "--no-sparse"], input=jsonl(rec))
         assert result.exit_code == 2
-        assert "--sparse, --k: retrieval options apply when rag-answer searches" in result.stderr
+        assert "--no-sparse, --k: retrieval options apply when rag-answer searches" in result.stderr
         assert runner.invoke(main, ["--index", str(tiny_index)], input=jsonl(rec), env={"RAG_K": "2"}).exit_code == 0
         assert (
             runner.invoke(main, ["--index", str(tiny_index), "--k", "2", "-R"], input="When does the nightly sweep run?\n").exit_code == 0
         )
         (tmp_path / "other").mkdir()
         other = build_index(tmp_path / "other", {"elsewhere": "# Elsewhere\n\nNothing about sweeps.\n"})
+        result = runner.invoke(main, ["--index", str(other)], input=jsonl(rec))
+        assert result.exit_code == 1
+        assert result.stderr.startswith(
+            f"rag-answer: <stdin>:1: the hits were searched in an index of other chunks ({tiny_index}) than {other}"
+        )
+        del rec["retrieval"]["corpus_digest"]  # hits from before rag-search recorded it: their chunk ids are checked
         result = runner.invoke(main, ["--index", str(other)], input=jsonl(rec))
         assert result.exit_code == 1
         assert result.stderr.startswith(f"rag-answer: <stdin>:1: hit 1, chunk '{rec['hits'][0]['chunk_id']}', is not in the index {other}:")

@@ -332,10 +332,11 @@ class TestProgress:
     def test_a_known_total_shows_share_rate_and_time_left(self):
         now = [0.0]
         stream = self.Terminal()
-        progress = ragline.Progress("rag-embed", total=200, stream=stream, clock=lambda: now[0], piped=False)
-        now[0] = 5.0
-        progress.update(50)
-        assert stream.text.endswith("rag-embed: 50/200 records  25% (10/s, 0:15 left)")
+        progress = ragline.Progress("rag-embed", total=lambda: 200, stream=stream, clock=lambda: now[0], piped=False)
+        progress.update(10)  # the rate counts from the first item, not from start-up
+        now[0] = 4.0
+        progress.update(40)
+        assert stream.text.endswith("rag-embed: 50/200 records  25% (12/s, 0:12 left)")
         progress.done()
         assert stream.text.endswith("left)\n")
 
@@ -343,14 +344,43 @@ class TestProgress:
         now = [0.0]
         stream = self.Terminal()
         progress = ragline.Progress("rag-index", unit="chunks", stream=stream, clock=lambda: now[0], piped=False)
+        progress.update(500)
         now[0] = 2.0
-        progress.update(1_000)
+        progress.update(500)
         assert stream.text.endswith("rag-index: 1,000 chunks (500/s)")
-        quiet = ragline.Progress("rag-index", stream=stream, quiet=True, clock=lambda: now[0], piped=False)
+        counted = []
+        quiet = ragline.Progress("rag-index", stream=stream, quiet=True, clock=lambda: now[0], piped=False, total=lambda: counted.append(1))
         piped = ragline.Progress("rag-index", stream=stream, clock=lambda: now[0], piped=True)  # a stage with a stage after it
         before = stream.text
         now[0] = 4.0
         for silent in (quiet, piped):
             silent.update(10)
             silent.done()
-        assert stream.text == before
+        assert stream.text == before and counted == []  # the total is not even counted
+
+    def test_a_failure_ends_the_line_before_its_error(self):
+        now = [0.0]
+        stream = self.Terminal()
+        progress = ragline.Progress("rag-embed", stream=stream, clock=lambda: now[0], piped=False)
+
+        def records():
+            yield 1
+            now[0] = 1.0
+            yield 2
+            raise StageError("x.jsonl:3: not valid JSON")
+
+        with pytest.raises(StageError):
+            for _ in progress.track(records()):
+                pass
+        assert stream.text.endswith("rag-embed: 2 records (2/s)\n")
+
+    def test_counting_lines_never_reads_a_pipe(self, tmp_path):
+        """`rag-embed <(cat chunks.jsonl)`: the total is unknown; opening the pipe to count would eat the input."""
+        import os
+
+        fifo = tmp_path / "fifo"
+        os.mkfifo(fifo)
+        assert ragline.count_lines([str(fifo)]) is None  # returns at once: opening a FIFO with no writer would block
+        plain = tmp_path / "a.jsonl"
+        plain.write_text('{"a": 1}\n\n{"a": 2}\n')
+        assert ragline.count_lines([str(plain)]) == 2 and ragline.count_lines([str(plain), "-"]) is None

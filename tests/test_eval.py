@@ -282,6 +282,17 @@ class TestScore:
             score(golden, perfect_run(**change))
         assert str(err.value) == message
 
+    def test_a_label_of_ones_own_that_is_a_built_in_run_says_so(self, runner, golden_path, tmp_path):
+        answers = write_jsonl(tmp_path / "answers.jsonl", perfect_run())
+        args = ["score", "--golden", str(golden_path), "--out", str(tmp_path / "r.json"), str(answers)]
+        result = runner.invoke(main, [*args, "--label", "defualt"])
+        assert (
+            result.exit_code == 0
+            and "'defualt' is a label of your own; this run's configuration is the built-in 'default' run's" in result.stderr
+        )
+        assert "label of your own" not in runner.invoke(main, [*args, "--label", "default"]).stderr
+        assert runner.invoke(main, [*args, "--label", "k|10"]).exit_code == 2  # it would break the table's columns
+
     def test_a_label_of_ones_own_records_what_the_run_shows(self, golden):
         result = score(golden, perfect_run(k=10, candidates=50, threshold=0.4, context=3), label="k10", resamples=10)
         assert result["label"] == "k10" and result["expected"] is None
@@ -469,6 +480,16 @@ class TestCommands:
         assert (result.exit_code, result.stderr) == (0, "")
         assert orjson.loads((tmp_path / "default.json").read_bytes())["gold_checked"] is True
 
+        rebuilt = [c | {"text": c["text"] + " Edited."} for c in embedded]  # the same index folder, other chunks
+        index_records = perfect_run(index="idx")
+        for r in index_records:
+            r["retrieval"]["corpus_digest"] = rag_index.load(tmp_path / "idx").manifest["corpus_digest"]
+        write_jsonl(answers, index_records)
+        assert runner.invoke(main, args).exit_code == 0
+        rag_index.write(tmp_path / "idx", *rag_index.collect(lines(rebuilt, "chunks.jsonl")))
+        result = runner.invoke(main, args)
+        assert result.exit_code == 1 and "the index idx holds other chunks than when these records were searched" in result.stderr
+
         other = [{"id": "x#y", "doc": "x", "text": "nothing of the golden evidence", "vector": [1.0, 0.0], "model": "hash"}]
         rag_index.write(tmp_path / "other", *rag_index.collect(lines(other, "chunks.jsonl")))
         write_jsonl(answers, perfect_run(index="other"))
@@ -480,7 +501,7 @@ class TestCommands:
         out = tmp_path / "default.json"
         result = runner.invoke(main, ["score", "--golden", str(golden_path), "--label", "default", "--out", str(out), str(answers)])
         assert result.exit_code == 0
-        assert "gold ids taken as labelled (the records' index cannot be read, and no --corpus-chunks)" in result.stderr
+        assert f'gold ids taken as labelled (no --corpus-chunks, and the records\' index "{NO_INDEX}" cannot be read here)' in result.stderr
         assert orjson.loads(out.read_bytes())["gold_checked"] is False
 
     def test_hits_from_another_handbook_are_an_error_not_zeros(self, runner, golden_path, tmp_path):

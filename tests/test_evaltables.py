@@ -85,8 +85,9 @@ class TestTable:
         other.write_bytes(rag_eval.dump_json(data))
         result = runner.invoke(main, ["table", str(paths[1]), str(other)])
         assert result.exit_code == 1 and "scored against different golden files" in result.stderr
-        result = runner.invoke(main, ["table", str(paths[1]), str(paths[1])])
-        assert result.stderr == f"rag-eval: {paths[1]}: this file is given twice\n"
+        again = paths[1].parent / "." / paths[1].name  # another spelling of the same file
+        result = runner.invoke(main, ["table", str(paths[1]), str(again)])
+        assert result.stderr == f"rag-eval: {again}: this file is given twice\n"
 
     def test_any_labels_and_one_label_on_two_files(self, runner, results, tmp_path):
         """A user's own labels are rows after RUNS' (in the order given); one label on two
@@ -106,6 +107,11 @@ class TestTable:
         t = evaltables.compare([(str(default_path), rag_eval.load_result(str(default_path))), (str(mine / "k10.json"), k10)])
         assert [r.label for r in t.corpora[0].rows] == ["default", "k10"]
         assert t.corpora[0].rows[1].overall["mrr"].differs  # tested against the default row
+        both = evaltables.compare([(str(p), rag_eval.load_result(str(p))) for p in (default_path, again, mine / "k10.json")])
+        rows = {r.label: r for r in both.corpora[0].rows}
+        assert rows["k10"].overall["mrr"].differs  # still tested: against the first `default` given
+        assert rows[f"default ({again})"].overall["mrr"].p == 1.0 and rows[f"default ({default_path})"].overall["mrr"].p is None
+        assert rows[f"default ({default_path})"].auc is not None  # the signal table knows a default by its label
 
     def test_compare_two_runs_question_by_question(self, runner, results):
         _, (hash_path, default_path, no_rerank_path) = results
@@ -117,7 +123,11 @@ class TestTable:
         assert "| `q28` | identifier | 1 → – | yes → no | worse |" in text
         same = runner.invoke(main, ["compare", str(default_path), str(no_rerank_path), "--json"])
         data = orjson.loads(same.stdout_bytes)
-        assert data["moved"] == [] and data["metrics"]["mrr"] == [1.0, 1.0, 1.0]
+        assert data["moved"] == [] and data["metrics"]["mrr"] == {"a": 1.0, "b": 1.0, "p": 1.0}
+        worse = orjson.loads(runner.invoke(main, ["compare", str(default_path), str(hash_path), "--json"]).stdout_bytes)
+        assert worse["moved"][0]["b_is"] == "worse" and worse["moved"][0]["rank"] == {"a": 1, "b": None}
+        same_file = runner.invoke(main, ["compare", str(default_path), str(default_path.parent / "." / default_path.name)])
+        assert same_file.exit_code == 2 and "A and B are one file" in same_file.stderr
         c = evaltables.paired(
             (str(hash_path), rag_eval.load_result(str(hash_path))), (str(default_path), rag_eval.load_result(str(default_path)))
         )
