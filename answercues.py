@@ -108,16 +108,23 @@ def question_cue(question: str) -> str | None:
     return None
 
 
-def cue_match(cue: str | None, cand: Any) -> float:
+def cue_match(cue: str | None, cand: Any, question: str = "") -> float:
     """How well a candidate (a quotable piece: `.text`, `.kind` of sentence, item, row or code)
-    has what the cue asks for: 1.0 fully, a fraction in part, 0.0 not."""
+    has what the cue asks for: 1.0 fully, a fraction in part, 0.0 not. A time, duration or
+    number the question itself states ("if our SLO is 99.9%, how much ...") is not an
+    answer to it: only the others count."""
     text = cand.text
+
+    def new(pattern: re.Pattern[str]) -> bool:
+        return any(" ".join(m.group().casefold().split()) not in stated for m in pattern.finditer(text))
+
+    stated = " ".join(question.casefold().split())
     if cue == "time":
-        return 1.0 if _CLOCK.search(text) else 0.6 if _PERIOD.search(text) else 0.3 if _DURATION.search(text) else 0.0
+        return 1.0 if new(_CLOCK) else 0.6 if _PERIOD.search(text) else 0.3 if new(_DURATION) else 0.0
     if cue == "duration":
-        return 1.0 if _DURATION.search(text) else 0.0
+        return 1.0 if new(_DURATION) else 0.0
     if cue == "number":
-        return 1.0 if NUMBER.search(text) else 0.0
+        return 1.0 if new(NUMBER) else 0.0
     if cue == "steps":
         return 1.0 if cand.kind in ("item", "code") else 0.0
     if cue == "code":

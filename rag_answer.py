@@ -53,7 +53,7 @@ import rag_embed
 import rag_index
 import rag_search
 import ragline
-from answercues import NUMBER, cue_match, question_cue, unknown_names
+from answercues import cue_match, question_cue, unknown_names
 from ragline import StageError
 
 STAGE = "rag-answer"
@@ -232,6 +232,7 @@ def candidates(block: ContextBlock, unwrap: bool = True) -> list[Candidate]:
             if not unwrap:
                 out.extend(Candidate(block.n, len(out), line.strip(), "sentence", -1) for line in body.split("\n")[1:] if line.strip())
         else:
+            body = "\n".join(line for line in body.split("\n") if not _LINK_DEFINITION.match(line))  # `[ref]: url` is no prose
             pieces = sentences(" ".join(body.split())) if unwrap else [line.strip() for line in body.split("\n")]
             out.extend(Candidate(block.n, len(out), p.lstrip("> ").strip(), "sentence", -1) for p in pieces if p.strip())
     return out
@@ -297,14 +298,14 @@ class Extractive:
             chosen = [best]
         else:
             chosen = [best, *[c for c in ranked[1:] if c.score >= KEEP_RATIO * best.score and c.kind != "code"][: MAX_SENTENCES - 1]]
-            if cue in ("time", "duration", "number") and not any(cue_match(cue, c) == 1.0 for c in chosen):
+            if cue in ("time", "duration", "number") and not any(cue_match(cue, c, question) == 1.0 for c in chosen):
                 # the answer must hold what was asked for: add the best candidate that has it
-                fit = [c for c in ranked if cue_match(cue, c) == 1.0 and c.score >= 0.5 * best.score]
+                fit = [c for c in ranked if cue_match(cue, c, question) == 1.0 and c.score >= 0.5 * best.score]
                 if fit:
                     chosen = [*chosen[: MAX_SENTENCES - 1], fit[0]]
             # the sentence that answers leads (for a question after a time, a number or a name: one
             # that holds it, whatever shares more words); the rest follow in handbook order
-            fits = [c for c in chosen if cue in ("time", "duration", "number", "name") and cue_match(cue, c) == 1.0]
+            fits = [c for c in chosen if cue in ("time", "duration", "number", "name") and cue_match(cue, c, question) == 1.0]
             lead = max(fits, key=lambda c: c.score) if fits else best
             chosen = [lead, *sorted((c for c in chosen if c is not lead), key=lambda c: (c.block, c.position))]
         return "\n".join(cite(c.text, c.block, c.kind) for c in continued(chosen, every))
@@ -324,7 +325,7 @@ class Extractive:
                 c.score += W_HEADINGS * sum(w for t, w in weights.items() if t in heads[c.block]) / total
             matched = max(matched, c.score)
             if cue:
-                c.score += W_CUE * cue_match(cue, c)
+                c.score += W_CUE * cue_match(cue, c, question)
             c.score += W_RANK / c.block
         if matched <= 0 and self.embedder is None:  # nothing of the question in any candidate or its headings
             return []
@@ -349,9 +350,9 @@ class Extractive:
             return f"the handbook never mentions {', '.join(repr(n) for n in unknown)}"
         if "cue" not in self.features or question_cue(question) != "number":
             return None
-        if any(NUMBER.search(c.text) for b in blocks for c in b.quotes("unwrap" in self.features)):
+        if any(cue_match("number", c, question) == 1.0 for b in blocks for c in b.quotes("unwrap" in self.features)):
             return None
-        return "the question asks for a number and no block sent holds one"
+        return "the question asks for a number and no block sent holds one but those it states"
 
     def _dense(self, question: str, cands: list[Candidate]) -> np.ndarray:
         """Cosine of the question with each candidate; candidate vectors memoised by text."""
@@ -362,6 +363,7 @@ class Extractive:
         return np.array([self._memo[c.text] @ q for c in cands])
 
 
+_LINK_DEFINITION = re.compile(r"^ {0,3}\[[^\]\n]+\]:\s*\S")  # a markdown link reference definition
 _LINK = re.compile(r"!?\[([^\]\n]+)\](?:\([^)\s]*(?:\s+\"[^\"]*\")?\)|\[[^\]\n]*\])")
 _STRONG = re.compile(r"(\*\*|__)(?=\S)(.+?)(?<=\S)\1")
 _EMPHASIS = re.compile(r"(?<![\w*\\])([*_])(?=[^\s*_])(.+?)(?<=[^\s*_])\1(?![\w*])")

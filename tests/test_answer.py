@@ -13,6 +13,7 @@ from conftest import build_index, jsonl, parse
 import rag_answer
 import rag_index
 import rag_search
+from answercues import cue_match
 from rag_answer import REFUSAL, ContextBlock, Extractive, OpenAIChat, answer, candidates, check_citations, main, question_cue
 from ragline import StageError
 
@@ -431,6 +432,21 @@ class TestAnswerChoice:
         ]
         assert question_cue(q) == "name"
 
+    def test_a_number_the_question_states_is_not_its_answer(self):
+        """ "If our SLO is 99.9%, how much outage does that leave?": the sentence with a number
+        of its own leads, not the one restating 99.9%."""
+        q = "If our availability SLO is 99.9%, how much outage does that leave us?"
+        text = "If your availability SLO is 99.9%, the error budget is what is left of the availability. This leaves 40 minutes of outage a month."
+        out = answer(hits_record(q, hit("a#x", text)), Extractive(self.FEATURES), 0.0)
+        assert out["answer"].split("\n")[0] == "This leaves 40 minutes of outage a month [1]."
+        assert cue_match("number", rag_answer.Candidate(1, 0, "SLO is 99.9% here", "sentence", -1), q) == 0.0
+        assert cue_match("number", rag_answer.Candidate(1, 0, "SLO is 99.9% here", "sentence", -1)) == 1.0
+
+    def test_link_reference_definitions_are_never_quoted(self):
+        text = "Read about scale before you start.\n\n[scale]: https://example.org/scale\n[breaking down work]: https://example.org/b"
+        cands = rag_answer.candidates(rag_answer.ContextBlock(1, hit("a#x", text)))
+        assert [c.text for c in cands] == ["Read about scale before you start."]
+
     def test_quotes_read_as_prose_not_markup(self):
         text = "Say **Delete** the *FizzBuzz* RPC, as [the guide](../x.md#a) asks. <%= partial 'x' %>Keep snake_case names."
         out = answer(hits_record("delete fizzbuzz rpc guide", hit("a#x", text)), Extractive(self.FEATURES), 0.0)
@@ -441,7 +457,9 @@ class TestAnswerChoice:
     def test_a_number_question_without_a_number_in_context_is_refused(self):
         rec = hits_record("How many reviewers must approve a CL?", hit("a#x", "Reviewers approve CLs that improve code health."))
         out = answer(rec, Extractive(self.FEATURES), 0.0)
-        assert out["refused"] and out["reason"] == "the question asks for a number and no block sent holds one"
+        assert out["refused"] and out["reason"] == "the question asks for a number and no block sent holds one but those it states"
+        restated = hits_record("If 3 reviewers approve, how many more must?", hit("a#x", "When 3 reviewers approve, the CL is ready."))
+        assert answer(restated, Extractive(self.FEATURES), 0.0)["refused"]  # the only number is the question's own
         rec = hits_record(
             "How many reviewers must approve a CL?", hit("a#x", "One reviewer approves each CL."), hit("b#x", "At least 2 approve.")
         )
