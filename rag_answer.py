@@ -198,7 +198,7 @@ class Candidate:
     position: int  # order within the block
     text: str  # what would be quoted
     kind: str  # sentence, item, row, code
-    group: int  # list or table it belongs to (-1: none)
+    group: int  # the list, table or paragraph it belongs to (-1: none)
     score: float = 0.0
 
 
@@ -234,7 +234,7 @@ def candidates(block: ContextBlock, unwrap: bool = True) -> list[Candidate]:
         else:
             body = "\n".join(line for line in body.split("\n") if not _LINK_DEFINITION.match(line))  # `[ref]: url` is no prose
             pieces = sentences(" ".join(body.split())) if unwrap else [line.strip() for line in body.split("\n")]
-            out.extend(Candidate(block.n, len(out), p.lstrip("> ").strip(), "sentence", -1) for p in pieces if p.strip())
+            out.extend(Candidate(block.n, len(out), p.lstrip("> ").strip(), "sentence", g) for p in pieces if p.strip())
     return out
 
 
@@ -363,6 +363,7 @@ class Extractive:
         return np.array([self._memo[c.text] @ q for c in cands])
 
 
+_ANNOUNCES = re.compile(r"\b(?:the following|as follows|a number of|several|these|include|includes)\b", re.I)  # a list comes
 _LINK_DEFINITION = re.compile(r"^ {0,3}\[[^\]\n]+\]:\s*\S")  # a markdown link reference definition
 _LINK = re.compile(r"!?\[([^\]\n]+)\](?:\([^)\s]*(?:\s+\"[^\"]*\")?\)|\[[^\]\n]*\])")
 _STRONG = re.compile(r"(\*\*|__)(?=\S)(.+?)(?<=\S)\1")
@@ -379,20 +380,25 @@ def plain(text: str) -> str:
 
 
 def continued(chosen: list[Candidate], every: list[Candidate]) -> list[Candidate]:
-    """`chosen`, each sentence that leads in with a colon followed by what it introduces.
+    """`chosen`, each sentence that leads in to what follows it, followed by that.
 
     "Our core languages for backend development are:" says nothing without the list
     after it; "then run:" nothing without its code block. The next piece of the same
-    block comes along: a whole list or table, a code block, or one sentence.
+    block comes along: a whole list or table, a code block, or one sentence. A sentence
+    without the colon leads in too when a list or table follows its paragraph at once
+    and it announces one ("There are a number of tools in use." then more words, then
+    the list; "the following", "several", "these").
     """
     out: list[Candidate] = []
     for c in chosen:
         if c in out:
             continue
         out.append(c)
-        if not c.text.rstrip().endswith(":"):
-            continue
         after = [x for x in every if x.block == c.block and x.position > c.position]
+        if not c.text.rstrip().endswith(":"):
+            after = [x for x in after if x.group != c.group]  # what follows its paragraph
+            if not (c.kind == "sentence" and after and after[0].kind in ("item", "row") and _ANNOUNCES.search(c.text)):
+                continue
         if not after:
             continue
         follow = after[0]

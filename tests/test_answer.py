@@ -442,6 +442,16 @@ class TestAnswerChoice:
         assert cue_match("number", rag_answer.Candidate(1, 0, "SLO is 99.9% here", "sentence", -1), q) == 0.0
         assert cue_match("number", rag_answer.Candidate(1, 0, "SLO is 99.9% here", "sentence", -1)) == 1.0
 
+    def test_a_sentence_announcing_a_list_brings_the_list(self):
+        text = "There are a number of Terraform focused static analysis tools in use. None is ubiquitous yet.\n\n- checkov\n- tfsec\n\nRun them in CI."
+        q = "Are there static analysis tools for Terraform?"
+        out = answer(hits_record(q, hit("a#x", text)), Extractive(self.FEATURES), 0.0)
+        assert out["answer"].split("\n")[:3] == [
+            "There are a number of Terraform focused static analysis tools in use [1].", "- checkov [1]", "- tfsec [1]",
+        ]  # fmt: skip
+        plain_text = "Terraform static analysis tools are in use.\n\n- checkov\n- tfsec"  # it announces nothing
+        assert "checkov" not in answer(hits_record(q, hit("a#x", plain_text)), Extractive(self.FEATURES), 0.0)["answer"]
+
     def test_link_reference_definitions_are_never_quoted(self):
         text = "Read about scale before you start.\n\n[scale]: https://example.org/scale\n[breaking down work]: https://example.org/b"
         cands = rag_answer.candidates(rag_answer.ContextBlock(1, hit("a#x", text)))
