@@ -46,7 +46,6 @@ import dataclasses
 import errno
 import hmac
 import ipaddress
-import os
 import signal
 import socket
 import sys
