@@ -306,47 +306,48 @@ def make_app(
 
         return await asyncio.get_running_loop().run_in_executor(pool, job)
 
-    Question = Annotated[str, Field(min_length=1, max_length=MAX_QUESTION, description="A question.")]
+    Question = Annotated[str, Field(min_length=1, max_length=MAX_QUESTION, pattern=r"\S", description="A question (not blank).")]
 
     class Options(BaseModel):
         """rag-search's retrieval options; an option left out takes the server's default."""
 
         model_config = ConfigDict(extra="forbid")
-        k: int | None = Field(None, ge=1, le=1000, description="Hits per question.")
-        dense: bool | None = Field(None, description="Dense retrieval.")
-        sparse: bool | None = Field(None, description="BM25, fused with dense.")
-        rerank: Literal["lexical", "none"] | None = Field(None, description="Reorder candidates by query-term overlap.")
-        rrf_k: int | None = Field(None, ge=0, le=10_000, description="The k of reciprocal rank fusion.")
-        candidates: int | None = Field(None, ge=1, le=10_000, description="Each retriever's list length before fusion and rerank.")
-        fusion: Literal["rrf", "score"] | None = Field(None, description="How dense and BM25 combine.")
-        dense_weight: float | None = Field(None, ge=0.0, le=1.0, description="The dense share of fusion 'score'.")
-        passages: bool | None = Field(None, description="Score a chunk by its best passage vector too.")
-        exact: bool | None = Field(None, description="Lift chunks that hold the question's identifiers whole.")
+        k: int = Field(None, ge=1, le=1000, description="Hits per question.")
+        dense: bool = Field(None, description="Dense retrieval.")
+        sparse: bool = Field(None, description="BM25, fused with dense.")
+        rerank: Literal["lexical", "none"] = Field(None, description="Reorder candidates by query-term overlap.")
+        rrf_k: int = Field(None, ge=0, le=10_000, description="The k of reciprocal rank fusion.")
+        candidates: int = Field(None, ge=1, le=10_000, description="Each retriever's list length before fusion and rerank.")
+        fusion: Literal["rrf", "score"] = Field(None, description="How dense and BM25 combine.")
+        dense_weight: float = Field(None, ge=0.0, le=1.0, description="The dense share of fusion 'score'.")
+        passages: bool = Field(None, description="Score a chunk by its best passage vector too.")
+        exact: bool = Field(None, description="Lift chunks that hold the question's identifiers whole.")
 
     class SearchQuery(Options):
         q: Question
-        explain: str | None = Field(
+        explain: str = Field(
             None, min_length=1, max_length=MAX_ID, description="A chunk id: add each query term's BM25 contribution to it."
         )
 
-    class SearchBody(Options):
-        question: Question | None = None
-        questions: list[Question] | None = Field(
-            None, min_length=1, max_length=MAX_BATCH, description="A batch: one record each, in order."
+    class Asked(Options):
+        """One question, or a batch of them ("id" goes with one question only)."""
+
+        model_config = ConfigDict(
+            extra="forbid",
+            json_schema_extra={"oneOf": [{"required": ["question"]}, {"required": ["questions"], "not": {"required": ["id"]}}]},
         )
-        id: str | None = Field(None, min_length=1, max_length=MAX_ID, description="The query id of a single question (default q1).")
-        explain: str | None = Field(
+        question: Question = None
+        questions: list[Question] = Field(None, min_length=1, max_length=MAX_BATCH, description="A batch: one record each, in order.")
+        id: str = Field(None, min_length=1, max_length=MAX_ID, description="The query id of a single question (default q1).")
+
+    class SearchBody(Asked):
+        explain: str = Field(
             None, min_length=1, max_length=MAX_ID, description="A chunk id: add each query term's BM25 contribution to it."
         )
 
-    class AnswerBody(Options):
-        question: Question | None = None
-        questions: list[Question] | None = Field(
-            None, min_length=1, max_length=MAX_BATCH, description="A batch: one record each, in order."
-        )
-        id: str | None = Field(None, min_length=1, max_length=MAX_ID, description="The query id of a single question (default q1).")
-        threshold: float | None = Field(None, ge=0.0, le=1.0, description="The abstain threshold.")
-        context: int | None = Field(None, ge=1, le=50, description="Hits sent as context blocks.")
+    class AnswerBody(Asked):
+        threshold: float = Field(None, ge=0.0, le=1.0, description="The abstain threshold.")
+        context: int = Field(None, ge=1, le=50, description="Hits sent as context blocks.")
 
     class ExplainQuery(BaseModel):
         model_config = ConfigDict(extra="forbid")

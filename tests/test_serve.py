@@ -111,11 +111,14 @@ def test_page_is_served_with_its_policy(client: httpx.Client) -> None:
 
 BIG = "x" * 70_000
 CASES = [
-    ("blank question", "POST", "/search", {"json": {"question": "   "}}, 400),
+    ("blank question", "POST", "/search", {"json": {"question": "   "}}, 422),
     ("both retrievers off", "POST", "/search", {"json": {"question": "x", "dense": False, "sparse": False}}, 400),
     ("not JSON", "POST", "/answer", {"content": b"{bad", "headers": {"content-type": "application/json"}}, 400),
     ("question and questions", "POST", "/answer", {"json": {"question": "x", "questions": ["y"]}}, 400),
     ("neither", "POST", "/search", {"json": {"k": 2}}, 400),
+    ("id with a batch", "POST", "/search", {"json": {"questions": ["x"], "id": "a"}}, 400),
+    ("null option", "POST", "/search", {"json": {"question": "x", "k": None}}, 422),
+    ("blank question to explain", "GET", "/explain", {"params": {"q": " ", "chunk_id": "errors#client-errors"}}, 422),
     ("unknown chunk", "GET", "/explain", {"params": {"q": "x", "chunk_id": "nope#nothing"}}, 404),
     ("unknown chunk to explain in a search", "POST", "/search", {"json": {"question": "x", "explain": "nope"}}, 404),
     ("unknown route", "GET", "/nothing", {}, 404),
