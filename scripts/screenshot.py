@@ -75,7 +75,7 @@ def main() -> int:
     out = ROOT / "results" / "serve-page.png"
     bin_dir = Path(sys.executable).parent
     serve = str(bin_dir / "rag-serve") if (bin_dir / "rag-serve").exists() else "rag-serve"
-    log = tempfile.TemporaryFile()
+    log = tempfile.TemporaryFile()  # noqa: SIM115 - the server writes to it until the end
     proc = subprocess.Popen([serve, "--index", str(ROOT / "build" / "idx"), "--port", "0", "--quiet"], stderr=log, cwd=ROOT)
     profile = Path(tempfile.mkdtemp(prefix="ragline-chromium-"))
     try:

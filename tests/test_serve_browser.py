@@ -17,7 +17,7 @@ from conftest import TINY, build_index
 from serving import Server, serving
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
-import screenshot  # noqa: E402
+import screenshot
 
 pytestmark = [pytest.mark.serve, pytest.mark.browser]
 
