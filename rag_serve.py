@@ -198,14 +198,17 @@ class Live:
     """The generation being served: follows the index's CURRENT pointer, swapping whole engines.
 
     `current()` is called at the start of each request; a request holds the engine it got
-    until it is done, so a swap never touches a request in flight.
+    until it is done, so a swap never touches a request in flight. Engines are loaded and used
+    on one worker thread (`pool`): the embedding cache's sqlite connection belongs to the
+    thread that opened it.
     """
 
     def __init__(self, settings: Settings, note: Callable[[str], None] = lambda message: None):
         self.settings = settings
         self.root = Path(settings.search.index_path)
         self.note = note
-        self.engine = open_engine(settings)
+        self.pool = ThreadPoolExecutor(1, thread_name_prefix=STAGE)
+        self.engine = self.pool.submit(open_engine, settings).result()
         self.failed: tuple[str, str] | None = None  # (generation, why) of the last swap that failed
         self.served = 0
         self.started = time.time()
@@ -295,8 +298,6 @@ def make_app(
 
     import serve_page
 
-    pool = ThreadPoolExecutor(1, thread_name_prefix=STAGE)
-
     async def work(fn: Callable[[Engine], Any]) -> Any:
         """Run fn on the engine of the moment, on the one worker thread."""
 
@@ -304,7 +305,7 @@ def make_app(
             live.served += 1
             return fn(live.current())
 
-        return await asyncio.get_running_loop().run_in_executor(pool, job)
+        return await asyncio.get_running_loop().run_in_executor(live.pool, job)
 
     Question = Annotated[str, Field(min_length=1, max_length=MAX_QUESTION, pattern=r"\S", description="A question (not blank).")]
 

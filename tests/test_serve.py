@@ -325,6 +325,14 @@ def test_a_generation_that_fails_to_load_leaves_the_old_one_serving(tmp_path: Pa
     assert "generation gen-broken not loaded, still serving" in server.log()
 
 
+def test_the_embedding_cache_serves_from_the_worker_thread(index: Path, tmp_path: Path) -> None:
+    env = stage_env(RAG_EMBED_CACHE=str(tmp_path / "cache.sqlite"))
+    with serving(index, "--quiet", env=env) as s, s.client() as c:
+        for _ in range(2):  # the second asks the cache the first filled
+            assert "23:40" in c.post("/answer", json={"question": SWEEP}).json()["answer"]
+    assert (tmp_path / "cache.sqlite").stat().st_size > 0
+
+
 def test_help_runs_without_the_server(index: Path) -> None:
     done = subprocess.run([*command("rag-serve"), "--help"], capture_output=True, env=stage_env(), timeout=60)
     assert done.returncode == 0 and b"--token" in done.stdout and b"--index" in done.stdout
