@@ -90,9 +90,11 @@ class SlowLLM(BaseHTTPRequestHandler):
     """An OpenAI-protocol chat server that takes `delay` seconds, then quotes the time block [1] names."""
 
     delay = 1.5
+    asked: threading.Event
 
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        self.asked.set()
         time.sleep(self.delay)
         prompt = body["messages"][-1]["content"]
         found = re.search(r"\[1\][^\[]*?(\d\d:\d\d)", prompt, re.S)
@@ -109,14 +111,15 @@ class SlowLLM(BaseHTTPRequestHandler):
 
 
 @contextmanager
-def slow_llm(delay: float = 1.5) -> Iterator[str]:
-    """The URL of a SlowLLM on loopback, for RAG_LLM_URL."""
-    handler = type("Slow", (SlowLLM,), {"delay": delay})
+def slow_llm(delay: float = 1.5) -> Iterator[tuple[str, threading.Event]]:
+    """The URL of a SlowLLM on loopback, for RAG_LLM_URL, and an event set when it is first asked."""
+    asked = threading.Event()
+    handler = type("Slow", (SlowLLM,), {"delay": delay, "asked": asked})
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
     try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}/v1"
+        yield f"http://127.0.0.1:{httpd.server_address[1]}/v1", asked
     finally:
         httpd.shutdown()
         httpd.server_close()

@@ -147,6 +147,19 @@ def test_bad_requests_get_one_line_and_their_status(
     assert "Traceback" not in server.log()
 
 
+def test_a_declared_oversized_body_is_refused_before_it_is_sent(server: Server) -> None:
+    host, port = server.url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(b"POST /search HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100000000\r\n\r\n")
+        reply = b""
+        while not reply.endswith(b"}"):  # no byte of the body sent: the answer comes from the header alone
+            more = sock.recv(4096)
+            if not more:
+                break
+            reply += more
+    assert reply.startswith(b"HTTP/1.1 413 ") and b'{"error":"the body is over 65536 bytes"}' in reply
+
+
 def test_access_log_and_quiet(index: Path, server: Server, client: httpx.Client) -> None:
     client.get("/health")
     client.get("/nothing")
@@ -188,7 +201,7 @@ def _busy_port() -> socket.socket:
 
 
 def test_non_loopback_bind_needs_a_token_or_open(index: Path) -> None:
-    done = run("rag-serve", "--index", index, "--host", "0.0.0.0", "--port", "0")
+    done = run("rag-serve", "--index", index, "--host", "0.0.0.0", "--port", "0", timeout=30)
     assert done.returncode == 2 and done.stdout == b""
     err = done.stderr.decode()
     assert err.count("\n") == 1 and err.startswith("rag-serve: binding 0.0.0.0") and "--token" in err and "--open" in err
@@ -231,16 +244,17 @@ def _in_flight(server: Server, question: str, out: list) -> threading.Thread:
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "Ctrl-C"])
 def test_signal_finishes_requests_in_flight_and_exits_cleanly(index: Path, sig: int) -> None:
-    with slow_llm(delay=2.0) as url:
+    with slow_llm(delay=3.0) as (url, asked):
         server = Server.start(index, "--llm", "openai", env=stage_env(RAG_LLM_URL=url))
         try:
             got: list = []
             thread = _in_flight(server, SWEEP, got)
-            time.sleep(0.8)  # the request is with the slow generator now
+            assert asked.wait(30)  # the request is with the slow generator now
             server.proc.send_signal(sig)
             time.sleep(0.3)
             with pytest.raises(httpx.ConnectError):  # no new connection once stopping
                 httpx.get(server.url + "/health", timeout=5)
+            assert thread.is_alive()  # still in flight
             thread.join(30)
             code = server.proc.wait(30)
         finally:
@@ -255,18 +269,19 @@ def test_rebuild_while_serving_swaps_generation(tmp_path: Path) -> None:
     index = build_index(tmp_path)
     corpus = tmp_path / "corpus"
     old = (index / "CURRENT").read_text().strip()
-    with slow_llm(delay=2.0) as url:
+    with slow_llm(delay=8.0) as (url, asked):
         server = Server.start(index, "--llm", "openai", env=stage_env(RAG_LLM_URL=url))
         try:
             with server.client() as c:
                 assert c.get("/health").json()["generation"] == old
             got: list = []
-            thread = _in_flight(server, SWEEP, got)  # on the old generation, still running through the rebuild
-            time.sleep(0.5)
+            thread = _in_flight(server, SWEEP, got)  # on the old generation, running through the whole rebuild
+            assert asked.wait(30)
             (corpus / "settlement.md").write_text(TINY["settlement"].replace("23:40", "22:15"))
             rebuild(corpus, index)
             new = (index / "CURRENT").read_text().strip()
             assert new != old and not (index / old).exists()  # the old generation's files are gone from the directory
+            assert thread.is_alive()  # and the request that started on it is still running
             thread.join(30)
             with server.client() as c:
                 health = c.get("/health").json()
