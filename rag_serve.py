@@ -296,7 +296,7 @@ def make_app(
     from starlette.requests import Request
     from starlette.responses import HTMLResponse, Response
 
-    import serve_page
+    import servedocs
 
     async def work(fn: Callable[[Engine], Any]) -> Any:
         """Run fn on the engine of the moment, on the one worker thread."""
@@ -369,12 +369,12 @@ def make_app(
         redoc_url=None,
     )
 
-    @app.get("/health", responses=_doc(_HEALTH))
+    @app.get("/health", responses=servedocs.responses(servedocs.HEALTH))
     async def health() -> Response:
         """Status, model, index generation and chunk count."""
         return record(await work(lambda e: live.health()))
 
-    @app.get("/search", responses=_doc(_HITS, "one hits/1 record"))
+    @app.get("/search", responses=servedocs.responses(servedocs.HITS, "one hits/1 record"))
     async def search_get(params: Annotated[SearchQuery, Query()]) -> Response:
         """Search for one question: a hits/1 record, as `rag-search --json` writes it."""
         queries = query_records(params.q, None)
@@ -382,7 +382,9 @@ def make_app(
 
     @app.post(
         "/search",
-        responses=_doc({"oneOf": [_HITS, {"type": "array", "items": _HITS}]}, "a hits/1 record, or a list of them for 'questions'"),
+        responses=servedocs.responses(
+            {"oneOf": [servedocs.HITS, {"type": "array", "items": servedocs.HITS}]}, "a hits/1 record, or a list of them for 'questions'"
+        ),
     )
     async def search_post(body: SearchBody) -> Response:
         """Search for one question or a batch."""
@@ -392,7 +394,10 @@ def make_app(
 
     @app.post(
         "/answer",
-        responses=_doc({"oneOf": [_ANSWER, {"type": "array", "items": _ANSWER}]}, "an answer/1 record, or a list of them for 'questions'"),
+        responses=servedocs.responses(
+            {"oneOf": [servedocs.ANSWER, {"type": "array", "items": servedocs.ANSWER}]},
+            "an answer/1 record, or a list of them for 'questions'",
+        ),
     )
     async def answer_post(body: AnswerBody) -> Response:
         """Answer one question or a batch, with checked citations, or refuse."""
@@ -400,16 +405,16 @@ def make_app(
         found = await work(lambda e: e.answer(queries, options(body), body.threshold, body.context))
         return record(found[0] if body.question is not None else found)
 
-    @app.get("/explain", responses=_doc(_EXPLAIN, "per-term BM25 contributions"))
+    @app.get("/explain", responses=servedocs.responses(servedocs.EXPLAIN, "per-term BM25 contributions"))
     async def explain_get(params: Annotated[ExplainQuery, Query()]) -> Response:
         """Each query term's BM25 contribution to one chunk: tf, df, idf, contribution, and the total."""
         return record(await work(lambda e: e.explain(params.q, params.chunk_id)))
 
-    csp = serve_page.policy()
+    csp = servedocs.policy()
 
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
     async def page() -> HTMLResponse:
-        return HTMLResponse(serve_page.PAGE, headers={"Content-Security-Policy": csp, "X-Content-Type-Options": "nosniff"})
+        return HTMLResponse(servedocs.PAGE, headers={"Content-Security-Policy": csp, "X-Content-Type-Options": "nosniff"})
 
     def error(status: int, message: str, headers: dict[str, str] | None = None) -> Response:
         return Response(orjson.dumps({"error": ragline.one_line(message)}), status, headers, media_type="application/json")
@@ -444,87 +449,6 @@ def make_app(
             CORSMiddleware, allow_origins=list(cors), allow_methods=["GET", "POST"], allow_headers=["Authorization", "Content-Type"]
         )
     return Gate(app, token, max_body, log, bool(cors))
-
-
-def _doc(schema: dict[str, Any], what: str = "") -> dict[int | str, dict[str, Any]]:
-    """OpenAPI responses: the 200 body's schema, and the error body every route may answer with."""
-    err = {"content": {"application/json": {"schema": _ERROR}}}
-    return {
-        200: {"description": what or "OK", "content": {"application/json": {"schema": schema}}},
-        400: {"description": "A request that cannot run", **err},
-        401: {"description": "No or a wrong bearer token", **err},
-        404: {"description": "An unknown chunk id", **err},
-        413: {"description": "A body over the limit", **err},
-        422: {"description": "A parameter of the wrong type or out of range", **err},
-    }
-
-
-_ERROR = {"type": "object", "required": ["error"], "properties": {"error": {"type": "string"}}}
-_CHUNK = {"type": "string"}
-_LOCATION = {
-    "chunk_id": _CHUNK,
-    "doc": {"type": ["string", "null"]},
-    "path": {"type": ["string", "null"]},
-    "start_line": {"type": ["integer", "null"]},
-    "end_line": {"type": ["integer", "null"]},
-    "headings": {"type": "array", "items": {"type": "string"}},
-}
-_HIT = {
-    "type": "object",
-    "required": ["rank", "chunk_id", "headings", "text", "score", "signals"],
-    "properties": _LOCATION
-    | {"rank": {"type": "integer"}, "text": {"type": "string"}, "score": {"type": "number"}, "signals": {"type": "object"}},
-}
-_EXPLAIN = {
-    "type": "object",
-    "required": ["chunk_id", "doc_len", "avgdl", "k1", "b", "terms", "total"],
-    "properties": {"chunk_id": _CHUNK, "terms": {"type": "array", "items": {"type": "object"}}, "total": {"type": "number"}},
-}
-_HITS = {
-    "type": "object",
-    "required": ["schema", "id", "question", "hits", "confidence", "confidence_parts", "retrieval", "ms"],
-    "properties": {
-        "schema": {"const": "hits/1"},
-        "id": {"type": "string"},
-        "question": {"type": "string"},
-        "hits": {"type": "array", "items": _HIT},
-        "confidence": {"type": "number", "minimum": 0, "maximum": 1},
-        "confidence_parts": {"type": "object"},
-        "retrieval": {"type": "object"},
-        "ms": {"type": "number"},
-        "explain": _EXPLAIN,
-    },
-}
-_ANSWER = {
-    "type": "object",
-    "required": [*_HITS["required"], "answer", "citations", "refused", "reason", "dropped", "generator", "answer_ms"],
-    "properties": _HITS["properties"]
-    | {
-        "schema": {"const": "answer/1"},
-        "answer": {"type": "string"},
-        "citations": {
-            "type": "array",
-            "items": {"type": "object", "required": ["n", "chunk_id"], "properties": _LOCATION | {"n": {"type": "integer"}}},
-        },
-        "refused": {"type": "boolean"},
-        "reason": {"type": ["string", "null"]},
-        "dropped": {"type": "integer"},
-        "generator": {"type": "object"},
-        "answer_ms": {"type": "number"},
-    },
-}
-_HEALTH = {
-    "type": "object",
-    "required": ["status", "model", "generation", "chunks"],
-    "properties": {
-        "status": {"const": "ok"},
-        "model": {"type": "string"},
-        "generation": {"type": "string"},
-        "chunks": {"type": "integer"},
-        "requests": {"type": "integer"},
-        "reload_error": {"type": ["string", "null"]},
-    },
-}
 
 
 class Gate:

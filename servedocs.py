@@ -1,6 +1,7 @@
-"""The page rag-serve serves at `/`: one static HTML document, its style and script inline, no external assets.
+"""What rag-serve hands out besides the records: the page at `/`, and the JSON schemas of its responses.
 
-Not a stage: rag_serve imports it. The page asks POST /answer (or GET /search in the
+Not a stage: rag_serve imports it. The page is one static HTML document, its style and
+script inline, no external assets. The page asks POST /answer (or GET /search in the
 search-only view) with `fetch`, and builds every element from the records with
 `textContent` and `createElement`, never `innerHTML`, so corpus text shows as text
 whatever it holds. The question and the view live in the URL (`?q=...&view=search`),
@@ -13,6 +14,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import re
+from typing import Any
 
 STYLE = """
 :root { color-scheme: light dark; --fg: #1b1f24; --bg: #fdfdfc; --muted: #5b6470; --line: #d6dae0; --accent: #0b5cad; --warn: #8a4b00; }
@@ -243,3 +245,87 @@ def policy() -> str:
         f"default-src 'none'; script-src {_sha(script.group(1))}; style-src {_sha(style.group(1))}; "
         "connect-src 'self'; img-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
     )
+
+
+# --------------------------------------------------------------------------- the responses, for /openapi.json
+
+
+def responses(schema: dict[str, Any], what: str = "") -> dict[int | str, dict[str, Any]]:
+    """OpenAPI responses: the 200 body's schema, and the error body every route may answer with."""
+    err = {"content": {"application/json": {"schema": ERROR}}}
+    return {
+        200: {"description": what or "OK", "content": {"application/json": {"schema": schema}}},
+        400: {"description": "A request that cannot run", **err},
+        401: {"description": "No or a wrong bearer token", **err},
+        404: {"description": "An unknown chunk id", **err},
+        413: {"description": "A body over the limit", **err},
+        422: {"description": "A parameter of the wrong type or out of range", **err},
+    }
+
+
+ERROR = {"type": "object", "required": ["error"], "properties": {"error": {"type": "string"}}}
+CHUNK = {"type": "string"}
+LOCATION = {
+    "chunk_id": CHUNK,
+    "doc": {"type": ["string", "null"]},
+    "path": {"type": ["string", "null"]},
+    "start_line": {"type": ["integer", "null"]},
+    "end_line": {"type": ["integer", "null"]},
+    "headings": {"type": "array", "items": {"type": "string"}},
+}
+HIT = {
+    "type": "object",
+    "required": ["rank", "chunk_id", "headings", "text", "score", "signals"],
+    "properties": LOCATION
+    | {"rank": {"type": "integer"}, "text": {"type": "string"}, "score": {"type": "number"}, "signals": {"type": "object"}},
+}
+EXPLAIN = {
+    "type": "object",
+    "required": ["chunk_id", "doc_len", "avgdl", "k1", "b", "terms", "total"],
+    "properties": {"chunk_id": CHUNK, "terms": {"type": "array", "items": {"type": "object"}}, "total": {"type": "number"}},
+}
+HITS = {
+    "type": "object",
+    "required": ["schema", "id", "question", "hits", "confidence", "confidence_parts", "retrieval", "ms"],
+    "properties": {
+        "schema": {"const": "hits/1"},
+        "id": {"type": "string"},
+        "question": {"type": "string"},
+        "hits": {"type": "array", "items": HIT},
+        "confidence": {"type": "number", "minimum": 0, "maximum": 1},
+        "confidence_parts": {"type": "object"},
+        "retrieval": {"type": "object"},
+        "ms": {"type": "number"},
+        "explain": EXPLAIN,
+    },
+}
+ANSWER = {
+    "type": "object",
+    "required": [*HITS["required"], "answer", "citations", "refused", "reason", "dropped", "generator", "answer_ms"],
+    "properties": HITS["properties"]
+    | {
+        "schema": {"const": "answer/1"},
+        "answer": {"type": "string"},
+        "citations": {
+            "type": "array",
+            "items": {"type": "object", "required": ["n", "chunk_id"], "properties": LOCATION | {"n": {"type": "integer"}}},
+        },
+        "refused": {"type": "boolean"},
+        "reason": {"type": ["string", "null"]},
+        "dropped": {"type": "integer"},
+        "generator": {"type": "object"},
+        "answer_ms": {"type": "number"},
+    },
+}
+HEALTH = {
+    "type": "object",
+    "required": ["status", "model", "generation", "chunks"],
+    "properties": {
+        "status": {"const": "ok"},
+        "model": {"type": "string"},
+        "generation": {"type": "string"},
+        "chunks": {"type": "integer"},
+        "requests": {"type": "integer"},
+        "reload_error": {"type": ["string", "null"]},
+    },
+}
