@@ -220,6 +220,12 @@ def test_port_in_use_is_one_line(index: Path) -> None:
     assert done.stderr.decode() == f"rag-serve: port {port} on 127.0.0.1 is in use (another server?)\n"
 
 
+def test_an_index_that_cannot_serve_is_one_line(tmp_path: Path) -> None:
+    done = run("rag-serve", "--index", tmp_path / "missing", "--port", "0", timeout=60)
+    assert done.returncode == 1 and done.stdout == b""
+    assert done.stderr.decode() == f"rag-serve: {tmp_path / 'missing'}: no index here (run rag-index --out first)\n"
+
+
 def test_without_the_extra_says_how_to_get_it(index: Path) -> None:
     code = (
         "import sys; sys.modules['fastapi'] = None; sys.argv = ['rag-serve', '--index', sys.argv[1]]; import ragline; ragline.rag_serve()"
