@@ -220,6 +220,12 @@ def test_port_in_use_is_one_line(index: Path) -> None:
     assert done.stderr.decode() == f"rag-serve: port {port} on 127.0.0.1 is in use (another server?)\n"
 
 
+@pytest.mark.parametrize("flags", [["--port", "70000"], ["--off", "bogus"], ["--max-body", "10"]], ids=["port", "feature", "max-body"])
+def test_usage_errors_exit_2(index: Path, flags: list[str]) -> None:
+    done = run("rag-serve", "--index", index, *flags, timeout=60)
+    assert done.returncode == 2 and done.stdout == b"" and b"Error:" in done.stderr and b"Traceback" not in done.stderr
+
+
 def test_an_index_that_cannot_serve_is_one_line(tmp_path: Path) -> None:
     done = run("rag-serve", "--index", tmp_path / "missing", "--port", "0", timeout=60)
     assert done.returncode == 1 and done.stdout == b""
