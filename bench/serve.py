@@ -12,7 +12,8 @@ questions in turn:
                  questions/s
     soak         GET /search at concurrency 32 for `serve_soak_seconds`: every response 2xx,
                  no socket error, no timeout
-    memory       the server's resident memory after a warm-up and again after at least
+    memory       the server's resident memory after the warm-up (every question once through
+                 both routes) and again after at least
                  `serve_memory_requests` more requests (its /health counts them)
 
 Neither side uses the embedding cache (RAG_EMBED_CACHE is unset for both): a question asked
@@ -170,6 +171,16 @@ def served(url: str) -> int:
         return int(json.loads(response.read())["requests"])
 
 
+def warm_up(url: str, questions: list[str]) -> None:
+    """Every question once through /search and /answer: the timed runs see the server as it runs for long
+    (the answer stage keeps the vectors of the sentences it has scored)."""
+    for q in questions:
+        urllib.request.urlopen(f"{url}/search?{urllib.parse.urlencode({'q': q})}", timeout=60).read()
+        body = json.dumps({"question": q}).encode()
+        request = urllib.request.Request(f"{url}/answer", body, {"Content-Type": "application/json"})
+        urllib.request.urlopen(request, timeout=60).read()
+
+
 def cli_seconds(stage: str, index: Path, questions: list[str]) -> list[float]:
     """Wall time of one `STAGE --index IDX --json Q` process per question."""
     times = []
@@ -206,8 +217,7 @@ def run(sizes: dict[str, Any]) -> dict[str, Any]:
         script.write_text(lua(questions))
         proc, url = start(index, tmp / "serve.log")
         fig["questions"] = len(questions)
-        for route in ROUTES:  # warm-up: every question once through each route's code
-            wrk(url, script, route, 2, 3)
+        warm_up(url, questions)
         base_rss, base_served = rss_kib(proc.pid), served(url)
         fig["routes"] = {route: {str(c): wrk(url, script, route, c, sizes["serve_seconds"]) for c in CONCURRENCY} for route in ROUTES}
         asked = questions[: sizes["serve_cli_questions"]]
