@@ -11,6 +11,7 @@ default run gives p < ALPHA.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -134,63 +135,88 @@ def signal_auc(rows: Sequence[dict[str, Any]], signal: str) -> float | None:
 def compare(results: Sequence[tuple[str, dict[str, Any]]], sweeps: Sequence[tuple[str, dict[str, Any]]] = ()) -> Tables:
     """The tables' numbers from (path, result) and (path, sweep) pairs.
 
-    Results group by corpus (`corpus_of`). Rows follow RUNS' order. A row whose recorded
-    configuration is not what RUNS says its label is, two results with one label on one
-    corpus, results on one corpus scored against different golden files, or a sweep
-    made on other golden files: StageError. Each non-default cell carries the p-value of
-    the paired randomisation test (`irmetrics.paired_randomisation`, two-sided, pairs by
-    question id, the result's own resamples, seed SEED) of its per-question values
-    against the default run's. The mean rows (`macro_row`) cover the runs made on every
+    Results group by corpus (`corpus_of`). A row is named by its label, or by its label
+    and file where the label is on more than one file of a corpus (`row_names`); rows
+    follow RUNS' order, then labels of the user's own in the order given. A RUNS label
+    whose recorded configuration is not what RUNS says, one file given twice, results on
+    one corpus scored against different golden files, or a sweep made on other golden
+    files: StageError. Each cell but the default run's carries the p-value of the paired
+    randomisation test (`irmetrics.paired_randomisation`, two-sided, pairs by question
+    id, the result's own resamples, seed SEED) of its per-question values against the
+    first result labelled `default`. The mean rows (`macro_row`) cover the rows named on every
     corpus.
     """
     groups = _checked_results(results, sweeps)
     corpora = tuple(_corpus_comparison(name, by_label) for name, by_label in groups.items())
-    labels = [label for label in RUNS if all(label in by_label for by_label in groups.values())]
+    first = next(iter(groups.values()))
+    labels = [label for label in first if all(label in by_label for by_label in groups.values())]
     mean = tuple(macro_row(label, list(groups.values())) for label in labels) if len(groups) > 1 else ()
     order = list(RUNS)
     ordered = sorted((s for _, s in sweeps), key=lambda s: order.index(s["label"]) if s["label"] in order else len(order))
     return Tables(corpora, mean, tuple(ordered))
 
 
+def row_names(results: Sequence[tuple[str, dict[str, Any]]]) -> list[str]:
+    """Each result's row name: its label, or "label (path)" where another result of the
+    same corpus has that label too."""
+    seen: dict[tuple[str, str], int] = {}
+    for _, result in results:
+        key = (corpus_of(result), str(result.get("label")))
+        seen[key] = seen.get(key, 0) + 1
+    names = []
+    for path, result in results:
+        label = str(result.get("label"))
+        names.append(label if seen[(corpus_of(result), label)] == 1 else f"{label} ({path})")
+    return names
+
+
 def _corpus_comparison(corpus: str, by_label: dict[str, dict[str, Any]]) -> Comparison:
-    ordered = [by_label[label] for label in RUNS if label in by_label]
-    base = by_label.get("default")
+    ordered = list(by_label.items())
+    base = next((r for r in by_label.values() if r.get("label") == "default"), None)  # the first `default` given
     kinds = {
-        k: next(r["aggregates"]["by_kind"][k]["n"] for r in ordered if k in r["aggregates"]["by_kind"])
+        k: next(r["aggregates"]["by_kind"][k]["n"] for _, r in ordered if k in r["aggregates"]["by_kind"])
         for k in ANSWERABLE_KINDS
-        if any(k in r["aggregates"]["by_kind"] for r in ordered)
+        if any(k in r["aggregates"]["by_kind"] for _, r in ordered)
     }
     metrics = [m for _, m in MAIN_COLUMNS + REFUSAL_COLUMNS]
     rows = []
-    for r in ordered:
+    for name, r in ordered:
         rows.append(
             Row(
-                label=r["label"],
+                label=name,
                 gold_checked=bool(r.get("gold_checked")),
                 overall={m: _cell(r, base, m) for m in metrics},
                 by_kind={k: _cell(r, base, KIND_METRIC, k) for k in kinds},
                 ms_p50=r["aggregates"]["overall"].get("ms_p50"),
-                auc=tuple(signal_auc(r["questions"], s) for s in SIGNALS) if r["label"] in SIGNAL_RUNS else None,
+                auc=tuple(signal_auc(r["questions"], s) for s in SIGNALS) if r.get("label") in SIGNAL_RUNS else None,
             )
         )
-    first = ordered[0]
+    first = ordered[0][1]
     return Comparison(corpus, first["golden"], first["counts"], first["settings"]["resamples"], tuple(rows), kinds)
 
 
 def _checked_results(
     results: Sequence[tuple[str, dict[str, Any]]], sweeps: Sequence[tuple[str, dict[str, Any]]]
 ) -> dict[str, dict[str, dict[str, Any]]]:
-    """The score results by corpus (in table order) and label, once they are known to belong in one set of tables."""
+    """The score results by corpus (in table order) and row name (RUNS' order, then the
+    order given), once they are known to belong in one set of tables."""
     if not results:
         raise StageError("no score result among the files")
+    paths = [os.path.realpath(path) for path, _ in results]
+    twice = next((results[i][0] for i, p in enumerate(paths) if p in paths[:i]), None)
+    if twice is not None:
+        raise StageError("this file is given twice", twice)
+    order = list(RUNS)
+    named = sorted(
+        zip(row_names(results), results, range(len(results)), strict=True),
+        key=lambda item: (order.index(item[1][1]["label"]) if item[1][1].get("label") in order else len(order), item[2]),
+    )
     groups: dict[str, dict[str, dict[str, Any]]] = {}
-    for path, result in results:
-        label, corpus = result.get("label"), corpus_of(result)
+    for name, (path, result), _ in named:
+        corpus = corpus_of(result)
         by_label = groups.setdefault(corpus, {})
-        if label in by_label:
-            raise StageError(f"a second result for label '{label}' on {corpus}", path)
-        check_config(str(label), result.get("actual") or {}, path, whose="the file's run has")
-        by_label[label] = result
+        check_config(str(result.get("label")), result.get("actual") or {}, path, whose="the file's run has")
+        by_label[name] = result
         if result["golden"]["sha256"] != next(iter(by_label.values()))["golden"]["sha256"]:
             raise StageError(f"the results on {corpus} were scored against different golden files: one table per golden file", path)
     digests = {corpus: next(iter(by_label.values()))["golden"]["sha256"] for corpus, by_label in groups.items()}
@@ -246,6 +272,126 @@ def macro_row(label: str, groups: Sequence[dict[str, dict[str, Any]]]) -> Row:
             p = irmetrics.paired_randomisation(theirs, mine, resamples=resamples, seed=SEED, weights=weights)
         overall[metric] = Cell(value, interval, p)
     return Row(label, all(r.get("gold_checked") for r in runs), overall, {}, None, None)
+
+
+@dataclass(frozen=True)
+class Moved:
+    """One question on which two runs differ: its rank of the first gold chunk (None: not in
+    the top CUTOFF, or unanswerable) and whether its answer was right, in each run."""
+
+    id: str
+    kind: str
+    rank: tuple[int | None, int | None]
+    answer_ok: tuple[bool, bool]
+
+    @property
+    def better(self) -> int:
+        """+1 when the second run did better on this question (a higher first gold rank, a
+        right answer, or one of them and the other unchanged), -1 worse, 0 mixed."""
+        ranks = [-(r or CUTOFF + 1) for r in self.rank]
+        ways = {(ranks[1] > ranks[0]) - (ranks[1] < ranks[0]), int(self.answer_ok[1]) - int(self.answer_ok[0])} - {0}
+        return ways.pop() if len(ways) == 1 else 0
+
+
+@dataclass(frozen=True)
+class Paired:
+    """Two runs on the same questions: per metric (MAIN_COLUMNS, REFUSAL_COLUMNS) the
+    first run's mean, the second's, and the paired test's p-value; the questions that moved."""
+
+    names: tuple[str, str]
+    questions: int
+    metrics: dict[str, tuple[float | None, float | None, float | None]]
+    moved: tuple[Moved, ...]
+
+    def as_json(self) -> dict[str, Any]:
+        """`rag-eval compare --json`: every number, named."""
+        return {
+            "a": self.names[0],
+            "b": self.names[1],
+            "questions": self.questions,
+            "metrics": {m: {"a": a, "b": b, "p": p} for m, (a, b, p) in self.metrics.items()},
+            "moved": [
+                {"id": m.id, "kind": m.kind, "rank": {"a": m.rank[0], "b": m.rank[1]},
+                 "answer_ok": {"a": m.answer_ok[0], "b": m.answer_ok[1]}, "b_is": _way(m.better)}
+                for m in self.moved
+            ],
+        }  # fmt: skip
+
+
+def paired(a: tuple[str, dict[str, Any]], b: tuple[str, dict[str, Any]]) -> Paired:
+    """Compare two score results question by question: same golden file, else StageError.
+    The p-value is `irmetrics.paired_randomisation` on the questions both have a value for
+    (the first result's resamples, seed SEED)."""
+    (path_a, ra), (path_b, rb) = a, b
+    if ra["golden"]["sha256"] != rb["golden"]["sha256"]:
+        raise StageError(f"scored against another golden file than {path_a} (sha256 differs): nothing to pair", path_b)
+    metrics = {}
+    for _, metric in MAIN_COLUMNS + REFUSAL_COLUMNS:
+        theirs, mine = _pairs(rb, ra, metric)
+        p = irmetrics.paired_randomisation(theirs, mine, resamples=ra["settings"]["resamples"], seed=SEED) if theirs else None
+        metrics[metric] = (ra["aggregates"]["overall"].get(metric), rb["aggregates"]["overall"].get(metric), p)
+    rows_b = {row["id"]: row for row in rb["questions"]}
+    moved = []
+    for row in ra["questions"]:
+        other = rows_b.get(row["id"])
+        if other is None:
+            continue
+        ranks = (_first_gold_rank(row), _first_gold_rank(other))
+        oks = (bool(row["answer_ok"]), bool(other["answer_ok"]))
+        if ranks[0] != ranks[1] or oks[0] != oks[1]:
+            moved.append(Moved(row["id"], row["kind"], ranks, oks))
+    moved.sort(key=lambda m: (-m.better, m.id))
+    names = (_display(path_a, ra), _display(path_b, rb))
+    return Paired(names, len(set(rows_b) & {r["id"] for r in ra["questions"]}), metrics, tuple(moved))
+
+
+def _first_gold_rank(row: dict[str, Any]) -> int | None:
+    rr = row.get("rr")
+    return round(1 / rr) if rr else None
+
+
+def _display(path: str, result: dict[str, Any]) -> str:
+    return f"{result.get('label')} ({path})"
+
+
+def paired_table(c: Paired) -> list[str]:
+    """`rag-eval compare`: the metrics side by side, then the questions that moved."""
+    a, b = c.names
+    head = ["metric", f"A: {a}", f"B: {b}", "B - A", "p"]
+    rows = []
+    for title, metric in MAIN_COLUMNS + REFUSAL_COLUMNS:
+        va, vb, p = c.metrics[metric]
+        change = "–" if va is None or vb is None else f"{vb - va:+.3f}"
+        rows.append([title, _share(va), _share(vb), change, "–" if p is None else f"{p:.3f}"])
+    better = sum(m.better > 0 for m in c.moved)
+    worse = sum(m.better < 0 for m in c.moved)
+    lines = [f"{c.questions} questions paired; p from a paired randomisation test on per-question values.", "", *_table(head, rows)]
+    lines += ["", f"{len(c.moved)} questions moved: {better} better in B, {worse} worse, {len(c.moved) - better - worse} mixed."]
+    if c.moved:
+
+        def rank(r: int | None) -> str:
+            return "–" if r is None else str(r)
+
+        moved = [
+            [
+                f"`{m.id}`",
+                m.kind,
+                f"{rank(m.rank[0])} → {rank(m.rank[1])}",
+                f"{_ok(m.answer_ok[0])} → {_ok(m.answer_ok[1])}",
+                _way(m.better),
+            ]
+            for m in c.moved
+        ]
+        lines += ["", *_table(["question", "kind", f"first gold rank (top {CUTOFF})", "answer ok", "B is"], moved)]
+    return lines
+
+
+def _ok(value: bool) -> str:
+    return "yes" if value else "no"
+
+
+def _way(better: int) -> str:
+    return {1: "better", -1: "worse", 0: "mixed"}[better]
 
 
 # --------------------------------------------------------------------------- the markdown

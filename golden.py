@@ -290,7 +290,9 @@ def resolve_gold(question: Question, chunking: Chunking | None, where: str) -> t
         found.extend(cid for cid in holders if cid not in found)
     if lost:
         missing = [g for g in question.gold if g not in texts]
-        what = f"gold chunk {missing[0]} not in this chunking" if missing else "its gold chunks no longer hold its evidence"
+        what = (
+            f"gold chunk {missing[0]} not in the chunks of {chunking.source}" if missing else "its gold chunks no longer hold its evidence"
+        )
         which = "its evidence is found nowhere" if len(lost) == len(evidence) else f"evidence {show(lost[0])} is found nowhere"
         raise StageError(f"{question.id}: {what} and {which}", where)
     return tuple(found), True

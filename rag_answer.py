@@ -10,8 +10,8 @@ Reads hits records (from rag-search) and writes each back with:
     refused     true when the handbook does not cover the question (or nothing survived)
     reason      why it refused, else null
     dropped     sentences the citation check removed
-    generator   {"name", "features", "threshold"}: what generated the answer, and the
-                abstain threshold it ran under
+    generator   {"name", "features", "threshold", "context"}: what generated the answer, the
+                abstain threshold it ran under and how many hits it read
     answer_ms   time spent here
 
 The top hits become numbered context blocks [1]..[n]. The extractive generator
@@ -33,6 +33,7 @@ the threshold (RAG_ABSTAIN_CONFIDENCE, default DEFAULT_ABSTAIN) is answered
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 import re
@@ -479,7 +480,7 @@ def answer(record: dict[str, Any], generator: Extractive | OpenAIChat, threshold
     blocks = context(record.get("hits") or [], size)
     conf = float(record.get("confidence", 0.0))
     out: dict[str, Any] = {
-        "generator": {"name": generator.name, "features": list(generator.features), "threshold": threshold},
+        "generator": {"name": generator.name, "features": list(generator.features), "threshold": threshold, "context": size},
         "dropped": 0,
     }
     reason = None
@@ -512,9 +513,18 @@ def answer(record: dict[str, Any], generator: Extractive | OpenAIChat, threshold
 
 
 def answer_records(
-    records: Iterable[tuple[ragline.Line, dict[str, Any]]], generator: Extractive | OpenAIChat, threshold: float, size: int = CONTEXT
+    records: Iterable[tuple[ragline.Line, dict[str, Any]]],
+    generator: Extractive | OpenAIChat,
+    threshold: float,
+    size: int = CONTEXT,
+    index: rag_index.Index | None = None,
 ) -> Iterator[dict[str, Any]]:
+    """Answer records for hits records, in order. With `index`, every hit must be one of
+    its chunks: hits from another index would be answered with this one's statistics."""
+    known = frozenset(index.ids) if index is not None else None
     for where, record in records:
+        if index is not None:
+            _check_same_chunks(record, index, where)
         ragline.field(record, "question", str, where)
         hits = ragline.field(record, "hits", list, where)
         for i, hit in enumerate(hits):
@@ -523,10 +533,30 @@ def answer_records(
             headings = hit.get("headings", [])
             if not isinstance(headings, list) or not all(isinstance(h, str) for h in headings):
                 raise StageError(f"hit {i + 1}: 'headings' must be a list of strings", str(where))
+            if known is not None and index is not None and hit["chunk_id"] not in known:
+                searched = (record.get("retrieval") or {}).get("index") if isinstance(record.get("retrieval"), dict) else None
+                raise StageError(
+                    f"hit {i + 1}, chunk '{hit['chunk_id']}', is not in the index {index.path}: the hits come from another index"
+                    + (f" ({searched})" if isinstance(searched, str) else ""),
+                    str(where),
+                )
         ragline.field(record, "confidence", float, where)
         record.update(answer(record, generator, threshold, size))
         record["schema"] = "answer/1"
         yield record
+
+
+def _check_same_chunks(record: dict[str, Any], index: rag_index.Index, where: ragline.Line) -> None:
+    """StageError when the hits record says it was searched in an index of other chunks
+    (`retrieval.corpus_digest`, written by rag-search) than `index` holds."""
+    retrieval = record.get("retrieval")
+    digest = retrieval.get("corpus_digest") if isinstance(retrieval, dict) else None
+    if isinstance(digest, str) and digest != index.manifest.get("corpus_digest"):
+        searched = retrieval.get("index") if isinstance(retrieval, dict) else None
+        raise StageError(
+            f"the hits were searched in an index of other chunks ({searched}) than {index.path} holds: answer with the index they came from",
+            str(where),
+        )
 
 
 def render(record: dict[str, Any]) -> str:
@@ -602,6 +632,9 @@ def _features(off: tuple[str, ...]) -> tuple[str, ...]:
     type=click.IntRange(1, 50),
     help="Hits sent as context blocks. Env: RAG_CONTEXT.",
 )
+@click.option(
+    "--raw-input", "-R", "raw", is_flag=True, help="Read one plain-text question a line from stdin (or --hits FILE) and search first."
+)
 @click.option("--json", "as_json", is_flag=True, help="JSON Lines even on a terminal.")
 @ragline.stage_main(STAGE)
 def main(
@@ -612,10 +645,21 @@ def main(
     off: tuple[str, ...],
     threshold: float,
     size: int,
+    raw: bool,
     as_json: bool,
 ) -> None:
-    """Answer each hits record (stdin), or QUESTIONS (searching the index first)."""
+    """Answer each hits record (stdin), or QUESTIONS (searching the index first).
+
+    Hits read from stdin were retrieved already: retrieval options on the command line
+    are refused then (they would change nothing), and every hit must be a chunk of --index.
+    """
     features = _features(off)
+    searching = bool(questions) or raw
+    if not searching and (given := rag_search.given_on_command_line(RETRIEVAL_OPTIONS)):
+        raise click.UsageError(
+            f"{', '.join(given)}: retrieval options apply when rag-answer searches (QUESTIONS or -R); "
+            "the hits on stdin were retrieved already: give them to rag-search"
+        )
     index = rag_index.load(search.index_path)
     if llm == "openai":
         generator: Extractive | OpenAIChat = openai_from_env()
@@ -624,21 +668,40 @@ def main(
         if "dense" in features:
             embedder = rag_embed.load_embedder(search.model or index.manifest["model"], threads=search.threads)
         generator = Extractive(features, index.bm25, embedder)
-    if questions:
+    if searching:
         searcher = rag_search.Searcher(index, search.config(at_least=size), model=search.model, threads=search.threads)
-        records: Iterable[tuple[ragline.Line, dict[str, Any]]] = rag_search.search_records(
-            searcher, rag_search.question_records(questions, None, "")
-        )
-        records = ((ragline.Line("<args>", n), r) for n, r in enumerate(records, 1))
+        queries = rag_search.question_records(questions, hits_path, "no input: pipe questions into rag-answer -R", raw, STAGE)
+        records: Iterable[tuple[ragline.Line, dict[str, Any]]] = _searched(searcher, queries)
     else:
         records = ragline.read_records(
             [hits_path or "-"], usage="no input: pipe rag-search output into rag-answer, or give questions as arguments"
         )
     human = sys.stdout.isatty() and not as_json
+    if not questions and not human:
+        records = ragline.Progress(STAGE, "questions", lambda: ragline.count_lines([hits_path or "-"])).track(records)
     out = sys.stdout.buffer
-    for record in answer_records(records, generator, threshold, size):
+    for record in answer_records(records, generator, threshold, size, None if searching else index):
         out.write(render(record).encode() if human else ragline.dumps(record))
         out.flush()
+
+
+def _searched(
+    searcher: rag_search.Searcher, queries: Iterable[tuple[ragline.Line, dict[str, Any]]]
+) -> Iterator[tuple[ragline.Line, dict[str, Any]]]:
+    """Hits records for query records, each with its query's input line (search_records keeps the order)."""
+    lines: collections.deque[ragline.Line] = collections.deque()
+
+    def remember() -> Iterator[tuple[ragline.Line, dict[str, Any]]]:
+        for line, record in queries:
+            lines.append(line)
+            yield line, record
+
+    for record in rag_search.search_records(searcher, remember()):
+        yield lines.popleft(), record
+
+
+# The search options that only searching uses (not --index, --model, --threads, which answering needs too).
+RETRIEVAL_OPTIONS = ("dense", "sparse", "rerank", "k", "rrf_k", "candidates", "fusion", "dense_weight", "passages", "exact")
 
 
 if __name__ == "__main__":

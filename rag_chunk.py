@@ -4,7 +4,7 @@
     rag-chunk --words 120 docs/runbook.md | rag-embed | rag-index --out idx
     cat notes.md | rag-chunk --doc notes
 
-Reads markdown files and directories (walked recursively for *.md, in sorted
+Reads markdown files and directories (walked recursively for *.md and *.markdown, in sorted
 order), or markdown on stdin with --doc NAME. Writes one chunk record per line:
 
     {"schema": "chunk/1", "id": "05-settlement#batch-cutoff", "doc": "05-settlement",
@@ -54,6 +54,7 @@ from ragline import StageError
 
 STAGE = "rag-chunk"
 DEFAULT_WORDS = 180
+MARKDOWN = (".md", ".markdown")  # the suffixes a directory is walked for
 
 _FENCE = re.compile(r"^( {0,3})(`{3,}|~{3,})(.*)$")
 _ATX = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
@@ -553,17 +554,24 @@ def decode(data: bytes, path: str) -> str:
 
 
 def find_documents(paths: Iterable[str]) -> Iterator[tuple[str, Path]]:
-    """(document id, file) for each input: files as given, directories walked for *.md."""
+    """(document id, file) for each input: files as given, directories walked for MARKDOWN
+    files (*.md, *.markdown). The id is the path without its markdown suffix; two files
+    of one directory with one id (a.md and a.markdown) are a StageError."""
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
-            files = sorted(p for p in path.rglob("*.md") if p.is_file())
+            files = sorted(p for p in path.rglob("*") if p.suffix in MARKDOWN and p.is_file())
             if not files:
-                raise StageError("no markdown (*.md) files in this directory", raw)
+                raise StageError(f"no markdown ({', '.join('*' + s for s in MARKDOWN)}) files in this directory", raw)
+            named: dict[str, Path] = {}
             for file in files:
-                yield file.relative_to(path).with_suffix("").as_posix(), file
+                doc = file.relative_to(path).with_suffix("").as_posix()
+                if doc in named:
+                    raise StageError(f"{named[doc].name} and {file.name} would both be document '{doc}'", str(file))
+                named[doc] = file
+            yield from named.items()
         elif path.is_file():
-            yield path.with_suffix("").name if path.suffix == ".md" else path.name, path
+            yield path.with_suffix("").name if path.suffix in MARKDOWN else path.name, path
         elif path.exists():
             raise StageError("not a file or a directory", raw)
         else:

@@ -34,7 +34,7 @@ import sys
 import zlib
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import click
 import numpy as np
@@ -55,6 +55,7 @@ from ragline import StageError
 STAGE = "rag-embed"
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 WINDOW = 2048  # records read ahead for length-sorted batching; bounds memory
+CACHE_COMMIT = 128  # texts embedded between two commits of the vector cache: what an interrupt can lose
 HASH_DIM = 384
 # Texts per model call. With batches sorted by length, smaller batches pad less:
 # the batch-size ablation in results/bench.json (`just bench`) is what chose it.
@@ -354,21 +355,39 @@ def record_text(record: dict[str, Any], where: ragline.Line, text_field: str, qu
 
 
 def embed_texts(embedder: Embedder, texts: list[str], query: bool, cache: Cache | None = None) -> np.ndarray:
-    """Vectors for texts, through the cache where there is one."""
+    """Vectors for texts, through the cache where there is one.
+
+    The texts the cache lacks are embedded CACHE_COMMIT at a time, longest first (so
+    each model call still pads little), and each part is committed to the cache as soon
+    as it is embedded: an interrupted run keeps all but the part in flight, and the next
+    run resumes from there.
+    """
     if cache is None:
         return embedder.embed(texts, query=query)
     keys = [cache.key(t, query) for t in texts]
     found = cache.get(keys)
-    todo = [i for i, k in enumerate(keys) if k not in found]
+    todo = sorted((i for i, k in enumerate(keys) if k not in found), key=lambda i: -len(texts[i]))
     out = np.empty((len(texts), embedder.dim), dtype=np.float32)
-    if todo:
-        fresh = embedder.embed([texts[i] for i in todo], query=query)
-        out[todo] = fresh
-        cache.put((keys[i], fresh[j]) for j, i in enumerate(todo))
+    for start in range(0, len(todo), CACHE_COMMIT):
+        part = todo[start : start + CACHE_COMMIT]
+        fresh = embedder.embed([texts[i] for i in part], query=query)
+        out[part] = fresh
+        cache.put((keys[i], fresh[j]) for j, i in enumerate(part))
     for i, k in enumerate(keys):
         if k in found:
             out[i] = found[k]
     return out
+
+
+def chunk_sentences(text: str) -> list[str]:
+    """A chunk's prose as sentences: template tags out, heading lines dropped, each
+    paragraph unwrapped and split (`ragline.sentence_spans`)."""
+    sentences: list[str] = []
+    for para in ragline.strip_templates(text).split("\n\n"):
+        flat = " ".join(line for line in para.split("\n") if not line.lstrip().startswith("#"))
+        flat = " ".join(flat.split())
+        sentences.extend(flat[a:b] for a, b in ragline.sentence_spans(flat) if flat[a:b].strip())
+    return sentences
 
 
 def passage_texts(record: dict[str, Any], headings: bool = True, text_field: str = "text", words: int = PASSAGE_WORDS) -> list[str]:
@@ -381,12 +400,7 @@ def passage_texts(record: dict[str, Any], headings: bool = True, text_field: str
     one passage long gets none: its own vector already is that passage's.
     A sentence is never cut, so a table or a list without full stops stays one passage.
     """
-    body = ragline.strip_templates(record[text_field])
-    sentences: list[str] = []
-    for para in body.split("\n\n"):
-        flat = " ".join(line for line in para.split("\n") if not line.lstrip().startswith("#"))
-        flat = " ".join(flat.split())
-        sentences.extend(flat[a:b] for a, b in ragline.sentence_spans(flat) if flat[a:b].strip())
+    sentences = chunk_sentences(record[text_field])
     runs: list[list[str]] = []
     size = 0
     for sentence in sentences:
@@ -460,27 +474,6 @@ def _finish(
             record["passage_vectors"] = vectors[start : start + len(ps)]
             start += len(ps)
         yield record
-
-
-class Progress:
-    """A one-line counter on stderr, shown only when stderr is a terminal."""
-
-    def __init__(self, label: str, quiet: bool = False, stream: IO[str] | None = None):
-        self.stream = stream or sys.stderr
-        self.label = label
-        self.enabled = not quiet and self.stream.isatty()
-        self.count = 0
-
-    def update(self, n: int = 1) -> None:
-        self.count += n
-        if self.enabled:
-            self.stream.write(f"\r{self.label}: {self.count}")
-            self.stream.flush()
-
-    def done(self, summary: str | None = None) -> None:
-        if self.enabled:
-            self.stream.write(f"\r{self.label}: {summary or self.count}\n")
-            self.stream.flush()
 
 
 # --------------------------------------------------------------------------- the command
@@ -576,21 +569,22 @@ def main(
     cache = cache_for(embedder, cache_path)
     field_name = text_field or ("question" if query else "text")
     records = ragline.read_records(inputs, usage="no input: pipe JSON Lines into rag-embed or name a file (see --help)")
-    progress = Progress(STAGE, quiet)
+    progress = ragline.Progress(STAGE, total=lambda: ragline.count_lines(inputs), quiet=quiet)
     out = sys.stdout.buffer
     count = 0
-    for record in embed_records(records, embedder, text_field=field_name, query=query, headings=headings, passages=passages, cache=cache):
+    embedded = embed_records(records, embedder, text_field=field_name, query=query, headings=headings, passages=passages, cache=cache)
+    for record in progress.track(embedded):
         out.write(ragline.dumps(record))
         count += 1
         if count % 256 == 0:
             out.flush()
-            progress.update(256)
     out.flush()
-    progress.done(f"{count} records")
     if embedder.truncated:
+        n = embedder.truncated
+        texts, were = ("text", "was") if n == 1 else ("texts", "were")
+        done = "embedded window by window" if getattr(embedder, "long", "truncate") == "windows" else "truncated"
         ragline.note(
-            f"{STAGE}: {embedder.truncated} texts (of {count} records, passages included) were longer than {embedder.max_tokens} tokens "
-            + ("and were embedded window by window" if getattr(embedder, "long", "truncate") == "windows" else "and were truncated"),
+            f"{STAGE}: {n} {texts} (of {count} records, passages included) {were} longer than {embedder.max_tokens} tokens and {were} {done}",
             quiet,
         )
     if cache is not None and not quiet and sys.stderr.isatty():

@@ -28,7 +28,9 @@ questions and runs.
 
 from __future__ import annotations
 
+import itertools
 import math
+import os
 import sys
 from collections.abc import Collection, Iterable, Sequence
 from pathlib import Path
@@ -51,10 +53,11 @@ from evalruns import (
     check_config,
     config_differences,
     corpus_order,
+    matching_labels,
     metric_values,
     run_config,
 )
-from evaltables import BEGIN, END, compare, corpus_of, render_tables, replace_tables
+from evaltables import BEGIN, END, compare, corpus_of, paired, paired_table, render_tables, replace_tables
 from golden import (
     ANSWERABLE_KINDS,
     KINDS,
@@ -95,14 +98,18 @@ def score_run(
 ) -> dict[str, Any]:
     """Score one run's answer records against the golden questions: the result file's content.
 
-    Guards (each a StageError, never a result full of zeros): the label's RUNS entry
-    must match the configuration the records show, and all records must show the
-    same one; records must retrieve k >= 5; one record per golden question, none for
-    an unknown id, with the golden question's text; at least one non-empty hits list;
-    with a chunking, every hit must be one of its chunks and its window the run's.
+    Guards (each a StageError, never a result full of zeros): a label RUNS names must
+    match the configuration the records show (any other label is the user's own name
+    for what the records show), and all records must show the same one; records must
+    retrieve k >= 5; one record per golden question, none for an unknown id, with the
+    golden question's text; at least one non-empty hits list; with a chunking, every
+    hit must be one of its chunks and its window the run's; without one, at least one
+    hit somewhere must come from a document that holds gold (else the run searched
+    another handbook's index).
 
     The result (`"schema": "eval-result/1"`):
-        label, corpus (the name given, or null), expected (RUNS[label]), actual (the records' configuration, same keys),
+        label, corpus (the name given, or null), expected (RUNS[label]; null for a label of the user's own),
+        actual (the records' configuration, CONFIG_KEYS),
         run {k, rrf_k, candidates, index, generator}: the rest of what ran,
         golden {source, sha256}, gold_checked (was a chunking given),
         settings {cutoff, resamples, seed, level},
@@ -125,11 +132,13 @@ def score_run(
         rows.append(score_question(q, record, where, gold, refound, gold_docs(gold, chunking), chunking))
     if all(not row["ranked"] for row in rows):
         raise StageError("every hits list is empty: retrieval returned nothing (an empty index?)", inputs)
+    if chunking is None:
+        _check_some_gold_doc(golden, seen)
     return {
         "schema": RESULT_SCHEMA,
         "label": label,
         "corpus": corpus,
-        "expected": RUNS[label],
+        "expected": RUNS.get(label),
         "actual": actual,
         "run": run,
         "golden": {"source": golden.source, "sha256": golden.sha256},
@@ -194,6 +203,19 @@ def _one_run(
         )
     assert actual is not None
     return seen, actual, run
+
+
+def _check_some_gold_doc(golden: Golden, seen: dict[str, tuple[Line, dict[str, Any]]]) -> None:
+    """StageError when no hit of any record comes from a document that holds a gold
+    chunk: the hits are another handbook's, and every metric would read 0."""
+    gold = {doc for q in golden.questions for doc in gold_docs(q.gold, None)}
+    hit_docs = {hit.get("doc") for _, record in seen.values() for hit in record.get("hits") or [] if isinstance(hit, dict)}
+    if gold and not gold & hit_docs:
+        index = next(iter(seen.values()))[1].get("retrieval", {}).get("index")
+        raise StageError(
+            f"no hit comes from a document of {golden.source}'s gold chunks: the run searched another handbook's index ({show(index)})",
+            golden.source,
+        )
 
 
 def _run_info(record: dict[str, Any], where: Line) -> dict[str, Any]:
@@ -517,6 +539,7 @@ def plot_sweep(result: dict[str, Any], out: Any) -> bool:
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@ragline.version_option(STAGE)
 def main() -> None:
     """Evaluate ragline against golden question sets, corpus by corpus.
 
@@ -565,29 +588,86 @@ def questions_command(golden: str) -> None:
 @main.command("score")
 @click.argument("answers", nargs=-1, type=click.Path(dir_okay=False, allow_dash=True))
 @click.option("--golden", required=True, type=click.Path(dir_okay=False), help="The golden question file.")
-@click.option("--label", required=True, metavar="LABEL", type=click.Choice(list(RUNS)), help="The run's name in RUNS (default, hash, ...).")
+@click.option(
+    "--label",
+    required=True,
+    metavar="LABEL",
+    callback=lambda ctx, param, value: _check_label(value),
+    help="The run's name: a RUNS label (default, bm25, ...), whose configuration is checked, or any name of yours.",
+)
 @click.option("--out", required=True, type=click.Path(dir_okay=False), help="The result file to write (atomically).")
-@click.option("--corpus-chunks", type=click.Path(dir_okay=False), help="The rag-chunk output the index was built from.")
+@click.option(
+    "--corpus-chunks",
+    type=click.Path(dir_okay=False),
+    help="The rag-chunk output the index was built from [default: the chunks of the index the records name].",
+)
 @click.option("--corpus", "corpus_name", metavar="NAME", help="The corpus's name, which groups results in the tables (northwind, ...).")
 @ragline.stage_main(STAGE)
 def score_command(answers: tuple[str, ...], golden: str, label: str, out: str, corpus_chunks: str | None, corpus_name: str | None) -> None:
     """Score one run's answer records into a result file.
 
     ANSWERS are answer records (rag-search | rag-answer), from files or stdin. The
-    records must show the configuration RUNS gives for --label; a run that is
-    incomplete, empty, or mixes configurations is an error, not a row of zeros.
+    configuration the records show (retrieval and generator fields) is stored in the
+    result; a RUNS label must match it. Gold chunk ids are checked against the chunks the
+    run's index was built from: --corpus-chunks, else the index named in the records.
+    A run that is incomplete, empty, mixes configurations or searched another handbook
+    is an error, not a row of zeros.
     """
     gold = load_golden(golden)
-    chunking = read_chunking(ragline.read_records([corpus_chunks]), corpus_chunks) if corpus_chunks else None
     records = ragline.read_records(answers, usage="no input: pipe answer records (rag-search | rag-answer) into rag-eval score")
+    if corpus_chunks:
+        chunking: Chunking | None = read_chunking(ragline.read_records([corpus_chunks]), corpus_chunks)
+    else:
+        records, chunking = index_chunking(records)
     result = score_run(gold, records, label, chunking, inputs=", ".join(answers) or ragline.STDIN, corpus=corpus_name)
     with ragline.atomic_file(out) as handle:
         handle.write(dump_json(result))
+    if label not in RUNS and (same := matching_labels(result["actual"])):
+        ragline.note(f"{STAGE}: '{label}' is a label of your own; this run's configuration is the built-in '{same[0]}' run's")
     if chunking is None:
-        ragline.note(f"{STAGE}: gold ids taken as labelled (no --corpus-chunks): a chunking that moved text scores wrong")
+        index = result["run"].get("index")
+        ragline.note(f"{STAGE}: gold ids taken as labelled (no --corpus-chunks, and the records' index {show(index)} cannot be read here)")
     if sys.stderr.isatty():
         o = result["aggregates"]["overall"]
         ragline.note(f"{STAGE}: {label}: MRR {o['mrr']:.3f}, answer ok {o['answer_ok']:.3f} -> {out}")
+
+
+def _check_label(label: str) -> str:
+    if not label.strip() or any(not ch.isprintable() or ch in "|`" for ch in label):
+        raise click.BadParameter(f"{show(label)}: a label is a non-empty name on one line, without | or ` (it names a table row)")
+    return label
+
+
+def index_chunking(
+    records: Iterable[tuple[Line, dict[str, Any]]],
+) -> tuple[Iterable[tuple[Line, dict[str, Any]]], Chunking | None]:
+    """The records again, and the chunking of the index the first record's `retrieval.index`
+    names (rag_index.load), or None when it names none or that index cannot be loaded."""
+    stream = iter(records)
+    first = next(stream, None)
+    if first is None:
+        return (), None
+    rest = itertools.chain([first], stream)
+    retrieval = first[1].get("retrieval") if isinstance(first[1], dict) else None
+    path = retrieval.get("index") if isinstance(retrieval, dict) else None
+    if not isinstance(path, str) or not Path(path).is_dir():
+        return rest, None
+    import rag_index
+
+    try:
+        index = rag_index.load(path)
+    except StageError:
+        return rest, None
+    digest = retrieval.get("corpus_digest") if isinstance(retrieval, dict) else None
+    if isinstance(digest, str) and digest != index.manifest.get("corpus_digest"):
+        raise StageError(
+            f"the index {path} holds other chunks than when these records were searched (rebuilt since?): "
+            "score with --corpus-chunks, the chunks the run's index was built from",
+            str(first[0]),
+        )
+    window = index.manifest.get("chunking", {}).get("window")
+    chunks = ({"window": window} | c if window is not None else c for c in index.chunks)
+    return rest, read_chunking(((ragline.Line(path, n), c) for n, c in enumerate(chunks, 1)), path)
 
 
 @main.command("sweep")
@@ -656,6 +736,27 @@ def table_command(results: tuple[str, ...], readme: str | None, check: bool) -> 
     elif updated != current:
         with ragline.atomic_file(readme, "w") as handle:
             handle.write(updated)
+
+
+@main.command("compare")
+@click.argument("first", metavar="A", type=click.Path(dir_okay=False))
+@click.argument("second", metavar="B", type=click.Path(dir_okay=False))
+@click.option("--json", "as_json", is_flag=True, help="The numbers as one JSON object instead of markdown.")
+@ragline.stage_main(STAGE)
+def compare_command(first: str, second: str, as_json: bool) -> None:
+    """Two runs' result files question by question: each metric with the paired test, and
+    which questions moved, which way.
+
+    \b
+      rag-eval compare results/northwind/default.json build/k10.json
+    """
+    if os.path.realpath(first) == os.path.realpath(second):
+        raise click.UsageError("A and B are one file: compare two runs")
+    c = paired((first, load_result(first)), (second, load_result(second)))
+    if as_json:
+        sys.stdout.buffer.write(dump_json(c.as_json()))
+    else:
+        sys.stdout.write("\n".join(paired_table(c)) + "\n")
 
 
 if __name__ == "__main__":

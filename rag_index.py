@@ -272,6 +272,7 @@ def collect(records: Iterable[tuple[ragline.Line, dict[str, Any]]]) -> tuple[lis
                 "dim": len(row),
                 "headings": headings,
                 "long": long_mode,
+                "embed_passages": bool(record.get("embed_passages", False)),
                 "window": record.get("window"),
                 "first": at,
             }
@@ -375,6 +376,7 @@ def _write_generation(out: Path, chunks: list[dict[str, Any]], vectors: np.ndarr
             "model_sha256": facts.get("sha256"),
             "embed_headings": headings,
             "embed_long": facts.get("long", "truncate"),
+            "embed_passages": facts.get("embed_passages", False),
             "chunking": {"window": facts.get("window")},
             "bm25": {"k1": bm25.k1, "b": bm25.b, "idf": "lucene: ln(1 + (N - df + 0.5) / (df + 0.5))", "tokeniser": "ragline.tokenize"},
             "counts": {
@@ -602,7 +604,7 @@ def main(inputs: tuple[str, ...], out: str, quiet: bool) -> None:
     records = ragline.read_records(
         inputs, usage="no input: pipe embedded chunks into rag-index (rag-chunk DIR | rag-embed | rag-index --out IDX)"
     )
-    chunks, vectors, facts = collect(records)
+    chunks, vectors, facts = collect(ragline.Progress(STAGE, "chunks", lambda: ragline.count_lines(inputs), quiet).track(records))
     gen = write(Path(out), chunks, vectors, facts, notice=lambda message: ragline.note(f"{STAGE}: {message}", quiet))
     if not quiet and sys.stderr.isatty():
         ragline.note(f"{STAGE}: {len(chunks)} chunks, {vectors.shape[1]} dims, model {facts['model']} -> {gen}")

@@ -50,6 +50,7 @@ STAGE = "rag-search"
 DEFAULT_K = 5
 DEFAULT_RRF_K = 60
 CANDIDATES = 30  # each retriever's list length before fusion and rerank
+MAX_QUESTION = 2_000  # characters of a question read from the command line or stdin; the rest is cut, with a notice
 RERANK_WEIGHT = 0.5  # lexical overlap's weight against the min-max normalised base score
 HEADING_WEIGHT = 0.5  # a query term in the heading path counts this much on top of the text
 BATCH = 64
@@ -284,6 +285,29 @@ def explain(index: Index, question: str, chunk_id: str) -> dict[str, Any]:
     }
 
 
+def explain_dense(searcher: Searcher, question: str, chunk_id: str) -> dict[str, Any]:
+    """The dense side of one chunk for a question: the cosine of its vector with the
+    question's, its best passage's (where the index has passage vectors), and its
+    sentence closest to the question with that sentence's cosine."""
+    index = searcher.index
+    try:
+        row = index.ids.index(chunk_id)
+    except ValueError:
+        raise StageError(f"--explain: no chunk '{chunk_id}' in the index") from None
+    query = rag_embed.embed_texts(searcher.embedder, [question], True, searcher.cache)[0]
+    out: dict[str, Any] = {"cosine": round(float(np.asarray(index.vectors[row]) @ query), 6), "passage_cosine": None}
+    if index.passages is not None and index.passage_rows is not None:
+        mine = np.flatnonzero(index.passage_rows == row)
+        if mine.size:
+            out["passage_cosine"] = round(float((np.asarray(index.passages[mine]) @ query).max()), 6)
+    sentences = rag_embed.chunk_sentences(index.chunks[row]["text"])
+    if sentences:
+        cosines = rag_embed.embed_texts(searcher.embedder, sentences, False, searcher.cache) @ query
+        best = int(cosines.argmax())
+        out |= {"sentence": sentences[best], "sentence_cosine": round(float(cosines[best]), 6)}
+    return out
+
+
 # --------------------------------------------------------------------------- the searcher
 
 
@@ -326,9 +350,11 @@ class Searcher:
                 "embed_headings": m.get("embed_headings"),
                 "embed_long": m.get("embed_long"),
                 "window": m.get("chunking", {}).get("window"),
+                "corpus_digest": m.get("corpus_digest"),  # which chunks these hits are: rag-answer and rag-eval check it
             }
             | asdict(self.config)
-            | {"passages": self.config.passages and bool(m.get("counts", {}).get("passages"))}
+            # passages in use: asked for, and the index embedded with them (even if no chunk was long enough to get any)
+            | {"passages": self.config.passages and bool(m.get("embed_passages") or m.get("counts", {}).get("passages"))}
         )
 
     def search(self, questions: list[str]) -> list[dict[str, Any]]:
@@ -443,23 +469,27 @@ def _search_batch(searcher: Searcher, records: list[dict[str, Any]], explain_id:
         record["schema"] = "hits/1"
         if explain_id is not None:
             record["explain"] = explain(searcher.index, record["question"], explain_id)
+            record["explain"]["dense"] = explain_dense(searcher, record["question"], explain_id)
         yield record
 
 
 # --------------------------------------------------------------------------- for people
 
 
-def render(record: dict[str, Any], width: int = 100) -> str:
-    """A readable ranking for a terminal."""
+def render(record: dict[str, Any], width: int = 100, lines_per_hit: int = 2) -> str:
+    """A readable ranking for a terminal: each hit with its place, heading path and the
+    lines of its text that hold the most of the question's terms; --explain's BM25 terms
+    and dense side."""
     r = record["retrieval"]
     mode = "+".join([n for n, on in (("dense", r["dense"]), ("bm25", r["sparse"])) if on]) + ("+rerank" if r["rerank"] != "none" else "")
     lines = [f"{record['question']}", f"  confidence {record['confidence']:.2f} · {mode} · {r['model']} · {record['ms']:.0f} ms", ""]
+    terms = set(ragline.tokenize(record["question"]))
     for hit in record["hits"]:
         where = f"{hit['path']}:{hit['start_line']}-{hit['end_line']}" if hit.get("path") else ""
         lines.append(f"{hit['rank']:>3}  {hit['score']:.3f}  {hit['chunk_id']}   {where}")
         lines.append(f"       {' > '.join(hit['headings'])}")
-        body = " ".join(hit["text"].split())
-        lines.append(f"       {body[: width - 10]}{'...' if len(body) > width - 10 else ''}")
+        for text in best_lines(hit["text"], terms, lines_per_hit):
+            lines.append(f"       {text[: width - 10]}{'...' if len(text) > width - 10 else ''}")
     if "explain" in record:
         e = record["explain"]
         lines += ["", f"  BM25 explain for {e['chunk_id']} (doc length {e['doc_len']}, average {e['avgdl']}, k1 {e['k1']}, b {e['b']})"]
@@ -467,7 +497,21 @@ def render(record: dict[str, Any], width: int = 100) -> str:
         for t in e["terms"]:
             lines.append(f"  {t['term']:<24}{t['tf']:>5}{t['df']:>7}{t['idf']:>9.3f}{t['contribution']:>15.3f}")
         lines.append(f"  {'total':<45}{e['total']:>15.3f}")
+        d = e.get("dense")
+        if d:
+            passage = "" if d.get("passage_cosine") is None else f", its best passage {d['passage_cosine']:.3f}"
+            lines += ["", f"  Dense: the chunk's cosine with the question {d['cosine']:.3f}{passage}"]
+            if d.get("sentence"):
+                lines.append(f"  closest sentence ({d['sentence_cosine']:.3f}): {d['sentence'][: width - 30]}")
     return "\n".join(lines) + "\n"
+
+
+def best_lines(text: str, terms: set[str], n: int) -> list[str]:
+    """The `n` non-heading lines of a hit's text holding the most distinct question terms
+    (the earlier line on a tie), in the text's order; the first lines when none holds one."""
+    rows = [line.strip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+    scored = sorted(range(len(rows)), key=lambda i: (-len(terms & set(ragline.tokenize(rows[i]))), i))[:n]
+    return [rows[i] for i in sorted(scored)]
 
 
 # --------------------------------------------------------------------------- the command
@@ -622,13 +666,59 @@ def make_searcher(search: SearchArgs) -> Searcher:
     return Searcher(rag_index.load(search.index_path), search.config(), model=search.model, threads=search.threads)
 
 
-def question_records(questions: tuple[str, ...], queries: str | None, usage: str) -> Iterator[tuple[ragline.Line, dict[str, Any]]]:
-    """Questions given as arguments become records q1, q2, ...; otherwise JSON Lines."""
+def question_records(
+    questions: tuple[str, ...], queries: str | None, usage: str, raw: bool = False, stage: str = STAGE
+) -> Iterator[tuple[ragline.Line, dict[str, Any]]]:
+    """Query records from the command line: QUESTIONS as arguments become records q1, q2,
+    ...; otherwise JSON Lines from --queries or stdin, or with `raw` one question a line
+    (blank lines skipped). A record without an `id` gets its input line number. A question
+    over MAX_QUESTION characters is cut to them, with a notice: a whole file pasted as a
+    question costs seconds of BM25 and the model reads 256 tokens of it at most."""
+    if questions and raw:
+        raise click.UsageError("--raw-input reads questions from stdin or --queries: give them there or as arguments, not both")
+    empty = next((n for n, q in enumerate(questions, 1) if not q.strip()), None)
+    if empty is not None:
+        raise click.UsageError(f"question {empty} is empty")
     if questions:
-        for n, q in enumerate(questions, 1):
-            yield ragline.Line("<args>", n), {"id": f"q{n}", "question": q}
+        source: Iterable[tuple[ragline.Line, dict[str, Any]]] = (
+            (ragline.Line("<args>", n), {"id": f"q{n}", "question": q}) for n, q in enumerate(questions, 1)
+        )
+    elif raw:
+        source = _raw_lines(queries, usage)
     else:
-        yield from ragline.read_records([queries or "-"], usage=usage)
+        source = ragline.read_records([queries or "-"], usage=usage)
+    for where, record in source:
+        if "id" not in record:
+            record["id"] = str(where.number)
+        question = record.get("question")
+        if isinstance(question, str) and len(question) > MAX_QUESTION:
+            ragline.note(f"{stage}: {where}: a question of {len(question):,} characters, cut to its first {MAX_QUESTION:,}")
+            record["question"] = question[:MAX_QUESTION]
+        yield where, record
+
+
+def _raw_lines(path: str | None, usage: str) -> Iterator[tuple[ragline.Line, dict[str, Any]]]:
+    """`--raw-input`: each non-blank line of the file or stdin is a question."""
+    for name, stream in ragline.open_inputs([path or "-"], usage):
+        for number, raw in enumerate(stream, 1):
+            try:
+                text = raw.decode("utf-8").removeprefix("\ufeff" if number == 1 else "").strip()
+            except UnicodeDecodeError as bad:
+                raise StageError(f"not UTF-8 (byte 0x{raw[bad.start]:02x} at column {bad.start + 1})", f"{name}:{number}") from None
+            if text:
+                yield ragline.Line(name, number), {"question": text}
+
+
+def given_on_command_line(names: Iterable[str]) -> list[str]:
+    """The options among `names` (parameter names) that were typed on the command line,
+    as the user spelled them (--k, --rerank, ...); environment variables do not count."""
+    ctx = click.get_current_context()
+    given = []
+    for param in ctx.command.params:
+        if param.name in names and ctx.get_parameter_source(param.name) is click.core.ParameterSource.COMMANDLINE:
+            off = getattr(param, "secondary_opts", None) and ctx.params.get(param.name) is False  # --no-sparse, not --sparse
+            given.append(max(param.secondary_opts if off else param.opts, key=len))
+    return given
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -640,6 +730,7 @@ def question_records(questions: tuple[str, ...], queries: str | None, usage: str
     default=None,
     help="A JSON Lines file of query records (default: stdin when no QUESTIONS).",
 )
+@click.option("--raw-input", "-R", "raw", is_flag=True, help="Read one plain-text question a line (stdin or --queries), not JSON.")
 @click.option("--explain", "explain_id", default=None, metavar="CHUNK_ID", help="Add each query term's BM25 contribution to this chunk.")
 @click.option("--json", "as_json", is_flag=True, help="JSON Lines even on a terminal.")
 @ragline.stage_main(STAGE)
@@ -647,15 +738,18 @@ def main(
     questions: tuple[str, ...],
     search: SearchArgs,
     queries: str | None,
+    raw: bool,
     explain_id: str | None,
     as_json: bool,
 ) -> None:
-    """Search an index for each question (arguments, or query records on stdin)."""
+    """Search an index for each question (arguments, query records on stdin, or plain lines with -R)."""
     searcher = make_searcher(search)
     records = question_records(
-        questions, queries, 'no input: pipe query records ({"id","question"}) into rag-search, or give questions as arguments'
+        questions, queries, 'no input: pipe query records ({"id","question"}) into rag-search, or give questions as arguments', raw
     )
     human = sys.stdout.isatty() and not as_json
+    if not questions and not human:
+        records = ragline.Progress(STAGE, "questions", lambda: ragline.count_lines([queries or "-"])).track(records)
     out = sys.stdout.buffer
     for record in search_records(searcher, records, explain_id):
         out.write(render(record).encode() if human else ragline.dumps(record))

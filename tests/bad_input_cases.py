@@ -282,7 +282,7 @@ BUILD_CASES: list[Case] = [
         "rag-chunk",
         ("notes",),
         1,
-        "rag-chunk: notes: no markdown (*.md) files in this directory",
+        "rag-chunk: notes: no markdown (*.md, *.markdown) files in this directory",
         write("notes/a.txt", "not markdown"),
     ),
     Case(

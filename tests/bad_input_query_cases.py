@@ -289,7 +289,7 @@ QUERY_CASES: list[Case] = [
         "rag-eval",
         (*SCORE[:2], "unknown.yaml", *SCORE[3:], "answers.jsonl"),
         1,
-        "rag-eval: unknown.yaml:3: t-01: gold chunk settlement#no-such-section not in this chunking and its evidence is found nowhere",
+        "rag-eval: unknown.yaml:3: t-01: gold chunk settlement#no-such-section not in the chunks of chunks.jsonl and its evidence is found nowhere",
         golden_edit(
             'gold: ["settlement#the-nightly-sweep"]\n    evidence: ["The sweep runs once a day at 23:40 IST"]',
             'gold: ["settlement#no-such-section"]\n    evidence: ["The sweep runs twice a day"]',
@@ -426,9 +426,9 @@ QUERY_CASES: list[Case] = [
         verify=result_written,
     ),
     Case(
-        "answers: unknown --label",
+        "answers: an empty --label",
         "rag-eval",
-        ("score", "--golden", "golden.yaml", "--label", "nope", "--out", "r.json"),
+        ("score", "--golden", "golden.yaml", "--label", "", "--out", "r.json"),
         2,
         "Error: Invalid value for '--label': …",
     ),

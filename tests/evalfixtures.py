@@ -57,6 +57,8 @@ CHUNKS = [
     {"id": "misc#other", "doc": "misc", "text": "Nothing useful here.", "window": 180},
 ]
 
+NO_INDEX = "no/such/index"  # what the records name as their index unless a test gives one
+
 # id -> (question, hits, answer, cited chunk ids, confidence): every answer right.
 PERFECT = {
     "id-01": ("What does NW-5001 mean?", ["errors#platform", "errors#why", "misc#other"], "Status unknown: poll it.", ["errors#why"], 0.8),
@@ -67,8 +69,11 @@ PERFECT = {
 }
 
 
-def record(qid: str, question: str, hits: list[str], answer: str = "", cited: list[str] = (), confidence: float = 0.5, **config) -> dict:
-    """An answer record as rag-search | rag-answer writes it; `config` overrides RUNS['default']."""
+def record(
+    qid: str, question: str, hits: list[str], answer: str = "", cited: list[str] = (), confidence: float = 0.5, index=NO_INDEX, **config
+) -> dict:
+    """An answer record as rag-search | rag-answer writes it; `config` overrides RUNS['default'].
+    `index` is the index path the record names (by default one that is nowhere)."""
     cfg = RUNS["default"] | config
     refused = not answer
     return {
@@ -93,7 +98,7 @@ def record(qid: str, question: str, hits: list[str], answer: str = "", cited: li
         "confidence": confidence,
         "retrieval": {
             "model": cfg["model"],
-            "index": "build/idx",
+            "index": index,
             "embed_headings": cfg["embed_headings"],
             "embed_long": cfg["embed_long"],
             "window": cfg["window"],
@@ -103,9 +108,10 @@ def record(qid: str, question: str, hits: list[str], answer: str = "", cited: li
             "fusion": cfg["fusion"],
             "dense_weight": cfg["dense_weight"],
             "passages": cfg["passages"],
-            "k": cfg.get("k", 5),
-            "rrf_k": 60,
-            "candidates": 30,
+            "exact": cfg["exact"],
+            "k": cfg["k"],
+            "rrf_k": cfg["rrf_k"],
+            "candidates": cfg["candidates"],
         },
         "ms": 10.0,
         "answer": answer,
@@ -113,7 +119,7 @@ def record(qid: str, question: str, hits: list[str], answer: str = "", cited: li
         "refused": refused,
         "reason": "the handbook does not cover this" if refused else None,
         "dropped": 0,
-        "generator": {"name": "extractive", "features": list(cfg["features"]), "threshold": cfg["threshold"]},
+        "generator": {"name": "extractive", "features": list(cfg["features"]), "threshold": cfg["threshold"], "context": cfg["context"]},
         "answer_ms": 2.0,
     }
 

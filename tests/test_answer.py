@@ -8,7 +8,7 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 from typing import ClassVar
 
 import pytest
-from conftest import jsonl, parse
+from conftest import build_index, jsonl, parse
 
 import rag_answer
 import rag_index
@@ -314,6 +314,39 @@ class TestLlm:
 
 
 class TestCli:
+    def test_hits_on_stdin_refuse_retrieval_options_and_other_indexes(self, runner, tiny_index, tmp_path):
+        """Retrieval options typed on the command line apply only when rag-answer searches;
+        with hits on stdin they are a usage error (an environment default is not), and a
+        hit that is not a chunk of --index is an error naming both indexes."""
+        searcher = rag_search.Searcher(rag_index.load(tiny_index), rag_search.Config())
+        rec = {"id": "q1", "question": "When does the nightly sweep run?"} | searcher.search(["When does the nightly sweep run?"])[0]
+        result = runner.invoke(main, ["--index", str(tiny_index), "--k", "2", "--no-sparse"], input=jsonl(rec))
+        assert result.exit_code == 2
+        assert "--no-sparse, --k: retrieval options apply when rag-answer searches" in result.stderr
+        assert runner.invoke(main, ["--index", str(tiny_index)], input=jsonl(rec), env={"RAG_K": "2"}).exit_code == 0
+        assert (
+            runner.invoke(main, ["--index", str(tiny_index), "--k", "2", "-R"], input="When does the nightly sweep run?\n").exit_code == 0
+        )
+        (tmp_path / "other").mkdir()
+        other = build_index(tmp_path / "other", {"elsewhere": "# Elsewhere\n\nNothing about sweeps.\n"})
+        result = runner.invoke(main, ["--index", str(other)], input=jsonl(rec))
+        assert result.exit_code == 1
+        assert result.stderr.startswith(
+            f"rag-answer: <stdin>:1: the hits were searched in an index of other chunks ({tiny_index}) than {other}"
+        )
+        del rec["retrieval"]["corpus_digest"]  # hits from before rag-search recorded it: their chunk ids are checked
+        result = runner.invoke(main, ["--index", str(other)], input=jsonl(rec))
+        assert result.exit_code == 1
+        assert result.stderr.startswith(f"rag-answer: <stdin>:1: hit 1, chunk '{rec['hits'][0]['chunk_id']}', is not in the index {other}:")
+
+    def test_raw_input_answers_each_line(self, runner, tiny_index):
+        result = runner.invoke(
+            main, ["--index", str(tiny_index), "-R", "--threshold", "0"], input="When does the nightly sweep run?\n\nNW-4021\n"
+        )
+        assert result.exit_code == 0, result.stderr
+        out = parse(result.stdout_bytes)
+        assert [r["id"] for r in out] == ["1", "3"] and "23:40" in out[0]["answer"]
+
     def test_pipeline_json(self, runner, tiny_index):
         searcher = rag_search.Searcher(rag_index.load(tiny_index), rag_search.Config())
         rec = {"id": "q1", "question": "When does the nightly sweep run?"} | searcher.search(["When does the nightly sweep run?"])[0]
@@ -321,7 +354,12 @@ class TestCli:
         assert result.exit_code == 0, result.stderr
         out = parse(result.stdout_bytes)[0]
         assert out["schema"] == "answer/1" and not out["refused"] and "23:40" in out["answer"]
-        assert out["generator"] == {"name": "extractive", "features": list(rag_answer.FEATURES), "threshold": 0.0}
+        assert out["generator"] == {
+            "name": "extractive",
+            "features": list(rag_answer.FEATURES),
+            "threshold": 0.0,
+            "context": rag_answer.CONTEXT,
+        }
 
     def test_question_argument(self, runner, tiny_index):
         result = runner.invoke(main, ["--index", str(tiny_index), "--threshold", "0", "--off", "dense", "--json", "NW-5001 meaning"])

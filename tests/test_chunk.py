@@ -350,7 +350,22 @@ class TestCli:
         (tmp_path / "x.txt").write_text("x")
         result = runner.invoke(main, [str(tmp_path)])
         assert result.exit_code == 1
-        assert result.stderr == f"rag-chunk: {tmp_path}: no markdown (*.md) files in this directory\n"
+        assert result.stderr == f"rag-chunk: {tmp_path}: no markdown (*.md, *.markdown) files in this directory\n"
+
+    def test_markdown_suffixes(self, runner, tmp_path):
+        (tmp_path / "a.markdown").write_text("# A\n\nAlpha.\n")
+        (tmp_path / "b.md").write_text("# B\n\nBeta.\n")
+        (tmp_path / "c.txt").write_text("# C\n\nNot markdown.\n")
+        result = runner.invoke(main, [str(tmp_path)])
+        assert result.exit_code == 0, result.stderr
+        assert [(r["doc"], r["path"]) for r in parse(result.stdout_bytes)] == [
+            ("a", str(tmp_path / "a.markdown")),
+            ("b", str(tmp_path / "b.md")),
+        ]
+        (tmp_path / "a.md").write_text("# A again\n")
+        result = runner.invoke(main, [str(tmp_path)])
+        assert (result.exit_code, result.stdout) == (1, "")
+        assert result.stderr == f"rag-chunk: {tmp_path / 'a.md'}: a.markdown and a.md would both be document 'a'\n"
 
     def test_error_in_second_file_writes_nothing(self, runner, tmp_path):
         (tmp_path / "a.md").write_text(RUNBOOK)

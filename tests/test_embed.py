@@ -12,6 +12,7 @@ from conftest import jsonl, parse
 
 import modelstore
 import rag_embed
+import ragline
 from rag_embed import HashEmbedder, embed_records, main
 from ragline import Line, StageError
 
@@ -211,6 +212,17 @@ def test_cli_with_real_model(runner, minilm):
 
 
 @pytest.mark.model
+@pytest.mark.parametrize(("mode", "said"), [("windows", "was embedded window by window"), ("truncate", "was truncated")])
+def test_the_long_text_notice_says_what_was_done(runner, mode, said):
+    long_text = " ".join(["Simmer the onions slowly in butter until they are soft and golden brown."] * 25)
+    result = runner.invoke(
+        main, ["--long", mode, "--no-passages"], input=jsonl({"id": "a", "text": long_text}, {"id": "b", "text": "short"})
+    )
+    assert result.exit_code == 0, result.stderr
+    assert result.stderr == f"rag-embed: 1 text (of 2 records, passages included) was longer than 256 tokens and {said}\n"
+
+
+@pytest.mark.model
 def test_long_windows_embeds_the_whole_text():
     """`--long windows` (the default): every 256-token window counts, weighted by its length."""
     windows = rag_embed.load_embedder("all-MiniLM-L6-v2", long="windows")
@@ -271,3 +283,104 @@ def test_embed_records_adds_passage_vectors_for_documents_only():
     assert out[1]["passage_vectors"].shape == (0, 384) and out[0]["embed_passages"] is True
     queries = list(rag_embed.embed_records([(Line("x", 1), {"question": "q"})], embedder, text_field="question", query=True, passages=True))
     assert "passage_vectors" not in queries[0]
+
+
+class TestInterrupted:
+    def test_an_interrupted_run_keeps_what_it_embedded_and_the_next_resumes(self, tmp_path):
+        """The cache is committed every CACHE_COMMIT texts: Ctrl-C during the third model
+        call keeps the first two parts, and the rerun embeds only the rest."""
+
+        class Counting(HashEmbedder):
+            def __init__(self, fail_at: int | None = None):
+                super().__init__()
+                self.calls, self.embedded, self.fail_at = 0, 0, fail_at
+
+            def embed(self, texts, query=False):
+                self.calls += 1
+                if self.calls == self.fail_at:
+                    raise KeyboardInterrupt
+                self.embedded += len(texts)
+                return super().embed(texts, query)
+
+        texts = [f"text number {n} " + "word " * (n % 7) for n in range(1_000)]
+        path = tmp_path / "c.sqlite"
+        first = Counting(fail_at=3)
+        with pytest.raises(KeyboardInterrupt):
+            rag_embed.embed_texts(first, texts, False, rag_embed.Cache(path, "hash:test"))
+        again = Counting()
+        cache = rag_embed.Cache(path, "hash:test")
+        vectors = rag_embed.embed_texts(again, texts, False, cache)
+        assert cache.hits == 2 * rag_embed.CACHE_COMMIT
+        assert again.embedded == len(texts) - 2 * rag_embed.CACHE_COMMIT
+        assert np.array_equal(vectors, HashEmbedder().embed(texts))  # the same vectors, in input order
+
+
+class TestProgress:
+    class Terminal:
+        def __init__(self):
+            self.text = ""
+
+        def isatty(self):
+            return True
+
+        def write(self, text):
+            self.text += text
+
+        def flush(self):
+            pass
+
+    def test_a_known_total_shows_share_rate_and_time_left(self):
+        now = [0.0]
+        stream = self.Terminal()
+        progress = ragline.Progress("rag-embed", total=lambda: 200, stream=stream, clock=lambda: now[0], piped=False)
+        progress.update(10)  # the rate counts from the first item, not from start-up
+        now[0] = 4.0
+        progress.update(40)
+        assert stream.text.endswith("rag-embed: 50/200 records  25% (12/s, 0:12 left)")
+        progress.done()
+        assert stream.text.endswith("left)\n")
+
+    def test_an_unknown_total_shows_the_count_and_nothing_off_a_terminal(self):
+        now = [0.0]
+        stream = self.Terminal()
+        progress = ragline.Progress("rag-index", unit="chunks", stream=stream, clock=lambda: now[0], piped=False)
+        progress.update(500)
+        now[0] = 2.0
+        progress.update(500)
+        assert stream.text.endswith("rag-index: 1,000 chunks (500/s)")
+        counted = []
+        quiet = ragline.Progress("rag-index", stream=stream, quiet=True, clock=lambda: now[0], piped=False, total=lambda: counted.append(1))
+        piped = ragline.Progress("rag-index", stream=stream, clock=lambda: now[0], piped=True)  # a stage with a stage after it
+        before = stream.text
+        now[0] = 4.0
+        for silent in (quiet, piped):
+            silent.update(10)
+            silent.done()
+        assert stream.text == before and counted == []  # the total is not even counted
+
+    def test_a_failure_ends_the_line_before_its_error(self):
+        now = [0.0]
+        stream = self.Terminal()
+        progress = ragline.Progress("rag-embed", stream=stream, clock=lambda: now[0], piped=False)
+
+        def records():
+            yield 1
+            now[0] = 1.0
+            yield 2
+            raise StageError("x.jsonl:3: not valid JSON")
+
+        with pytest.raises(StageError):
+            for _ in progress.track(records()):
+                pass
+        assert stream.text.endswith("rag-embed: 2 records (2/s)\n")
+
+    def test_counting_lines_never_reads_a_pipe(self, tmp_path):
+        """`rag-embed <(cat chunks.jsonl)`: the total is unknown; opening the pipe to count would eat the input."""
+        import os
+
+        fifo = tmp_path / "fifo"
+        os.mkfifo(fifo)
+        assert ragline.count_lines([str(fifo)]) is None  # returns at once: opening a FIFO with no writer would block
+        plain = tmp_path / "a.jsonl"
+        plain.write_text('{"a": 1}\n\n{"a": 2}\n')
+        assert ragline.count_lines([str(plain)]) == 2 and ragline.count_lines([str(plain), "-"]) is None

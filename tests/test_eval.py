@@ -11,12 +11,27 @@ from pathlib import Path
 import orjson
 import pytest
 from conftest import ROOT, SHARED, jsonl, parse
-from evalfixtures import CHUNKS, CORPUS_A, CORPUS_B, GOLDEN, PERFECT, chunking, corpus_run, perfect_run, record, score, write_jsonl
+from evalfixtures import (
+    CHUNKS,
+    CORPUS_A,
+    CORPUS_B,
+    GOLDEN,
+    NO_INDEX,
+    PERFECT,
+    chunking,
+    corpus_run,
+    lines,
+    perfect_run,
+    record,
+    score,
+    write_jsonl,
+)
 
 import evalruns
 import evaltables
 import rag_chunk
 import rag_eval
+import rag_index
 from evalruns import RUNS
 from golden import KINDS, load_golden, parse_golden, resolve_gold
 from rag_eval import main
@@ -115,9 +130,9 @@ class TestGolden:
     def test_usage_errors_exit_2(self, runner, golden_path):
         assert runner.invoke(main, ["questions"]).exit_code == 2
         assert runner.invoke(main, ["score", "--golden", str(golden_path), "--out", "x.json"]).exit_code == 2  # no --label
-        result = runner.invoke(main, ["score", "--golden", str(golden_path), "--label", "minilm", "--out", "x.json"])
+        result = runner.invoke(main, ["score", "--golden", str(golden_path), "--label", " ", "--out", "x.json"])
         assert result.exit_code == 2
-        assert "'minilm' is not one of 'default'" in result.stderr
+        assert "a label is a non-empty name on one line" in result.stderr
 
 
 # --------------------------------------------------------------------------- gold under another chunking
@@ -149,11 +164,16 @@ class TestResolveGold:
         chunks = [c for c in CHUNKS if c["id"] != "payouts#how"]
         with pytest.raises(StageError) as err:
             resolve_gold(golden.by_id()["fa-01"], chunking(chunks), "golden.yaml:22")
-        assert str(err.value) == "golden.yaml:22: fa-01: gold chunk payouts#how not in this chunking and its evidence is found nowhere"
+        assert (
+            str(err.value)
+            == "golden.yaml:22: fa-01: gold chunk payouts#how not in the chunks of chunks.jsonl and its evidence is found nowhere"
+        )
 
     def test_one_lost_evidence_string_is_an_error_too(self, golden):
         chunks = [c for c in CHUNKS if c["id"] != "errors#why"]
-        with pytest.raises(StageError, match=r'gold chunk errors#why not in this chunking and evidence "retry under a new key" is found'):
+        with pytest.raises(
+            StageError, match=r'gold chunk errors#why not in the chunks of chunks.jsonl and evidence "retry under a new key" is found'
+        ):
             resolve_gold(golden.by_id()["id-01"], chunking(chunks), "g")
 
     def test_the_repository_golden_holds_under_the_default_chunking_and_refinds_under_others(self):
@@ -200,7 +220,7 @@ class TestScore:
         ]  # fmt: skip
         assert result["schema"] == "eval-result/1"
         assert result["expected"] == result["actual"] == RUNS["default"]
-        assert result["run"] == {"k": 5, "rrf_k": 60, "candidates": 30, "index": "build/idx", "generator": "extractive"}
+        assert result["run"] == {"k": 5, "rrf_k": 60, "candidates": 30, "index": NO_INDEX, "generator": "extractive"}
         assert result["golden"]["sha256"] == golden.sha256
         assert result["counts"] == {
             "questions": 5, "answerable": 4, "unanswerable": 1, "records": 5, "refound": 0, "empty_hits": 0, "refused": 1,
@@ -250,13 +270,35 @@ class TestScore:
                 "answers.jsonl:1: label 'default' expects sparse true, window 180; the run has sparse false, window 240 "
                 "(no label in RUNS matches this run)",
             ),
-            ({"k": 3}, "answers.jsonl:1: the run retrieved k=3 hits per question; recall@5 and nDCG@5 need k >= 5"),
+            ({"k": 10}, "answers.jsonl:1: label 'default' expects k 5; the run has k 10 (no label in RUNS matches this run)"),
+            (
+                {"context": 3},
+                "answers.jsonl:1: label 'default' expects context 5; the run has context 3 (no label in RUNS matches this run)",
+            ),
         ],
     )
     def test_the_records_must_show_the_labels_configuration(self, golden, change, message):
         with pytest.raises(StageError) as err:
             score(golden, perfect_run(**change))
         assert str(err.value) == message
+
+    def test_a_label_of_ones_own_that_is_a_built_in_run_says_so(self, runner, golden_path, tmp_path):
+        answers = write_jsonl(tmp_path / "answers.jsonl", perfect_run())
+        args = ["score", "--golden", str(golden_path), "--out", str(tmp_path / "r.json"), str(answers)]
+        result = runner.invoke(main, [*args, "--label", "defualt"])
+        assert (
+            result.exit_code == 0
+            and "'defualt' is a label of your own; this run's configuration is the built-in 'default' run's" in result.stderr
+        )
+        assert "label of your own" not in runner.invoke(main, [*args, "--label", "default"]).stderr
+        assert runner.invoke(main, [*args, "--label", "k|10"]).exit_code == 2  # it would break the table's columns
+
+    def test_a_label_of_ones_own_records_what_the_run_shows(self, golden):
+        result = score(golden, perfect_run(k=10, candidates=50, threshold=0.4, context=3), label="k10", resamples=10)
+        assert result["label"] == "k10" and result["expected"] is None
+        assert result["actual"] == RUNS["default"] | {"k": 10, "candidates": 50, "threshold": 0.4, "context": 3}
+        with pytest.raises(StageError, match="the run retrieved k=3 hits per question; recall@5 and nDCG@5 need k >= 5"):
+            score(golden, perfect_run(k=3), label="k3")
 
     def test_the_hash_run_passes_under_its_own_label(self, golden):
         assert score(golden, perfect_run(model="hash"), label="hash", resamples=10)["actual"]["model"] == "hash"
@@ -426,13 +468,49 @@ class TestCommands:
         result = runner.invoke(main, ["table", str(out)])
         assert result.exit_code == 0 and "| `default` | 0.62 [" in result.stdout
 
-    def test_score_without_chunks_says_so(self, runner, golden_path, tmp_path):
+    def test_score_reads_the_chunking_from_the_records_index(self, runner, golden_path, tmp_path, monkeypatch):
+        """Without --corpus-chunks the chunks come from the index the records name: gold is
+        checked (no notice), and an index of another handbook is an error, not MRR 0."""
+        monkeypatch.chdir(tmp_path)
+        embedded = [c | {"vector": [1.0, float(n)], "model": "hash"} for n, c in enumerate(CHUNKS)]
+        rag_index.write(tmp_path / "idx", *rag_index.collect(lines(embedded, "chunks.jsonl")))
+        answers = write_jsonl(tmp_path / "answers.jsonl", perfect_run(index="idx"))
+        args = ["score", "--golden", str(golden_path), "--label", "default", "--out", "default.json", str(answers)]
+        result = runner.invoke(main, args)
+        assert (result.exit_code, result.stderr) == (0, "")
+        assert orjson.loads((tmp_path / "default.json").read_bytes())["gold_checked"] is True
+
+        rebuilt = [c | {"text": c["text"] + " Edited."} for c in embedded]  # the same index folder, other chunks
+        index_records = perfect_run(index="idx")
+        for r in index_records:
+            r["retrieval"]["corpus_digest"] = rag_index.load(tmp_path / "idx").manifest["corpus_digest"]
+        write_jsonl(answers, index_records)
+        assert runner.invoke(main, args).exit_code == 0
+        rag_index.write(tmp_path / "idx", *rag_index.collect(lines(rebuilt, "chunks.jsonl")))
+        result = runner.invoke(main, args)
+        assert result.exit_code == 1 and "the index idx holds other chunks than when these records were searched" in result.stderr
+
+        other = [{"id": "x#y", "doc": "x", "text": "nothing of the golden evidence", "vector": [1.0, 0.0], "model": "hash"}]
+        rag_index.write(tmp_path / "other", *rag_index.collect(lines(other, "chunks.jsonl")))
+        write_jsonl(answers, perfect_run(index="other"))
+        result = runner.invoke(main, args)
+        assert result.exit_code == 1 and "gold chunk errors#platform not in the chunks of other and" in result.stderr
+
+    def test_score_without_any_chunking_says_so(self, runner, golden_path, tmp_path):
         answers = write_jsonl(tmp_path / "answers.jsonl", perfect_run())
         out = tmp_path / "default.json"
         result = runner.invoke(main, ["score", "--golden", str(golden_path), "--label", "default", "--out", str(out), str(answers)])
         assert result.exit_code == 0
-        assert "gold ids taken as labelled (no --corpus-chunks)" in result.stderr
+        assert f'gold ids taken as labelled (no --corpus-chunks, and the records\' index "{NO_INDEX}" cannot be read here)' in result.stderr
         assert orjson.loads(out.read_bytes())["gold_checked"] is False
+
+    def test_hits_from_another_handbook_are_an_error_not_zeros(self, runner, golden_path, tmp_path):
+        records = [record(qid, q, ["elsewhere#a", "elsewhere#b"], a, [], c) for qid, (q, _, a, _, c) in PERFECT.items()]
+        answers = write_jsonl(tmp_path / "answers.jsonl", records)
+        out = tmp_path / "default.json"
+        result = runner.invoke(main, ["score", "--golden", str(golden_path), "--label", "default", "--out", str(out), str(answers)])
+        assert result.exit_code == 1 and not out.exists()
+        assert "no hit comes from a document of" in result.stderr and "another handbook's index" in result.stderr
 
     def test_a_failed_score_writes_nothing(self, runner, golden_path, tmp_path):
         answers = write_jsonl(tmp_path / "answers.jsonl", perfect_run(model="hash"))

@@ -35,6 +35,10 @@ OPTIONS = {
     "dense_weight": [("search", "dense_weight")],
     "exact": [("search", "exact")],
     "threshold": [("answer", "threshold")],
+    "k": [("search", "k")],
+    "candidates": [("search", "candidates")],
+    "rrf_k": [("search", "rrf_k")],
+    "context": [("answer", "size")],
 }
 
 
@@ -159,3 +163,45 @@ def test_runs_table_and_no_heavy_import():
     code = "import sys, rag_eval; print(sorted(m for m in ('matplotlib', 'ranx') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert out.stdout == "[]\n"
+
+
+@pytest.mark.model
+def test_eval_corpus_writes_only_under_its_output_folder(tmp_path):
+    """`just eval-corpus DIR GOLDEN OUT` on a handbook of one's own: the result, the index
+    and the tables, with nothing written outside OUT (the tracked tree untouched)."""
+    import shutil
+
+    docs = tmp_path / "my docs"  # a space in a path is one argument
+    docs.mkdir()
+    (docs / "sweep.md").write_text("# Sweep\n\n## When\n\nThe settlement sweep runs at 23:40 every night.\n")
+    (docs / "refunds.md").write_text("# Refunds\n\n## Timing\n\nRefunds reach the card within five days.\n")
+    golden = tmp_path / "mine.golden.yaml"
+    golden.write_text(
+        "version: 1\nquestions:\n"
+        "  - {id: a1, kind: factual, question: 'When does the sweep run?', gold: ['sweep#when'],"
+        " evidence: [runs at 23:40], answer_contains: ['23:40']}\n"
+        "  - {id: a2, kind: factual, question: 'How long do refunds take?', gold: ['refunds#timing'],"
+        " evidence: [within five days], answer_contains: [five days]}\n"
+        "  - {id: u1, kind: unanswerable, question: 'Is there a mobile app?'}\n"
+    )
+    out = tmp_path / "out"
+    marker = tmp_path / "marker"
+    marker.write_text("")
+    env = {k: v for k, v in os.environ.items() if k != "RAG_EMBED_CACHE"}
+    just = shutil.which("just") or str(Path(sys.prefix) / "bin" / "just")
+    result = subprocess.run(
+        [just, "--justfile", str(ROOT / "justfile"), "eval-corpus", str(docs), str(golden), str(out)],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "| `default`" in result.stdout
+    assert (out / "mine" / "default.json").is_file() and (out / "build" / "mine" / "default" / "idx").is_dir()
+    assert (out / "cache.sqlite").is_file()
+    since = marker.stat().st_mtime_ns
+    written = [
+        p for p in ROOT.rglob("*")
+        if p.is_file() and p.stat().st_mtime_ns > since and not {"__pycache__", ".pytest_cache", ".venv"} & set(p.relative_to(ROOT).parts)
+    ]  # fmt: skip
+    assert written == []

@@ -76,8 +76,8 @@ class TestTable:
             "(label 'hash' matches this run)\n"
         )
 
-    def test_refuses_mixed_golden_files_and_duplicate_labels(self, runner, results, tmp_path):
-        golden, paths = results
+    def test_refuses_mixed_golden_files_and_one_file_twice(self, runner, results, tmp_path):
+        _, paths = results
         data = orjson.loads(paths[1].read_bytes())
         data["label"], data["golden"]["sha256"] = "no-rerank", "0" * 64
         data["actual"]["rerank"] = "none"
@@ -85,8 +85,63 @@ class TestTable:
         other.write_bytes(rag_eval.dump_json(data))
         result = runner.invoke(main, ["table", str(paths[1]), str(other)])
         assert result.exit_code == 1 and "scored against different golden files" in result.stderr
-        result = runner.invoke(main, ["table", str(paths[1]), str(paths[1])])
-        assert result.stderr == f"rag-eval: {paths[1]}: a second result for label 'default' on {golden}\n"
+        again = paths[1].parent / "." / paths[1].name  # another spelling of the same file
+        result = runner.invoke(main, ["table", str(paths[1]), str(again)])
+        assert result.stderr == f"rag-eval: {again}: this file is given twice\n"
+
+    def test_any_labels_and_one_label_on_two_files(self, runner, results, tmp_path):
+        """A user's own labels are rows after RUNS' (in the order given); one label on two
+        files names each row by its file too; p-values are against the `default` row."""
+        _, (hash_path, default_path, _) = results
+        mine = tmp_path / "mine"
+        mine.mkdir()
+        again = mine / "default.json"
+        again.write_bytes(default_path.read_bytes())
+        k10 = orjson.loads(hash_path.read_bytes())
+        k10["label"] = "k10"
+        (mine / "k10.json").write_bytes(rag_eval.dump_json(k10))
+        result = runner.invoke(main, ["table", str(mine / "k10.json"), str(default_path), str(again)])
+        assert result.exit_code == 0, result.output
+        rows = [line.split(" | ")[0] for line in result.stdout.splitlines() if line.startswith("| `")][:3]
+        assert rows == [f"| `default ({default_path})` °", f"| `default ({again})` °", "| `k10` °"]
+        t = evaltables.compare([(str(default_path), rag_eval.load_result(str(default_path))), (str(mine / "k10.json"), k10)])
+        assert [r.label for r in t.corpora[0].rows] == ["default", "k10"]
+        assert t.corpora[0].rows[1].overall["mrr"].differs  # tested against the default row
+        both = evaltables.compare([(str(p), rag_eval.load_result(str(p))) for p in (default_path, again, mine / "k10.json")])
+        rows = {r.label: r for r in both.corpora[0].rows}
+        assert rows["k10"].overall["mrr"].differs  # still tested: against the first `default` given
+        assert rows[f"default ({again})"].overall["mrr"].p == 1.0 and rows[f"default ({default_path})"].overall["mrr"].p is None
+        assert rows[f"default ({default_path})"].auc is not None  # the signal table knows a default by its label
+
+    def test_compare_two_runs_question_by_question(self, runner, results):
+        _, (hash_path, default_path, no_rerank_path) = results
+        result = runner.invoke(main, ["compare", str(default_path), str(hash_path)])
+        assert result.exit_code == 0, result.output
+        text = result.stdout
+        assert "| MRR | 1.00 | 0.00 | -1.000 | " in text
+        assert "questions moved: 0 better in B, 30 worse, 0 mixed." in text
+        assert "| `q28` | identifier | 1 → – | yes → no | worse |" in text
+        same = runner.invoke(main, ["compare", str(default_path), str(no_rerank_path), "--json"])
+        data = orjson.loads(same.stdout_bytes)
+        assert data["moved"] == [] and data["metrics"]["mrr"] == {"a": 1.0, "b": 1.0, "p": 1.0}
+        worse = orjson.loads(runner.invoke(main, ["compare", str(default_path), str(hash_path), "--json"]).stdout_bytes)
+        assert worse["moved"][0]["b_is"] == "worse" and worse["moved"][0]["rank"] == {"a": 1, "b": None}
+        same_file = runner.invoke(main, ["compare", str(default_path), str(default_path.parent / "." / default_path.name)])
+        assert same_file.exit_code == 2 and "A and B are one file" in same_file.stderr
+        c = evaltables.paired(
+            (str(hash_path), rag_eval.load_result(str(hash_path))), (str(default_path), rag_eval.load_result(str(default_path)))
+        )
+        assert c.metrics["mrr"][2] < 0.05 and all(m.better == 1 for m in c.moved)
+
+    def test_compare_refuses_two_golden_files(self, runner, results, tmp_path):
+        _, paths = results
+        data = orjson.loads(paths[1].read_bytes())
+        data["golden"]["sha256"] = "0" * 64
+        other = tmp_path / "other.json"
+        other.write_bytes(rag_eval.dump_json(data))
+        result = runner.invoke(main, ["compare", str(paths[1]), str(other)])
+        assert result.exit_code == 1
+        assert result.stderr == f"rag-eval: {other}: scored against another golden file than {paths[1]} (sha256 differs): nothing to pair\n"
 
     def test_readme_is_written_between_the_markers_and_checked(self, runner, results, tmp_path):
         _, paths = results

@@ -167,3 +167,20 @@ def test_readme_generated_sections_are_current():
 def test_readme_opens_with_the_two_commands():
     head = Path(ROOT / "README.md").read_text().split("\n## ", 1)[0]
     assert "just demo" in head and "just test" in head
+
+
+@pytest.mark.model
+def test_the_readmes_pipeline_runs_as_written_without_a_warning(tmp_path):
+    """The commands under "The pipeline", run as a user pastes them (in a folder with the
+    corpus and golden file): every one succeeds, and scoring checks gold against the
+    index the records name, so rag-eval has nothing to warn about."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = re.search(r"## The pipeline\n\n```sh\n(.*?)```", text, re.S)
+    assert block
+    (tmp_path / "corpus").symlink_to(ROOT / "corpus")
+    (tmp_path / "golden.yaml").symlink_to(ROOT / "golden.yaml")
+    result = subprocess.run(["bash", "-euo", "pipefail", "-c", block.group(1)], cwd=tmp_path, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert [line.split(":")[0] for line in result.stderr.splitlines()] in ([], ["rag-embed"]), result.stderr  # its count of long texts
+    scored = json.loads((tmp_path / "build" / "default.json").read_text())
+    assert scored["gold_checked"] is True and scored["label"] == "default"

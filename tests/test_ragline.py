@@ -166,3 +166,33 @@ def test_ctrl_c_while_a_stage_is_still_importing_is_one_line_not_a_traceback(tmp
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ragline.Path(ragline.__file__).parent)])}
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
     assert (done.returncode, done.stderr, done.stdout) == (130, "rag-x: interrupted\n", "")
+
+
+@pytest.mark.parametrize("module", ["rag_chunk", "rag_embed", "rag_index", "rag_search", "rag_answer", "rag_eval"])
+def test_every_command_says_its_version(module):
+    import importlib
+    from importlib.metadata import version
+
+    from click.testing import CliRunner
+
+    name = module.replace("_", "-")
+    result = CliRunner().invoke(importlib.import_module(module).main, ["--version"])
+    assert (result.exit_code, result.output) == (0, f"{name} (ragline) {version('ragline')}\n")
+
+
+@pytest.mark.parametrize(
+    ("command", "typed", "offered"), [("rag-search", "--ra", "plain,--raw-input"), ("rag-eval", "co", "plain,compare")]
+)
+def test_shell_completion_works_as_the_readme_says(command, typed, offered):
+    """The README's completion recipe: click's `_RAG_..._COMPLETE` protocol through the console scripts."""
+    import os
+    import shutil
+    import subprocess
+
+    exe = shutil.which(command)
+    assert exe, f"{command} is not installed"
+    var = f"_{command.upper().replace('-', '_')}_COMPLETE"
+    source = subprocess.run([exe], env=os.environ | {var: "bash_source"}, capture_output=True, text=True)
+    assert source.returncode == 0 and "complete -o nosort -F" in source.stdout
+    env = os.environ | {var: "bash_complete", "COMP_WORDS": f"{command} {typed}", "COMP_CWORD": "1"}
+    assert subprocess.run([exe], env=env, capture_output=True, text=True).stdout.strip() == offered

@@ -116,10 +116,73 @@ class TestCli:
         assert out["retrieval"]["fusion"] == "score" and out["retrieval"]["dense_weight"] == rag_search.DENSE_WEIGHT
         assert out["ms"] > 0
 
+    def test_raw_input_ids_and_the_question_limit(self, runner, tiny_index):
+        """-R reads plain lines (blank ones skipped); a record without an id gets its line
+        number; a question over MAX_QUESTION characters is cut, with a notice."""
+        result = runner.invoke(main, ["--index", str(tiny_index), "-R"], input="NW-4021\n\nWhen does the nightly sweep run?\n")
+        assert result.exit_code == 0, result.stderr
+        out = parse(result.stdout_bytes)
+        assert [(r["id"], r["question"]) for r in out] == [("1", "NW-4021"), ("3", "When does the nightly sweep run?")]
+        assert runner.invoke(main, ["--index", str(tiny_index)], input="NW-4021\n").exit_code == 1  # not JSON without -R
+        result = runner.invoke(main, ["--index", str(tiny_index)], input=jsonl({"question": "NW-4021"}, {"id": "x", "question": "NW-4021"}))
+        assert [r["id"] for r in parse(result.stdout_bytes)] == ["1", "x"]
+        long = "sweep " * 999 + "sweep"
+        result = runner.invoke(main, ["--index", str(tiny_index), "-R"], input=long + "\n")
+        assert result.exit_code == 0, result.stderr
+        assert parse(result.stdout_bytes)[0]["question"] == long[: rag_search.MAX_QUESTION]
+        assert result.stderr == f"rag-search: <stdin>:1: a question of {len(long):,} characters, cut to its first 2,000\n"
+        both = runner.invoke(main, ["--index", str(tiny_index), "-R", "NW-4021"])
+        assert both.exit_code == 2 and "not both" in both.stderr
+
+    def test_an_empty_question_is_usage_on_the_command_line_and_bad_data_on_stdin(self, runner, tiny_index):
+        """Like any other argument: what is typed is a usage error (exit 2), what is read is data (exit 1)."""
+        typed = runner.invoke(main, ["--index", str(tiny_index), "NW-4021", " "])
+        assert typed.exit_code == 2 and "question 2 is empty" in typed.stderr
+        assert runner.invoke(main, ["--index", str(tiny_index)]).exit_code == 0  # CliRunner's stdin is empty, not a terminal
+        read = runner.invoke(main, ["--index", str(tiny_index)], input=jsonl({"id": "a", "question": " "}))
+        assert (read.exit_code, read.stderr) == (1, "rag-search: <stdin>:1: field 'question' is empty\n")
+
+    def test_version(self, runner):
+        result = runner.invoke(main, ["--version"])
+        assert result.exit_code == 0 and result.stdout.startswith("rag-search (ragline) ")
+
     def test_questions_as_arguments_and_explain(self, runner, tiny_index):
         result = runner.invoke(main, ["--index", str(tiny_index), "--sparse", "--explain", "errors#client-errors", "NW-4021"])
         assert result.exit_code == 0, result.stderr
         assert parse(result.stdout_bytes)[0]["explain"]["terms"][0]["term"] == "nw-4021"
+
+    def test_explain_shows_the_dense_side(self, runner, tiny_index):
+        """The chunk's cosine is the dense signal its hit shows; the closest sentence is one of its sentences."""
+        chunk = "settlement#the-nightly-sweep"
+        result = runner.invoke(main, ["--index", str(tiny_index), "--explain", chunk, "When does the nightly sweep run?"])
+        assert result.exit_code == 0, result.stderr
+        out = parse(result.stdout_bytes)[0]
+        dense = out["explain"]["dense"]
+        hit = next(h for h in out["hits"] if h["chunk_id"] == chunk)
+        assert dense["cosine"] == pytest.approx(hit["signals"]["dense"]["score"], abs=1e-5)
+        assert dense["passage_cosine"] is None  # the tiny index has no passage vectors
+        assert dense["sentence"] in ("The sweep runs once a day at 23:40 IST and closes the batch.", "There is no manual sweep.")
+        text = rag_search.render(out)
+        assert f"Dense: the chunk's cosine with the question {dense['cosine']:.3f}" in text
+        assert f"closest sentence ({dense['sentence_cosine']:.3f}): {dense['sentence']}" in text
+
+    def test_an_index_embedded_with_passages_reports_them_even_with_none_long_enough(self, tmp_path):
+        """A handbook of short chunks gets no passage vectors, yet was embedded with --passages:
+        its records show the configuration asked for (the `default` run's), not `no-passages`."""
+        idx = build_index(tmp_path, passages=True)
+        index = rag_index.load(idx)
+        assert index.manifest["counts"]["passages"] == 0 and index.manifest["embed_passages"] is True
+        assert rag_search.Searcher(index, rag_search.Config()).retrieval()["passages"] is True
+        assert rag_search.Searcher(index, rag_search.Config(passages=False)).retrieval()["passages"] is False
+
+    def test_a_terminal_shows_the_lines_that_match(self):
+        text = "## Refunds\n\nRefunds go back to the card.\nThey take five days.\nA refund of a settled charge waits for the sweep.\n"
+        assert rag_search.best_lines(text, {"settled", "refund", "sweep"}, 1) == ["A refund of a settled charge waits for the sweep."]
+        assert rag_search.best_lines(text, {"card", "sweep"}, 2) == [
+            "Refunds go back to the card.",
+            "A refund of a settled charge waits for the sweep.",
+        ]
+        assert rag_search.best_lines(text, {"nothing"}, 2) == ["Refunds go back to the card.", "They take five days."]
 
     def test_both_retrievers_off_is_usage_error(self, runner, tiny_index):
         result = runner.invoke(main, ["--index", str(tiny_index), "--no-dense", "--no-sparse", "x"])
