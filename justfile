@@ -32,6 +32,14 @@ index: model
     mkdir -p build
     rag-chunk {{corpus}} | rag-embed --quiet --cache {{cache}} | rag-index --out build/idx
 
+# Serve the Northwind index over HTTP (the API and the page) on 127.0.0.1:8000; needs `pip install -e '.[serve]'`. Extra arguments go to rag-serve.
+serve *args: index
+    rag-serve --index build/idx {{args}}
+
+# The README's picture of the page answering a Northwind question, results/serve-page.png: rag-serve and Debian's headless chromium (chromium, chromium-driver).
+screenshot: index
+    python3 scripts/screenshot.py
+
 # The whole test suite, the real-model tests included, in a network namespace of its own with only
 # loopback up (`unshare -n` as root, `unshare -rn` otherwise): the proof that no test reaches the
 # network (tests/test_offline.py).

@@ -314,7 +314,10 @@ def explain_dense(searcher: Searcher, question: str, chunk_id: str) -> dict[str,
 class Searcher:
     """Searches one index with one configuration; embeds queries with the index's model."""
 
-    def __init__(self, index: Index, config: Config, model: str | None = None, threads: int = 0):
+    def __init__(
+        self, index: Index, config: Config, model: str | None = None, threads: int = 0, embedder: rag_embed.Embedder | None = None
+    ):
+        """`embedder`: one already loaded (rag-serve shares one across configurations and index generations), checked as a loaded one is."""
         config.check()
         self.index = index
         self.config = config
@@ -322,7 +325,7 @@ class Searcher:
         if model is not None and model != built and rag_embed.Path(model).name != built:
             raise StageError(f"the index was built with model '{built}', not '{model}': rebuild it or drop --model")
         # The query is embedded even with --no-dense: the abstain signal's dense part needs it (see `blend`).
-        self.embedder = rag_embed.load_embedder(model or built, threads=threads)
+        self.embedder = embedder if embedder is not None else rag_embed.load_embedder(model or built, threads=threads)
         if self.embedder.name != built:
             raise StageError(f"the index was built with model '{built}', the query model is '{self.embedder.name}'")
         want = index.manifest.get("model_sha256")

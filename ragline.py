@@ -155,6 +155,7 @@ rag_index = functools.partial(launch, "rag_index", "rag-index")
 rag_search = functools.partial(launch, "rag_search", "rag-search")
 rag_answer = functools.partial(launch, "rag_answer", "rag-answer")
 rag_eval = functools.partial(launch, "rag_eval", "rag-eval")
+rag_serve = functools.partial(launch, "rag_serve", "rag-serve")
 
 
 def die_on_sigterm() -> None:

@@ -30,7 +30,7 @@ from click.testing import CliRunner
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-COMMANDS = ["rag-chunk", "rag-embed", "rag-index", "rag-search", "rag-answer", "rag-eval"]
+COMMANDS = ["rag-chunk", "rag-embed", "rag-index", "rag-search", "rag-answer", "rag-eval", "rag-serve"]
 
 
 def chunk_stats() -> str:

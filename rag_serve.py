@@ -1,0 +1,661 @@
+"""rag-serve: HTTP over the search and answer cores, and a page to ask the handbook.
+
+    rag-serve --index build/idx                                   # then open http://127.0.0.1:8000/
+    curl -s 'http://127.0.0.1:8000/search?q=NW-4021&k=3'
+    curl -s http://127.0.0.1:8000/answer -H 'Content-Type: application/json' -d '{"question": "When does the settlement sweep run?"}'
+
+Routes (the OpenAPI schema at /openapi.json says each one's parameters and bodies):
+
+    GET  /health    status, model, index generation, chunk count, requests served
+    GET  /search    ?q=QUESTION and the retrieval options of rag-search: one hits/1 record
+    POST /search    {"question": ...} or {"questions": [...]} and the same options: one
+                    hits/1 record, or a list of them in the order asked
+    POST /answer    as POST /search, plus "threshold" and "context": answer/1 records
+    GET  /explain   ?q=QUESTION&chunk_id=ID: each query term's BM25 contribution to that chunk
+    GET  /          the page (no external assets; the question in the URL as ?q=)
+
+A response body is the record the CLI writes for the same question, byte for byte a line
+of `rag-search --json` or `rag-answer --json` (its `ms` aside), so a client can switch
+between the pipe and the URL. Every option of rag-answer (and its RAG_* variable) is the
+server's default; a request may override the retrieval options, the threshold and the
+context size, not the model or the generator.
+
+The index and the model are loaded once. Before each request the server reads the index's
+CURRENT pointer (`rag_index`); when a rebuild has made a new generation live, it loads that
+one whole (the model is kept) and answers from it, and a request already running finishes
+on the generation it started with. A new generation that fails to load leaves the old one
+serving, and /health says why. The work runs on one thread, in arrival order: the query
+model already uses every core.
+
+Bad requests get `{"error": "<one line>"}` with their status: 400 (a question that is
+blank, both retrievers off, a body that is not JSON), 401 (no or a wrong token), 404 (an
+unknown route or chunk id), 405, 413 (a body over --max-body), 422 (a parameter of the
+wrong type or out of range). Safe by default: it binds 127.0.0.1; another address needs
+--token (or RAG_SERVE_TOKEN), which every route but the page then requires as
+`Authorization: Bearer TOKEN`, or --open to say it is meant to be open; no CORS unless
+--cors names an origin. One access-log line per request on stderr unless --quiet.
+SIGTERM and Ctrl-C stop taking connections, finish the requests in flight, and exit 0.
+
+Needs the `serve` extra (`pip install 'ragline[serve]'`: FastAPI and uvicorn); nothing
+else in ragline imports this module.
+"""
+
+import asyncio
+import contextlib
+import dataclasses
+import errno
+import hmac
+import ipaddress
+import signal
+import socket
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import click
+import orjson
+
+import rag_answer
+import rag_embed
+import rag_index
+import rag_search
+import ragline
+from ragline import StageError
+
+STAGE = "rag-serve"
+MAX_BODY = 64 * 1024  # bytes of a request body
+MAX_QUESTION = 2000  # characters of one question
+MAX_BATCH = 64  # questions in one POST
+MAX_ID = 500  # characters of a chunk or query id
+SEARCHERS = 16  # retrieval configurations kept ready per generation
+GRACE = 30.0  # seconds the requests in flight get to finish at SIGTERM
+EXTRA = "rag-serve needs the serve extra: pip install 'ragline[serve]' (FastAPI and uvicorn)"
+OPTIONS = ("k", "dense", "sparse", "rerank", "rrf_k", "candidates", "fusion", "dense_weight", "passages", "exact")
+
+
+class RequestError(Exception):
+    """A request the server cannot answer: one line, and the HTTP status that says why."""
+
+    def __init__(self, message: str, status: int = 400):
+        super().__init__(message)
+        self.message = ragline.one_line(message)
+        self.status = status
+
+
+# --------------------------------------------------------------------------- the core: one generation
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The server's defaults: rag-answer's options as given on the command line."""
+
+    search: rag_search.SearchArgs
+    llm: str = "extractive"
+    features: tuple[str, ...] = ragline.ANSWER_FEATURES
+    threshold: float = rag_answer.DEFAULT_ABSTAIN
+    context: int = rag_answer.CONTEXT
+
+
+@dataclass
+class Engine:
+    """One loaded index generation with its generator, and the searchers asked of it so far."""
+
+    settings: Settings
+    generation: str
+    index: rag_index.Index
+    embedder: rag_embed.Embedder
+    generator: rag_answer.Extractive | rag_answer.OpenAIChat
+    searchers: dict[rag_search.Config, rag_search.Searcher] = field(default_factory=dict)
+    chunk_ids: frozenset[str] = frozenset()
+
+    def searcher(self, overrides: dict[str, Any], at_least: int = 1) -> rag_search.Searcher:
+        """The searcher for the server's options with `overrides` (rag-search's option names); 400 when they cannot run."""
+        args = dataclasses.replace(self.settings.search, **{k: v for k, v in overrides.items() if v is not None})
+        try:
+            config = args.config(at_least)
+        except click.UsageError as err:
+            raise RequestError(err.message) from None
+        if config not in self.searchers:
+            if len(self.searchers) >= SEARCHERS:
+                self.searchers.pop(next(iter(self.searchers)))
+            s = self.settings.search
+            self.searchers[config] = rag_search.Searcher(self.index, config, model=s.model, threads=s.threads, embedder=self.embedder)
+        return self.searchers[config]
+
+    def search(self, queries: list[dict[str, Any]], overrides: dict[str, Any], explain_id: str | None = None) -> list[dict[str, Any]]:
+        """hits/1 records for query records ({"id", "question"}), as rag-search writes them."""
+        if explain_id is not None:
+            self.check_chunk(explain_id)
+        searcher = self.searcher(overrides)
+        return list(rag_search.search_records(searcher, _lines(queries), explain_id))
+
+    def answer(
+        self, queries: list[dict[str, Any]], overrides: dict[str, Any], threshold: float | None = None, context: int | None = None
+    ) -> list[dict[str, Any]]:
+        """answer/1 records for query records, as `rag-answer QUESTIONS` writes them."""
+        size = context or self.settings.context
+        searcher = self.searcher(overrides, at_least=size)
+        hits = rag_search.search_records(searcher, _lines(queries))
+        limit = self.settings.threshold if threshold is None else threshold
+        return list(rag_answer.answer_records(_lines(hits), self.generator, limit, size))
+
+    def explain(self, question: str, chunk_id: str) -> dict[str, Any]:
+        """Each query term's BM25 contribution to one chunk (rag-search --explain)."""
+        self.check_chunk(chunk_id)
+        if not question.strip():
+            raise RequestError("the question is blank")
+        return rag_search.explain(self.index, question, chunk_id)
+
+    def check_chunk(self, chunk_id: str) -> None:
+        if chunk_id not in self.chunk_ids:
+            raise RequestError(f"no chunk '{chunk_id}' in the index", 404)
+
+
+def _lines(records: Any) -> Iterator[tuple[ragline.Line, dict[str, Any]]]:
+    return ((ragline.Line("<request>", n), r) for n, r in enumerate(records, 1))
+
+
+def query_records(question: str | None, questions: list[str] | None, query_id: str | None = None) -> list[dict[str, Any]]:
+    """The query records for one question or a batch (ids q1, q2, ... as for questions given as arguments)."""
+    if (question is None) == (questions is None):
+        raise RequestError("give 'question' (one) or 'questions' (a list), not both and not neither")
+    if question is not None:
+        return [{"id": query_id or "q1", "question": question}]
+    if query_id is not None:
+        raise RequestError("'id' goes with 'question'; a batch's ids are q1, q2, ...")
+    return [{"id": f"q{n}", "question": q} for n, q in enumerate(questions or [], 1)]
+
+
+def open_engine(settings: Settings, embedder: rag_embed.Embedder | None = None) -> Engine:
+    """Load the live generation (and the model, unless `embedder` is the index's): a StageError when it cannot serve."""
+    root = Path(settings.search.index_path)
+    for _ in range(rag_index.LOAD_ATTEMPTS):
+        before = rag_index._live_name(root)
+        index = rag_index.load(root)
+        if rag_index._live_name(root) == before:  # the generation named before the load is the one loaded
+            break
+    else:
+        raise StageError("the index is being rebuilt faster than it can be loaded", str(root))
+    built = index.manifest["model"]
+    s = settings.search
+    if embedder is None or embedder.name != built or embedder.sha256 != index.manifest.get("model_sha256", embedder.sha256):
+        embedder = rag_embed.load_embedder(s.model or built, threads=s.threads)
+    if settings.llm == "openai":
+        generator: rag_answer.Extractive | rag_answer.OpenAIChat = rag_answer.openai_from_env()
+    else:
+        generator = rag_answer.Extractive(settings.features, index.bm25, embedder if "dense" in settings.features else None)
+    engine = Engine(settings, before or "", index, embedder, generator, chunk_ids=frozenset(index.ids))
+    engine.searcher({})  # the default configuration is checked (model, dimensions) before the first request
+    return engine
+
+
+class Live:
+    """The generation being served: follows the index's CURRENT pointer, swapping whole engines.
+
+    `current()` is called at the start of each request; a request holds the engine it got
+    until it is done, so a swap never touches a request in flight. Engines are loaded and used
+    on one worker thread (`pool`): the embedding cache's sqlite connection belongs to the
+    thread that opened it.
+    """
+
+    def __init__(self, settings: Settings, note: Callable[[str], None] = lambda message: None):
+        self.settings = settings
+        self.root = Path(settings.search.index_path)
+        self.note = note
+        self.pool = ThreadPoolExecutor(1, thread_name_prefix=STAGE)
+        self.engine = self.pool.submit(open_engine, settings).result()
+        self.failed: tuple[str, str] | None = None  # (generation, why) of the last swap that failed
+        self.served = 0
+        self.started = time.time()
+        self._lock = threading.Lock()
+
+    def current(self) -> Engine:
+        live = rag_index._live_name(self.root)
+        if live is None or live == self.engine.generation or (self.failed and self.failed[0] == live):
+            return self.engine
+        with self._lock:
+            if live != self.engine.generation:
+                try:
+                    engine = open_engine(self.settings, self.engine.embedder)
+                except (StageError, OSError) as err:
+                    self.failed = (live, str(err))
+                    self.note(f"{STAGE}: generation {live} not loaded, still serving {self.engine.generation}: {err}")
+                else:
+                    self.note(f"{STAGE}: now serving generation {engine.generation} ({len(engine.index.chunks)} chunks)")
+                    self.engine, self.failed = engine, None
+        return self.engine
+
+    def health(self) -> dict[str, Any]:
+        engine = self.current()
+        m = engine.index.manifest
+        return {
+            "status": "ok",
+            "model": m["model"],
+            "generation": engine.generation,
+            "chunks": len(engine.index.chunks),
+            "docs": m.get("counts", {}).get("docs"),
+            "index": str(engine.index.path),
+            "generator": engine.generator.name,
+            "threshold": self.settings.threshold,
+            "requests": self.served,
+            "uptime_s": round(time.time() - self.started, 1),
+            "reload_error": None if self.failed is None else f"generation {self.failed[0]}: {self.failed[1]}",
+            "ragline": ragline.__version__,
+        }
+
+
+# --------------------------------------------------------------------------- the command's checks
+
+
+def is_loopback(host: str) -> bool:
+    """127.0.0.0/8, ::1 and localhost: addresses only this machine reaches."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A listening socket, or a StageError naming the address when it is in use or not ours."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as err:
+        raise StageError(f"cannot bind {host}:{port}: {err.strerror}") from None
+    family, kind, proto, _, address = infos[0]
+    sock = socket.socket(family, kind, proto)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(address)
+        sock.listen(2048)
+    except OSError as err:
+        sock.close()
+        why = "is in use (another server?)" if err.errno == errno.EADDRINUSE else f"cannot be bound: {err.strerror}"
+        raise StageError(f"port {port} on {host} {why}") from None
+    sock.set_inheritable(True)
+    return sock
+
+
+# --------------------------------------------------------------------------- HTTP
+
+
+def make_app(
+    live: Live, token: str | None = None, cors: tuple[str, ...] = (), log: Callable[[str], None] | None = None, max_body: int = MAX_BODY
+) -> Any:
+    """The ASGI application: FastAPI routes over `live`, inside the gate (token, body limit, access log)."""
+    from fastapi import FastAPI, Query
+    from fastapi.exceptions import RequestValidationError
+    from pydantic import BaseModel, ConfigDict, Field
+    from starlette.exceptions import HTTPException
+    from starlette.requests import Request
+    from starlette.responses import HTMLResponse, Response
+
+    import servedocs
+
+    async def work(fn: Callable[[Engine], Any]) -> Any:
+        """Run fn on the engine of the moment, on the one worker thread."""
+
+        def job() -> Any:
+            live.served += 1
+            return fn(live.current())
+
+        return await asyncio.get_running_loop().run_in_executor(live.pool, job)
+
+    Question = Annotated[str, Field(min_length=1, max_length=MAX_QUESTION, pattern=r"\S", description="A question (not blank).")]
+
+    class Options(BaseModel):
+        """rag-search's retrieval options; an option left out takes the server's default."""
+
+        model_config = ConfigDict(extra="forbid")
+        k: int = Field(None, ge=1, le=1000, description="Hits per question.")
+        dense: bool = Field(None, description="Dense retrieval.")
+        sparse: bool = Field(None, description="BM25, fused with dense.")
+        rerank: Literal["lexical", "none"] = Field(None, description="Reorder candidates by query-term overlap.")
+        rrf_k: int = Field(None, ge=0, le=10_000, description="The k of reciprocal rank fusion.")
+        candidates: int = Field(None, ge=1, le=10_000, description="Each retriever's list length before fusion and rerank.")
+        fusion: Literal["rrf", "score"] = Field(None, description="How dense and BM25 combine.")
+        dense_weight: float = Field(None, ge=0.0, le=1.0, description="The dense share of fusion 'score'.")
+        passages: bool = Field(None, description="Score a chunk by its best passage vector too.")
+        exact: bool = Field(None, description="Lift chunks that hold the question's identifiers whole.")
+
+    class SearchQuery(Options):
+        q: Question
+        explain: str = Field(
+            None, min_length=1, max_length=MAX_ID, description="A chunk id: add each query term's BM25 contribution to it."
+        )
+
+    class Asked(Options):
+        """One question, or a batch of them ("id" goes with one question only)."""
+
+        model_config = ConfigDict(
+            extra="forbid",
+            json_schema_extra={"oneOf": [{"required": ["question"]}, {"required": ["questions"], "not": {"required": ["id"]}}]},
+        )
+        question: Question = None
+        questions: list[Question] = Field(None, min_length=1, max_length=MAX_BATCH, description="A batch: one record each, in order.")
+        id: str = Field(None, min_length=1, max_length=MAX_ID, description="The query id of a single question (default q1).")
+
+    class SearchBody(Asked):
+        explain: str = Field(
+            None, min_length=1, max_length=MAX_ID, description="A chunk id: add each query term's BM25 contribution to it."
+        )
+
+    class AnswerBody(Asked):
+        threshold: float = Field(None, ge=0.0, le=1.0, description="The abstain threshold.")
+        context: int = Field(None, ge=1, le=50, description="Hits sent as context blocks.")
+
+    class ExplainQuery(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        q: Question
+        chunk_id: str = Field(min_length=1, max_length=MAX_ID, description="The chunk to explain.")
+
+    def options(model: BaseModel) -> dict[str, Any]:
+        return {name: getattr(model, name) for name in OPTIONS}
+
+    def record(body: Any) -> Response:
+        return Response(ragline.dumps(body) if isinstance(body, dict) else orjson.dumps(body), media_type="application/json")
+
+    app = FastAPI(
+        title="ragline",
+        version=ragline.__version__,
+        description="Search and answer over a markdown handbook: the records rag-search and rag-answer write.",
+        docs_url=None,  # the interactive docs load scripts from a CDN; the page works offline
+        redoc_url=None,
+    )
+
+    @app.get("/health", responses=servedocs.responses(servedocs.HEALTH))
+    async def health() -> Response:
+        """Status, model, index generation and chunk count."""
+        return record(await work(lambda e: live.health()))
+
+    @app.get("/search", responses=servedocs.responses(servedocs.HITS, "one hits/1 record"))
+    async def search_get(params: Annotated[SearchQuery, Query()]) -> Response:
+        """Search for one question: a hits/1 record, as `rag-search --json` writes it."""
+        queries = query_records(params.q, None)
+        return record((await work(lambda e: e.search(queries, options(params), params.explain)))[0])
+
+    @app.post(
+        "/search",
+        responses=servedocs.responses(
+            {"oneOf": [servedocs.HITS, {"type": "array", "items": servedocs.HITS}]}, "a hits/1 record, or a list of them for 'questions'"
+        ),
+    )
+    async def search_post(body: SearchBody) -> Response:
+        """Search for one question or a batch."""
+        queries = query_records(body.question, body.questions, body.id)
+        found = await work(lambda e: e.search(queries, options(body), body.explain))
+        return record(found[0] if body.question is not None else found)
+
+    @app.post(
+        "/answer",
+        responses=servedocs.responses(
+            {"oneOf": [servedocs.ANSWER, {"type": "array", "items": servedocs.ANSWER}]},
+            "an answer/1 record, or a list of them for 'questions'",
+        ),
+    )
+    async def answer_post(body: AnswerBody) -> Response:
+        """Answer one question or a batch, with checked citations, or refuse."""
+        queries = query_records(body.question, body.questions, body.id)
+        found = await work(lambda e: e.answer(queries, options(body), body.threshold, body.context))
+        return record(found[0] if body.question is not None else found)
+
+    @app.get("/explain", responses=servedocs.responses(servedocs.EXPLAIN, "per-term BM25 contributions"))
+    async def explain_get(params: Annotated[ExplainQuery, Query()]) -> Response:
+        """Each query term's BM25 contribution to one chunk: tf, df, idf, contribution, and the total."""
+        return record(await work(lambda e: e.explain(params.q, params.chunk_id)))
+
+    csp = servedocs.policy()
+
+    @app.get("/", response_class=HTMLResponse, include_in_schema=False)
+    async def page() -> HTMLResponse:
+        return HTMLResponse(servedocs.PAGE, headers={"Content-Security-Policy": csp, "X-Content-Type-Options": "nosniff"})
+
+    def error(status: int, message: str, headers: dict[str, str] | None = None) -> Response:
+        return Response(orjson.dumps({"error": ragline.one_line(message)}), status, headers, media_type="application/json")
+
+    @app.exception_handler(RequestError)
+    async def request_error(request: Request, err: RequestError) -> Response:
+        return error(err.status, err.message)
+
+    @app.exception_handler(StageError)
+    async def stage_error(request: Request, err: StageError) -> Response:
+        return error(400, str(err))
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request: Request, err: RequestValidationError) -> Response:
+        problems = err.errors()
+        if any(p.get("type") == "json_invalid" for p in problems):
+            return error(400, "the body is not valid JSON")
+        first = problems[0] if problems else {"loc": (), "msg": "invalid request"}
+        where = ".".join(str(part) for part in first.get("loc", ()))
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        return error(422, f"{where}: {first.get('msg')}{more}")
+
+    @app.exception_handler(HTTPException)
+    async def http_error(request: Request, err: HTTPException) -> Response:
+        messages = {404: f"no route {request.url.path}", 405: f"{request.method} is not allowed on {request.url.path}"}
+        return error(err.status_code, messages.get(err.status_code, str(err.detail)), getattr(err, "headers", None))
+
+    if cors:
+        from starlette.middleware.cors import CORSMiddleware
+
+        app.add_middleware(
+            CORSMiddleware, allow_origins=list(cors), allow_methods=["GET", "POST"], allow_headers=["Authorization", "Content-Type"]
+        )
+    return Gate(app, token, max_body, log, bool(cors))
+
+
+class Gate:
+    """The outermost ASGI layer: the bearer token, the body limit, and one access-log line per request.
+
+    A body is read whole here (at most `max_body` bytes, whatever Content-Length says) and handed
+    on, so an oversized one is a 413 before any route sees it.
+    """
+
+    def __init__(self, app: Any, token: str | None, max_body: int, log: Callable[[str], None] | None, cors: bool = False):
+        self.app, self.token, self.max_body, self.log, self.cors = app, token, max_body, log, cors
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        start = time.perf_counter()
+        status = [0]
+
+        async def sending(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                status[0] = message["status"]
+            await send(message)
+
+        try:
+            await self._handle(scope, receive, sending)
+        finally:
+            if self.log:
+                ms = (time.perf_counter() - start) * 1000
+                self.log(f"{STAGE}: {scope['method']} {scope['path']} {status[0] or '-'} {ms:.1f} ms")
+
+    async def _handle(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        if self.token and scope["path"] != "/" and not (self.cors and scope["method"] == "OPTIONS"):
+            given = headers.get("authorization", "")
+            if not hmac.compare_digest(given.encode(), f"Bearer {self.token}".encode()):
+                await _reply(send, 401, "this server needs 'Authorization: Bearer TOKEN'", [(b"www-authenticate", b"Bearer")])
+                return
+        declared = headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > self.max_body:
+            await _reply(send, 413, f"the body is over {self.max_body} bytes")
+            return
+        body = bytearray()
+        more = scope["method"] in ("POST", "PUT", "PATCH", "DELETE")
+        while more:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            body += message.get("body", b"")
+            more = message.get("more_body", False)
+            if len(body) > self.max_body:
+                await _reply(send, 413, f"the body is over {self.max_body} bytes")
+                return
+        sent = False
+
+        async def replay() -> dict[str, Any]:
+            nonlocal sent
+            if not sent:
+                sent = True
+                return {"type": "http.request", "body": bytes(body), "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+
+async def _reply(send: Any, status: int, message: str, headers: list[tuple[bytes, bytes]] = ()) -> None:  # type: ignore[assignment]
+    body = orjson.dumps({"error": message})
+    head = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *headers]
+    await send({"type": "http.response.start", "status": status, "headers": head})
+    await send({"type": "http.response.body", "body": body})
+
+
+def serve(app: Any, sock: socket.socket) -> str | None:
+    """Run uvicorn on `sock` until SIGTERM or Ctrl-C; the requests in flight finish (GRACE s at most).
+
+    Returns the name of the signal that stopped it. uvicorn's own habit of re-raising that
+    signal after a graceful shutdown (which would end the process with it) is left out.
+    """
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        stopped_by: str | None = None
+
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            def stop(signum: int, frame: Any) -> None:
+                self.stopped_by = signal.Signals(signum).name
+                self.handle_exit(signum, frame)
+
+            if threading.current_thread() is not threading.main_thread():
+                yield
+                return
+            previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+            try:
+                yield
+            finally:
+                for sig, handler in previous.items():
+                    signal.signal(sig, handler)
+
+    config = uvicorn.Config(app, log_config=None, log_level="warning", access_log=False, timeout_graceful_shutdown=GRACE, lifespan="off")
+    server = Server(config)
+    server.run(sockets=[sock])
+    return server.stopped_by
+
+
+# --------------------------------------------------------------------------- the command
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@rag_search.search_options
+@click.option("--host", envvar="RAG_SERVE_HOST", default="127.0.0.1", show_default=True, help="The address to bind. Env: RAG_SERVE_HOST.")
+@click.option(
+    "--port",
+    envvar="RAG_SERVE_PORT",
+    default=8000,
+    show_default=True,
+    type=click.IntRange(0, 65535),
+    help="The port (0: any free one). Env: RAG_SERVE_PORT.",
+)
+@click.option(
+    "--token",
+    envvar="RAG_SERVE_TOKEN",
+    default=None,
+    help="Require 'Authorization: Bearer TOKEN' on every route but the page. Env: RAG_SERVE_TOKEN.",
+)
+@click.option("--open", "is_open", is_flag=True, help="Serve a non-loopback address without a token, on purpose.")
+@click.option("--cors", multiple=True, metavar="ORIGIN", help="Allow browser requests from this origin (repeatable; none by default).")
+@click.option(
+    "--max-body",
+    envvar="RAG_SERVE_MAX_BODY",
+    default=MAX_BODY,
+    show_default=True,
+    type=click.IntRange(1024, 64 << 20),
+    help="The largest request body, in bytes. Env: RAG_SERVE_MAX_BODY.",
+)
+@click.option(
+    "--llm",
+    type=click.Choice(["extractive", "openai"]),
+    envvar="RAG_LLM",
+    default="extractive",
+    show_default=True,
+    help="The generator. Env: RAG_LLM.",
+)
+@click.option(
+    "--off",
+    "off",
+    multiple=True,
+    metavar="FEATURE",
+    help="Switch off an extractive feature; repeatable. Env: RAG_ANSWER_OFF (comma-separated).",
+)
+@click.option(
+    "--threshold",
+    envvar="RAG_ABSTAIN_CONFIDENCE",
+    type=click.FloatRange(0, 1),
+    default=rag_answer.DEFAULT_ABSTAIN,
+    show_default=True,
+    help="The abstain threshold. Env: RAG_ABSTAIN_CONFIDENCE.",
+)
+@click.option(
+    "--context",
+    "size",
+    envvar="RAG_CONTEXT",
+    default=rag_answer.CONTEXT,
+    show_default=True,
+    type=click.IntRange(1, 50),
+    help="Hits sent as context blocks. Env: RAG_CONTEXT.",
+)
+@click.option("--quiet", "-q", is_flag=True, help="No access log.")
+@ragline.stage_main(STAGE)
+def main(
+    search: rag_search.SearchArgs,
+    host: str,
+    port: int,
+    token: str | None,
+    is_open: bool,
+    cors: tuple[str, ...],
+    max_body: int,
+    llm: str,
+    off: tuple[str, ...],
+    threshold: float,
+    size: int,
+    quiet: bool,
+) -> None:
+    """Serve /health, /search, /answer, /explain and a page to ask the handbook, over HTTP."""
+    if not is_loopback(host) and not token and not is_open:
+        sys.stderr.write(
+            f"{STAGE}: binding {host} serves the handbook beyond this machine: give --token (or RAG_SERVE_TOKEN), or --open to mean it\n"
+        )
+        raise SystemExit(2)
+    try:
+        import fastapi  # noqa: F401
+        import uvicorn  # noqa: F401
+    except ImportError:
+        raise StageError(EXTRA) from None
+    settings = Settings(search, llm, rag_answer._features(off), threshold, size)
+    sock = bind(host, port)
+    say = lambda message: sys.stderr.write(message + "\n")  # noqa: E731
+    live = Live(settings, note=say)
+    app = make_app(live, token, cors, None if quiet else say, max_body)
+    bound = sock.getsockname()
+    shown = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
+    say(
+        f"{STAGE}: serving {search.index_path} (generation {live.engine.generation}, {len(live.engine.index.chunks)} chunks) at http://{shown}:{bound[1]}/"
+    )
+    stopped = serve(app, sock)
+    say(f"{STAGE}: stopped{f' by {stopped}' if stopped else ''} after {live.served} requests")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,138 @@
+"""rag-serve as a real process on loopback, for the serve, browser and fuzz tests.
+
+`Server.start(index, *flags)` runs the console script on port 0 (any free port), waits for
+its "serving ... at URL" line on stderr and knows its URL; `stop` sends a signal and waits.
+Every run uses the `hash` embedder's indexes, with RAG_MODEL_HOME pointing nowhere.
+A slow stand-in for an OpenAI-protocol server (`slow_llm`) keeps a request in flight for as
+long as a test needs, to test what happens to it meanwhile.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+from stagecli import command, stage_env
+
+pytest.importorskip("fastapi", reason="rag-serve's tests need the serve extra: pip install -e '.[serve-test]'")
+httpx = pytest.importorskip("httpx", reason="rag-serve's tests need httpx: pip install -e '.[serve-test]'")
+
+READY = re.compile(r"rag-serve: serving .* at (http://\S+)/")
+
+
+@dataclass
+class Server:
+    proc: subprocess.Popen[bytes]
+    log_path: Path
+    url: str = ""
+
+    @classmethod
+    def start(cls, index: Path, *flags: str, env: dict[str, str] | None = None, log: Path | None = None, timeout: float = 60) -> Server:
+        log = log or index.parent / f"serve-{time.monotonic_ns()}.log"
+        handle = open(log, "wb")  # noqa: SIM115 - the child writes to it until it exits
+        proc = subprocess.Popen(
+            [*command("rag-serve"), "--index", str(index), "--port", "0", *flags],
+            stdin=subprocess.DEVNULL,
+            stdout=handle,
+            stderr=handle,
+            env=env or stage_env(),
+        )
+        handle.close()
+        server = cls(proc, log)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if m := READY.search(server.log()):
+                server.url = m.group(1)
+                return server
+            if proc.poll() is not None:
+                raise AssertionError(f"rag-serve exited {proc.returncode}: {server.log()}")
+            time.sleep(0.05)
+        proc.kill()
+        raise AssertionError(f"rag-serve did not start in {timeout} s: {server.log()}")
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 40) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            raise AssertionError(f"rag-serve did not stop in {timeout} s after {signal.Signals(sig).name}") from None
+
+    def client(self, **kwargs: object) -> httpx.Client:
+        return httpx.Client(base_url=self.url, timeout=60, **kwargs)
+
+
+@contextmanager
+def serving(index: Path, *flags: str, env: dict[str, str] | None = None) -> Iterator[Server]:
+    server = Server.start(index, *flags, env=env)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+class SlowLLM(BaseHTTPRequestHandler):
+    """An OpenAI-protocol chat server that takes `delay` seconds, then quotes the time block [1] names."""
+
+    delay = 1.5
+    asked: threading.Event
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        self.asked.set()
+        time.sleep(self.delay)
+        prompt = body["messages"][-1]["content"]
+        found = re.search(r"\[1\][^\[]*?(\d\d:\d\d)", prompt, re.S)
+        text = f"The sweep runs at {found.group(1)} [1]." if found else "I could not find that in the handbook."
+        reply = json.dumps({"choices": [{"message": {"role": "assistant", "content": text}}]}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(reply)))
+        self.end_headers()
+        self.wfile.write(reply)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@contextmanager
+def slow_llm(delay: float = 1.5) -> Iterator[tuple[str, threading.Event]]:
+    """The URL of a SlowLLM on loopback, for RAG_LLM_URL, and an event set when it is first asked."""
+    asked = threading.Event()
+    handler = type("Slow", (SlowLLM,), {"delay": delay, "asked": asked})
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}/v1", asked
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+def rebuild(corpus: Path, index: Path) -> None:
+    """rag-chunk | rag-embed --model hash | rag-index --out index, as a user rebuilds one."""
+    chunk = subprocess.Popen([*command("rag-chunk"), str(corpus)], stdout=subprocess.PIPE, env=stage_env())
+    embed = subprocess.Popen(
+        [*command("rag-embed"), "--model", "hash", "--quiet"], stdin=chunk.stdout, stdout=subprocess.PIPE, env=stage_env()
+    )
+    assert chunk.stdout is not None and embed.stdout is not None
+    chunk.stdout.close()
+    done = subprocess.run([*command("rag-index"), "--out", str(index), "--quiet"], stdin=embed.stdout, capture_output=True, env=stage_env())
+    embed.stdout.close()
+    assert chunk.wait() == 0 and embed.wait() == 0 and done.returncode == 0, done.stderr.decode()
