@@ -326,7 +326,7 @@ def write(
     except (OSError, ragline.DiskFull) as err:  # DiskFull: the manifest or CURRENT, by ragline.atomic_file
         if not ragline.disk_full(err):
             raise
-        kept = "the previous index is untouched" if _live_name(out) else "no index was written"
+        kept = "the previous index is untouched" if live_generation(out) else "no index was written"
         raise ragline.DiskFull(str(out), kept) from None
 
 
@@ -399,7 +399,7 @@ def _write_generation(out: Path, chunks: list[dict[str, Any]], vectors: np.ndarr
             handle.write(gen.name.encode() + b"\n")
         ragline.fsync_dir(out)
     except BaseException:
-        if _live_name(out) != gen.name:  # Ctrl-C after CURRENT names it: it is the index now, keep it
+        if live_generation(out) != gen.name:  # Ctrl-C after CURRENT names it: it is the index now, keep it
             shutil.rmtree(gen, ignore_errors=True)
         raise
     _sweep(out)
@@ -454,7 +454,7 @@ def _sweep(out: Path) -> None:
 
     Only under the writer lock: no other writer is then writing a generation.
     """
-    live = _live_name(out)
+    live = live_generation(out)
     for entry in out.iterdir():
         if entry.is_dir() and entry.name.startswith("gen-") and entry.name != live:
             shutil.rmtree(entry, ignore_errors=True)
@@ -462,7 +462,8 @@ def _sweep(out: Path) -> None:
             entry.unlink(missing_ok=True)
 
 
-def _live_name(out: Path) -> str | None:
+def live_generation(out: Path) -> str | None:
+    """The name of the index's live generation (its CURRENT pointer), None when there is none."""
     try:
         return (out / CURRENT).read_text().strip() or None
     except (FileNotFoundError, NotADirectoryError):
@@ -486,13 +487,13 @@ def load(path: str | os.PathLike[str], *, mmap: bool = True) -> Index:
         raise StageError("no index here (run rag-index --out first)", str(root))
     attempt = 1
     while True:
-        live = _live_name(root)
+        live = live_generation(root)
         if live is None:
             raise StageError("not a ragline index, or one whose first build never finished (no CURRENT)", str(root))
         try:
             return _load_generation(root, root / live, mmap)
         except (StageError, OSError):
-            if attempt == LOAD_ATTEMPTS or _live_name(root) == live:
+            if attempt == LOAD_ATTEMPTS or live_generation(root) == live:
                 raise  # CURRENT did not move: the generation itself is broken
         attempt += 1
 

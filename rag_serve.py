@@ -69,7 +69,7 @@ from ragline import StageError
 
 STAGE = "rag-serve"
 MAX_BODY = 64 * 1024  # bytes of a request body
-MAX_QUESTION = 2000  # characters of one question
+MAX_QUESTION = rag_search.MAX_QUESTION  # characters of one question (the CLI cuts longer ones; here they are a 422)
 MAX_BATCH = 64  # questions in one POST
 MAX_ID = 500  # characters of a chunk or query id
 SEARCHERS = 16  # retrieval configurations kept ready per generation
@@ -149,7 +149,9 @@ class Engine:
         self.check_chunk(chunk_id)
         if not question.strip():
             raise RequestError("the question is blank")
-        return rag_search.explain(self.index, question, chunk_id)
+        return rag_search.explain(self.index, question, chunk_id) | {
+            "dense": rag_search.explain_dense(self.searcher({}), question, chunk_id)
+        }
 
     def check_chunk(self, chunk_id: str) -> None:
         if chunk_id not in self.chunk_ids:
@@ -175,9 +177,9 @@ def open_engine(settings: Settings, embedder: rag_embed.Embedder | None = None) 
     """Load the live generation (and the model, unless `embedder` is the index's): a StageError when it cannot serve."""
     root = Path(settings.search.index_path)
     for _ in range(rag_index.LOAD_ATTEMPTS):
-        before = rag_index._live_name(root)
+        before = rag_index.live_generation(root)
         index = rag_index.load(root)
-        if rag_index._live_name(root) == before:  # the generation named before the load is the one loaded
+        if rag_index.live_generation(root) == before:  # the generation named before the load is the one loaded
             break
     else:
         raise StageError("the index is being rebuilt faster than it can be loaded", str(root))
@@ -215,7 +217,7 @@ class Live:
         self._lock = threading.Lock()
 
     def current(self) -> Engine:
-        live = rag_index._live_name(self.root)
+        live = rag_index.live_generation(self.root)
         if live is None or live == self.engine.generation or (self.failed and self.failed[0] == live):
             return self.engine
         with self._lock:

@@ -282,7 +282,21 @@ HIT = {
 EXPLAIN = {
     "type": "object",
     "required": ["chunk_id", "doc_len", "avgdl", "k1", "b", "terms", "total"],
-    "properties": {"chunk_id": CHUNK, "terms": {"type": "array", "items": {"type": "object"}}, "total": {"type": "number"}},
+    "properties": {
+        "chunk_id": CHUNK,
+        "terms": {"type": "array", "items": {"type": "object"}},
+        "total": {"type": "number"},
+        "dense": {
+            "type": "object",
+            "required": ["cosine", "passage_cosine"],
+            "properties": {
+                "cosine": {"type": "number"},
+                "passage_cosine": {"type": ["number", "null"]},
+                "sentence": {"type": "string"},
+                "sentence_cosine": {"type": "number"},
+            },
+        },
+    },
 }
 HITS = {
     "type": "object",

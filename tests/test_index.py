@@ -112,13 +112,13 @@ class TestWriteLoad:
         stale = (idx / "CURRENT").read_text().strip()
         build_index(tmp_path, {"other": "# Other\n\nDifferent text.\n"})
         assert not (idx / stale).exists(), "the rebuild swept the generation the reader had read from CURRENT"
-        real, reads = rag_index._live_name, []
+        real, reads = rag_index.live_generation, []
 
         def first_read_is_stale(out):
             reads.append(out)
             return stale if len(reads) == 1 else real(out)
 
-        monkeypatch.setattr(rag_index, "_live_name", first_read_is_stale)
+        monkeypatch.setattr(rag_index, "live_generation", first_read_is_stale)
         index = load(idx)
         assert "other#other" in index.ids and len(reads) >= 2
 

@@ -91,7 +91,10 @@ def test_explain_and_health(client: httpx.Client, index: Path) -> None:
 
     got = client.get("/explain", params={"q": "NW-4021 capture", "chunk_id": "errors#client-errors"})
     assert got.status_code == 200
-    assert got.json() == rag_search.explain(rag_index.load(index), "NW-4021 capture", "errors#client-errors")
+    loaded = rag_index.load(index)
+    want = rag_search.explain(loaded, "NW-4021 capture", "errors#client-errors")
+    want["dense"] = rag_search.explain_dense(rag_search.Searcher(loaded, rag_search.Config()), "NW-4021 capture", "errors#client-errors")
+    assert got.json() == want  # the CLI's --explain: BM25 terms and the dense side
     health = client.get("/health").json()
     assert health["status"] == "ok" and health["model"] == "hash" and health["reload_error"] is None
     assert health["generation"] == (index / "CURRENT").read_text().strip()
