@@ -215,9 +215,10 @@ def test_cli_with_real_model(runner, minilm):
 @pytest.mark.parametrize(("mode", "said"), [("windows", "was embedded window by window"), ("truncate", "was truncated")])
 def test_the_long_text_notice_says_what_was_done(runner, mode, said):
     long_text = " ".join(["Simmer the onions slowly in butter until they are soft and golden brown."] * 25)
+    records = jsonl({"id": "a", "text": long_text}, {"id": "b", "text": "short"})
     result = runner.invoke(
-        main, ["--long", mode, "--no-passages"], input=jsonl({"id": "a", "text": long_text}, {"id": "b", "text": "short"})
-    )
+        main, ["--long", mode, "--no-passages"], input=records, env={"RAG_EMBED_CACHE": None}
+    )  # a cached text is not embedded
     assert result.exit_code == 0, result.stderr
     assert result.stderr == f"rag-embed: 1 text (of 2 records, passages included) was longer than 256 tokens and {said}\n"
 
