@@ -139,8 +139,8 @@ def sentences(text: str) -> list[str]:
 
 def split_sentences(text: str) -> list[str]:
     """An answer's sentences: per line, then at sentence ends. A fenced code block is
-    one unit together with the marker line after it; a run of bare markers (`[1][2]`)
-    joins the sentence before it."""
+    one unit together with the marker line after it; a line holding " | " (a table row)
+    is one unit; a run of bare markers (`[1][2]`) joins the sentence before it."""
     out: list[str] = []
     lines = text.split("\n")
     i = 0
@@ -157,6 +157,8 @@ def split_sentences(text: str) -> list[str]:
         i += 1
         if out and re.fullmatch(r"\s*(?:\[\d{1,3}\]\s*)+[.!?]?\s*", line):
             out[-1] = out[-1] + ("\n" if out[-1].rstrip().endswith(("```", "~~~")) else " ") + line.strip()
+        elif " | " in line:  # a table row, quoted whole (`cite`): one unit, whatever full stops its cells hold
+            out.append(line.strip())
         elif line.strip():
             out.extend(sentences(line))
     return out
@@ -409,10 +411,12 @@ def continued(chosen: list[Candidate], every: list[Candidate]) -> list[Candidate
 
 def cite(text: str, n: int, kind: str) -> str:
     """The quoted text with its marker on every sentence (before a closing full stop),
-    or on its own line after a code block. Prose is quoted without its markup (`plain`)."""
+    once at the end of a table row, or on its own line after a code block. Prose is quoted without its markup (`plain`)."""
     text = escape_markers(text.strip() if kind == "code" else plain(text.strip()))
     if kind == "code":
         return f"{text}\n[{n}]"
+    if kind == "row":  # one marker for the row: its cells are not sentences of their own
+        return f"{text[:-1]} [{n}]." if text.endswith(".") else f"{text} [{n}]"
     marked = []
     for sentence in sentences(text):
         if sentence.endswith((".", "!", "?")):

@@ -69,6 +69,14 @@ def test_abbreviations_do_not_end_sentences():
 
 
 class TestCitationCheck:
+    def test_a_table_row_is_quoted_and_checked_whole(self):
+        """A row whose cells hold full stops is one quote with one marker, not two half-rows."""
+        row = "`marl` | Settlement engine. Runs the nightly sweep. | Settlement batches"
+        quoted = rag_answer.cite(row, 5, "row")
+        assert quoted == "`marl` | Settlement engine. Runs the nightly sweep. | Settlement batches [5]"
+        assert check_citations(quoted, 5) == ([quoted], [5], 0)
+        assert check_citations("`marl` | Settlement engine. Runs the sweep. | none", 5) == ([], [], 1)  # no marker: dropped whole
+
     def test_every_sentence_needs_a_citation(self):
         kept, cited, dropped = check_citations("Cited here [1]. Not cited. Also cited [2].", 3)
         assert kept == ["Cited here [1].", "Also cited [2]."] and cited == [1, 2] and dropped == 1
