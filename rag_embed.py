@@ -168,6 +168,7 @@ class OnnxEmbedder:
     ):
         self.folder = folder
         self.model_file = model_file or folder / modelstore.SOURCE_FILE
+        self.weights = "int8" if self.model_file.name == modelstore.SOURCE_FILE else "fp32"  # the file as shipped, or derived
         self.name: str = spec["name"]
         self.dim: int = int(spec["dim"])
         self.pooling: str = spec["pooling"]

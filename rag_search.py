@@ -287,6 +287,18 @@ def explain(index: Index, question: str, chunk_id: str) -> dict[str, Any]:
 # --------------------------------------------------------------------------- the searcher
 
 
+def _other_weights(embedder: Any, model: str, threads: int, want: str) -> Any:
+    """The model's other file (the shipped int8 one, or the float32 one derived from it) where that is
+    the file the index was built with, else `embedder` unchanged: an index built before the derived
+    file existed is still queried with the vectors it holds."""
+    other = "int8" if getattr(embedder, "weights", "int8") == "fp32" else "fp32"
+    try:
+        candidate = rag_embed.load_embedder(model, threads=threads, weights=other)
+    except StageError:
+        return embedder
+    return candidate if candidate.sha256 == want else embedder
+
+
 class Searcher:
     """Searches one index with one configuration; embeds queries with the index's model."""
 
@@ -302,6 +314,8 @@ class Searcher:
         if self.embedder.name != built:
             raise StageError(f"the index was built with model '{built}', the query model is '{self.embedder.name}'")
         want = index.manifest.get("model_sha256")
+        if want and self.embedder.sha256 and want != self.embedder.sha256:
+            self.embedder = _other_weights(self.embedder, model or built, threads, want)
         if want and self.embedder.sha256 and want != self.embedder.sha256:
             raise StageError(
                 f"the index was built with another {built} file (sha256 {want[:12]}..., this one {self.embedder.sha256[:12]}...)"

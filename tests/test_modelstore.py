@@ -104,3 +104,26 @@ def test_tokenizer_and_session_open_only_when_a_text_misses_the_cache(tmp_path):
     assert "session" not in vars(embedder) and "tokenizer" not in vars(embedder)
     with pytest.raises(StageError, match="cannot load"):
         rag_embed.embed_texts(embedder, ["a", "c"], True, cache)
+
+
+@pytest.mark.model
+def test_an_index_built_on_the_int8_file_is_queried_with_it(tmp_path, monkeypatch):
+    """rag-search embeds the question with the file the index was built with: an index from before the
+    derived file (int8 vectors) keeps working, with int8 query vectors, and the default builds fp32 ones."""
+    from conftest import build_index
+
+    import rag_index
+    import rag_search
+
+    load_minilm("fp32")
+    (tmp_path / "old").mkdir()
+    (tmp_path / "new").mkdir()
+    monkeypatch.setenv("RAG_MODEL_WEIGHTS", "int8")
+    old = rag_index.load(build_index(tmp_path / "old", model="all-MiniLM-L6-v2"))
+    monkeypatch.delenv("RAG_MODEL_WEIGHTS")
+    new = rag_index.load(build_index(tmp_path / "new", model="all-MiniLM-L6-v2"))
+    assert old.manifest["model_sha256"] == load_minilm("int8").sha256 != new.manifest["model_sha256"] == load_minilm("fp32").sha256
+    for index in (old, new):
+        searcher = rag_search.Searcher(index, rag_search.Config())
+        assert searcher.embedder.sha256 == index.manifest["model_sha256"]
+        assert searcher.search(["when does the settlement sweep run"])[0]["hits"][0]["doc"] == "settlement"
