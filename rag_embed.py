@@ -135,8 +135,9 @@ def onnx_session(model: Path, threads: int = 0, optimization: str = "all", profi
 
 
 # Sessions opened in this process, by (file, its sha256, threads): rag-answer's embedder and its
-# Searcher's share one (an onnxruntime session is safe to run from several callers).
+# Searcher's share one (an onnxruntime session is safe to run from several callers); tokenizers likewise.
 _SESSIONS: dict[tuple[str, str, int], Any] = {}
+_TOKENIZERS: dict[tuple[str, int], Any] = {}  # by (tokenizer.json, max_tokens): each is set up the same way, never changed after
 _HASHES: dict[tuple[str, int, int, int], str] = {}  # sha256 by (path, size, mtime_ns, inode), this process only
 
 
@@ -188,12 +189,17 @@ class OnnxEmbedder:
     def tokenizer(self) -> Any:
         from tokenizers import Tokenizer
 
+        file = self.folder / "tokenizer.json"
+        key = (str(file.resolve()), self.max_tokens)
+        if key in _TOKENIZERS:
+            return _TOKENIZERS[key]
         try:
-            tokenizer = Tokenizer.from_file(str(self.folder / "tokenizer.json"))
+            tokenizer = Tokenizer.from_file(str(file))
         except Exception as err:  # tokenizers raises a bare Exception on bad files
-            raise StageError(f"cannot load tokenizer: {ragline.one_line(str(err))}", str(self.folder / "tokenizer.json")) from None
+            raise StageError(f"cannot load tokenizer: {ragline.one_line(str(err))}", str(file)) from None
         tokenizer.no_padding()
         tokenizer.enable_truncation(self.max_tokens, stride=STRIDE)
+        _TOKENIZERS[key] = tokenizer
         return tokenizer
 
     @functools.cached_property
@@ -206,11 +212,13 @@ class OnnxEmbedder:
         inputs = {i.name for i in session.get_inputs()}
         if not {"input_ids", "attention_mask"} <= inputs:
             raise StageError(f"model inputs are {sorted(inputs)}, expected input_ids and attention_mask", str(self.model_file))
-        self.__dict__["session"] = session  # the probe below runs through it
-        probe = self.run_batch([[101, 102]], [[1, 1]])
-        if probe.shape[1] != self.dim:
+        width = session.get_outputs()[0].shape[-1]  # the model's own word where the graph fixes it, else a probe run
+        if not isinstance(width, int):
+            self.__dict__["session"] = session  # the probe runs through it
+            width = self.run_batch([[101, 102]], [[1, 1]]).shape[1]
             del self.__dict__["session"]
-            raise StageError(f"model gives {probe.shape[1]} dimensions, its description says {self.dim}", str(self.model_file))
+        if width != self.dim:
+            raise StageError(f"model gives {width} dimensions, its description says {self.dim}", str(self.model_file))
         _SESSIONS[key] = session
         return session
 

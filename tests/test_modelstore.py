@@ -158,3 +158,20 @@ def test_a_stamped_file_is_not_hashed_and_a_changed_one_is(tmp_path, monkeypatch
     with pytest.raises(StageError, match=r"model.onnx sha256 is .*, expected "):
         rag_embed.load_embedder(str(folder), weights="int8")
     assert hashed == ["model.fp32.onnx", "model.onnx"]
+
+
+@pytest.mark.model
+def test_a_description_of_other_dimensions_is_refused_at_the_first_miss(tmp_path):
+    """The session's output width (from the graph, no probe run) is checked against the description when it opens."""
+    real = load_minilm("fp32").folder
+    folder = tmp_path / "wrong-dim"
+    folder.mkdir()
+    for name in ("model.onnx", "model.fp32.onnx", "tokenizer.json"):
+        (folder / name).symlink_to(real / name)
+    description = orjson.loads((real / modelstore.DESCRIPTION).read_bytes()) | {"dim": 383}
+    description.pop("stamps", None)
+    (folder / modelstore.DESCRIPTION).write_bytes(orjson.dumps(description))
+    for weights in ("fp32", "int8"):
+        embedder = rag_embed.load_embedder(str(folder), weights=weights)
+        with pytest.raises(StageError, match="model gives 384 dimensions, its description says 383"):
+            embedder.embed(["x"])
