@@ -279,4 +279,10 @@ def render(f: dict[str, Any]) -> list[str]:
             f"| {big['rows']:,} | rag | {big['single_ms']:.1f} | {big['batch64_qps']:,.0f} | {big['rss_peak_mb']:,.0f} | "
             f"{big['rss_over_float32_matrix']:.2f} | | |"
         )
+        lines += [
+            "",
+            f"One machine: {big['rows_per_gb_of_vectors']:,} chunks per GB of float32 vectors (dim 384, memory-mapped); "
+            f"at {big['rows']:,} rows ({big['matrix_mb'] / 1024:.1f} GiB) one query takes {big['single_ms']:,.0f} ms "
+            f"({1000 / big['single_ms']:.1f} queries/s one at a time, {big['batch64_qps']:,.0f} in batches of 64).",
+        ]
     return lines

@@ -9,7 +9,7 @@ embeds one query and exits. Against it, in the same run and interleaved run by r
 
 on an index of the Northwind handbook built here, with no vector cache (the
 question's vector is computed, as for a question never asked before). Wall time
-(median of runs) and peak RSS of each process (wait4's ru_maxrss); where the time
+(median of runs) and peak RSS of each process (its VmHWM); where the time
 goes: `python -X importtime` of each stage module. Also: the bare script on the
 float32 file rag-embed derives, and rag-search with the question in the vector cache
 (no tokenizer and no onnxruntime session at all).
@@ -17,11 +17,11 @@ float32 file rag-embed derives, and rag-search with the question in the vector c
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -58,18 +58,41 @@ def sizes(quick: bool) -> dict[str, Any]:
 
 
 def measured(cmd: list[str], env: dict[str, str]) -> tuple[float, int, bytes]:
-    """(wall seconds, peak RSS in bytes, stdout) of one process; a failure is a RuntimeError."""
+    """(wall seconds, peak RSS in bytes, stdout) of one process; a failure is a RuntimeError.
+
+    The peak is the child's own VmHWM, read from /proc/PID/status every 5 ms until it exits
+    (and once more as a zombie is gone: the last reading stands). Not wait4's ru_maxrss: on
+    Linux a child's count starts from the RSS of the parent it was forked from, and this
+    parent is the whole bench.
+    """
+    peak = [0]
+    done = threading.Event()
+
+    def poll(pid: int) -> None:
+        while not done.is_set():
+            try:
+                with open(f"/proc/{pid}/status") as status:
+                    for line in status:
+                        if line.startswith("VmHWM:"):
+                            peak[0] = max(peak[0], int(line.split()[1]) * 1024)
+            except (FileNotFoundError, ProcessLookupError, ValueError):
+                return
+            time.sleep(0.005)
+
     start = time.perf_counter()
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         proc = subprocess.Popen(cmd, stdout=out, stderr=err, env=env)
-        _, status, usage = os.wait4(proc.pid, 0)
+        watcher = threading.Thread(target=poll, args=(proc.pid,), daemon=True)
+        watcher.start()
+        proc.wait()
         seconds = time.perf_counter() - start
-        proc.returncode = os.waitstatus_to_exitcode(status)
+        done.set()
+        watcher.join()
         out.seek(0)
         err.seek(0)
         if proc.returncode != 0:
             raise RuntimeError(f"{' '.join(cmd[:3])}: exit {proc.returncode}: {err.read().decode(errors='replace').strip()[-300:]}")
-        return seconds, usage.ru_maxrss * 1024, out.read()
+        return seconds, peak[0], out.read()
 
 
 def import_ms(module: str, env: dict[str, str]) -> dict[str, Any]:

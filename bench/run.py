@@ -21,6 +21,7 @@ with `sizes(quick)`, `run(sizes)` -> {"figures", "targets", "notes"} and
     startup  `rag-chunk --help`, `rag-eval --help` wall time; no onnxruntime at --help
     shard    `parallel --pipe -k -N 200 rag-embed --threads 1` against one process with 2 threads
     question one question through rag-search and rag-answer against a bare onnxruntime script
+    chunk    rag-chunk's peak RSS on one large markdown file
 
 bench/harness.py holds the timing and load helpers, bench/workload.py the inputs.
 Every figure is the median of several runs; every ratio divides two medians taken
@@ -46,11 +47,20 @@ ROOT = HERE.parent
 # run as a script: import the stages and the bench package from the checkout, not bench/'s modules as top-level ones
 sys.path[:] = [str(ROOT), *(p for p in sys.path if Path(p or ".").resolve() != HERE)]
 
-from bench import bm25, cache, dense, embed, question, shard, startup  # noqa: E402
+from bench import bm25, cache, chunk, dense, embed, question, shard, startup  # noqa: E402
 from bench.harness import QUIET, git_state, load_meter, machine  # noqa: E402
 
 SCHEMA = "ragline-bench/1"
-SECTIONS = {"embed": embed, "cache": cache, "dense": dense, "bm25": bm25, "startup": startup, "shard": shard, "question": question}
+SECTIONS = {
+    "embed": embed,
+    "cache": cache,
+    "dense": dense,
+    "bm25": bm25,
+    "startup": startup,
+    "shard": shard,
+    "question": question,
+    "chunk": chunk,
+}
 
 
 def now() -> str:
