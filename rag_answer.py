@@ -39,8 +39,6 @@ import os
 import re
 import sys
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -460,6 +458,9 @@ class OpenAIChat:
         return [{"role": "system", "content": system}, {"role": "user", "content": f"Blocks:\n\n{context_text}\n\nQuestion: {question}"}]
 
     def generate(self, question: str, blocks: list[ContextBlock]) -> str:
+        import urllib.error  # only here: a question answered without an LLM server does not pay for http.client and ssl
+        import urllib.request
+
         body = json.dumps({"model": self.model, "messages": self.prompt(question, blocks), "temperature": 0}).encode()
         headers = {"Content-Type": "application/json"}
         if self.key:

@@ -27,6 +27,7 @@ feature-hashing embedder with no files, for tests and as the weak baseline.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import sqlite3
@@ -39,6 +40,7 @@ from typing import Any
 import click
 import numpy as np
 
+import modelstore
 import ragline
 from modelstore import (  # noqa: F401 (re-exported)
     DESCRIPTION,
@@ -66,12 +68,16 @@ PASSAGE_WORDS = 60  # a passage vector covers about this many words (whole sente
 
 
 def _usable(model: str) -> bool:
-    """Is the known model already in the cache with the right hash?"""
+    """Is the known model already in the cache with the right hashes, and, for one fetched
+    from the package index, with its derived float32 file (a folder fetched before there
+    was one is fetched again)?"""
     try:
-        load_embedder(model)
+        source = load_embedder(model, weights="int8")
+        derived = load_embedder(model, weights="fp32")
     except StageError:
         return False
-    return True
+    fetched = model in KNOWN and bool(KNOWN[model].sources)
+    return isinstance(derived, OnnxEmbedder) and not (fetched and derived.model_file == source.model_file)
 
 
 # --------------------------------------------------------------------------- embedders
@@ -129,6 +135,22 @@ def onnx_session(model: Path, threads: int = 0, optimization: str = "all", profi
     return ort.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
 
 
+# Sessions opened in this process, by (file, its sha256, threads): rag-answer's embedder and its
+# Searcher's share one (an onnxruntime session is safe to run from several callers); tokenizers likewise.
+_SESSIONS: dict[tuple[str, str, int], Any] = {}
+_TOKENIZERS: dict[tuple[str, int], Any] = {}  # by (tokenizer.json, max_tokens): each is set up the same way, never changed after
+_HASHES: dict[tuple[str, int, int, int], str] = {}  # sha256 by (path, size, mtime_ns, inode), this process only
+
+
+def _file_sha256(path: Path) -> str:
+    """sha256_file, once per process for an unchanged file (loading the model twice hashes it once)."""
+    st = path.stat()
+    key = (str(path.resolve()), st.st_size, st.st_mtime_ns, st.st_ino)
+    if key not in _HASHES:
+        _HASHES[key] = sha256_file(path)
+    return _HASHES[key]
+
+
 class OnnxEmbedder:
     """A BERT-style sentence encoder run by onnxruntime, tokenised by `tokenizers`.
 
@@ -137,10 +159,18 @@ class OnnxEmbedder:
     attention mask, or the CLS token), L2-normalised and put back in input order.
     """
 
-    def __init__(self, folder: Path, spec: dict[str, Any], threads: int = 0, batch_size: int = BATCH_SIZE, long: str = "truncate"):
-        from tokenizers import Tokenizer
-
+    def __init__(
+        self,
+        folder: Path,
+        spec: dict[str, Any],
+        threads: int = 0,
+        batch_size: int = BATCH_SIZE,
+        long: str = "truncate",
+        model_file: Path | None = None,
+    ):
         self.folder = folder
+        self.model_file = model_file or folder / modelstore.SOURCE_FILE
+        self.weights = "int8" if self.model_file.name == modelstore.SOURCE_FILE else "fp32"  # the file as shipped, or derived
         self.name: str = spec["name"]
         self.dim: int = int(spec["dim"])
         self.pooling: str = spec["pooling"]
@@ -148,37 +178,63 @@ class OnnxEmbedder:
         self.query_prefix: str = spec.get("query_prefix", "") or ""
         self.doc_prefix: str = spec.get("doc_prefix", "") or ""
         self.sha256: str = spec["sha256"]
+        self.threads = threads
         self.batch_size = batch_size
         self.long = long
         self.truncated = 0
+
+    # The tokenizer and the session open on first use, so a run whose texts all hit the
+    # vector cache never pays for them (cached_property: bench may assign its own session).
+
+    @functools.cached_property
+    def tokenizer(self) -> Any:
+        from tokenizers import Tokenizer
+
+        file = self.folder / "tokenizer.json"
+        key = (str(file.resolve()), self.max_tokens)
+        if key in _TOKENIZERS:
+            return _TOKENIZERS[key]
         try:
-            self.tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
+            tokenizer = Tokenizer.from_file(str(file))
         except Exception as err:  # tokenizers raises a bare Exception on bad files
-            raise StageError(f"cannot load tokenizer: {ragline.one_line(str(err))}", str(folder / "tokenizer.json")) from None
-        self.tokenizer.no_padding()
-        self.tokenizer.enable_truncation(self.max_tokens, stride=STRIDE)
+            raise StageError(f"cannot load tokenizer: {ragline.one_line(str(err))}", str(file)) from None
+        tokenizer.no_padding()
+        tokenizer.enable_truncation(self.max_tokens, stride=STRIDE)
+        _TOKENIZERS[key] = tokenizer
+        return tokenizer
+
+    @functools.cached_property
+    def session(self) -> Any:
+        key = (str(self.model_file), self.sha256, self.threads)
         try:
-            self.session = onnx_session(folder / "model.onnx", threads)
+            session = _SESSIONS.get(key) or onnx_session(self.model_file, self.threads)
         except Exception as err:  # onnxruntime raises its own exception types
-            raise StageError(f"cannot load model: {ragline.one_line(str(err))}", str(folder / "model.onnx")) from None
-        self.inputs = {i.name for i in self.session.get_inputs()}
-        if not {"input_ids", "attention_mask"} <= self.inputs:
-            raise StageError(f"model inputs are {sorted(self.inputs)}, expected input_ids and attention_mask", str(folder / "model.onnx"))
-        probe = self.run_batch([[101, 102]], [[1, 1]])
-        if probe.shape[1] != self.dim:
-            raise StageError(f"model gives {probe.shape[1]} dimensions, its description says {self.dim}", str(folder / "model.onnx"))
+            raise StageError(f"cannot load model: {ragline.one_line(str(err))}", str(self.model_file)) from None
+        inputs = {i.name for i in session.get_inputs()}
+        if not {"input_ids", "attention_mask"} <= inputs:
+            raise StageError(f"model inputs are {sorted(inputs)}, expected input_ids and attention_mask", str(self.model_file))
+        width = session.get_outputs()[0].shape[-1]  # the model's own word where the graph fixes it, else a probe run
+        if not isinstance(width, int):
+            self.__dict__["session"] = session  # the probe runs through it
+            width = self.run_batch([[101, 102]], [[1, 1]]).shape[1]
+            del self.__dict__["session"]
+        if width != self.dim:
+            raise StageError(f"model gives {width} dimensions, its description says {self.dim}", str(self.model_file))
+        _SESSIONS[key] = session
+        return session
 
     def run_batch(self, ids: np.ndarray | list[list[int]], masks: np.ndarray | list[list[int]]) -> np.ndarray:
         """Pooled vectors (not yet normalised) of one tokenised batch: rows of token ids
         padded to one width, and their attention masks (1 for a token, 0 for padding)."""
+        session = self.session  # opens it (and learns its inputs) on first use
         input_ids = np.asarray(ids, dtype=np.int64)
         mask = np.asarray(masks, dtype=np.int64)
         feed = {"input_ids": input_ids, "attention_mask": mask}
-        if "token_type_ids" in self.inputs:
+        if any(i.name == "token_type_ids" for i in session.get_inputs()):
             feed["token_type_ids"] = np.zeros_like(input_ids)
-        hidden = self.session.run(None, feed)[0]
+        hidden = session.run(None, feed)[0]
         if hidden.ndim != 3:
-            raise StageError(f"model output has shape {hidden.shape}, expected (batch, tokens, dim)", str(self.folder / "model.onnx"))
+            raise StageError(f"model output has shape {hidden.shape}, expected (batch, tokens, dim)", str(self.model_file))
         if self.pooling == "cls":
             pooled = hidden[:, 0, :]
         else:
@@ -232,11 +288,22 @@ def normalise(matrix: np.ndarray) -> np.ndarray:
 Embedder = HashEmbedder | OnnxEmbedder
 
 
-def load_embedder(model: str, threads: int = 0, batch_size: int = BATCH_SIZE, home: Path | None = None, long: str = "truncate") -> Embedder:
+def load_embedder(
+    model: str,
+    threads: int = 0,
+    batch_size: int = BATCH_SIZE,
+    home: Path | None = None,
+    long: str = "truncate",
+    weights: str | None = None,
+) -> Embedder:
     """An embedder by name (`hash`, a known model in the cache) or by folder path.
 
     A folder must hold model.onnx and tokenizer.json, and either a ragline-model.json
-    description or the name of a known model. A pinned hash must match.
+    description or the name of a known model. `weights`: "fp32" (the default, else
+    $RAG_MODEL_WEIGHTS) loads the float32 file derived at fetch time where the
+    description pins one (modelstore.derive_fp32), else model.onnx; "int8" always
+    loads model.onnx. The file's pinned hash must match; the tokenizer and the
+    onnxruntime session open only when a text is embedded.
     """
     if model == "hash":
         return HashEmbedder()
@@ -255,12 +322,14 @@ def load_embedder(model: str, threads: int = 0, batch_size: int = BATCH_SIZE, ho
     if missing:
         raise StageError(f"model folder is missing {', '.join(missing)}", str(path))
     spec = describe(path)
-    got = sha256_file(path / "model.onnx")
-    pinned = spec.get("sha256") or (KNOWN[spec["name"]].onnx_sha256 if spec["name"] in KNOWN else None)
+    file, pinned = modelstore.weights_file(path, spec, weights or os.environ.get("RAG_MODEL_WEIGHTS") or "fp32")
+    if not file.is_file():
+        raise StageError(f"model folder is missing {file.name}: {refetch_hint(spec['name'], path, home)}", str(path))
+    got = pinned if pinned and modelstore.vouched(file, spec) else _file_sha256(file)
     if pinned and got != pinned:
-        raise StageError(f"model.onnx sha256 is {got}, expected {pinned}: {refetch_hint(spec['name'], path, home)}", str(path))
+        raise StageError(f"{file.name} sha256 is {got}, expected {pinned}: {refetch_hint(spec['name'], path, home)}", str(path))
     spec["sha256"] = got
-    return OnnxEmbedder(path, spec, threads=threads, batch_size=batch_size, long=long)
+    return OnnxEmbedder(path, spec, threads=threads, batch_size=batch_size, long=long, model_file=file)
 
 
 # --------------------------------------------------------------------------- the cache

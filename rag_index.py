@@ -157,34 +157,41 @@ class Bm25:
 
 
 def build_bm25(texts: list[str], k1: float = K1, b: float = B) -> Bm25:
-    """BM25 statistics for documents in row order."""
+    """BM25 statistics for documents in row order.
+
+    Terms are `ragline.tokenize`'s, memoised word by word: a word's terms depend on the
+    word alone (`ragline.word_terms`), so each distinct word is tokenised once and
+    turned into term ids once, and a document becomes one list of ids. Counting is one
+    sort of (term, document) keys for the whole corpus, which also gives the postings
+    in CSR order.
+    """
     vocab: dict[str, int] = {}
-    rows: list[int] = []
-    cols: list[int] = []
-    counts: list[int] = []
-    lengths = np.zeros(len(texts), dtype=np.int32)
+    memo: dict[str, list[int]] = {}
+    flat: list[int] = []  # term ids, document after document
+    lengths = np.zeros(len(texts), dtype=np.int64)
     for row, text in enumerate(texts):
-        terms = ragline.tokenize(text)
-        lengths[row] = len(terms)
-        tf: dict[int, int] = {}
-        for term in terms:
-            tid = vocab.setdefault(term, len(vocab))
-            tf[tid] = tf.get(tid, 0) + 1
-        rows.extend([row] * len(tf))
-        cols.extend(tf.keys())
-        counts.extend(tf.values())
+        normalised = ragline.normalise(text)
+        start = len(flat)
+        flat.extend(vocab.setdefault(t, len(vocab)) for t in ragline.digit_group_terms(normalised))
+        for word in ragline.split_words(normalised):
+            ids = memo.get(word)
+            if ids is None:
+                ids = memo[word] = [vocab.setdefault(t, len(vocab)) for t in ragline.word_terms(word)]
+            flat.extend(ids)
+        lengths[row] = len(flat) - start
     names = np.array(list(vocab), dtype=str) if vocab else np.array([], dtype="<U1")
     order = np.argsort(names, kind="stable")  # vocabulary sorted, for searchsorted
     remap = np.empty(len(order), dtype=np.int64)
     remap[order] = np.arange(len(order))
-    col = remap[np.asarray(cols, dtype=np.int64)] if cols else np.zeros(0, dtype=np.int64)
-    row = np.asarray(rows, dtype=np.int32)
-    tf_arr = np.asarray(counts, dtype=np.int32)
-    by = np.lexsort((row, col))  # by term, then doc
-    col, row, tf_arr = col[by], row[by], tf_arr[by]
+    n = max(len(texts), 1)
+    keys = remap[np.asarray(flat, dtype=np.int64)] * n + np.repeat(np.arange(len(texts), dtype=np.int64), lengths)
+    keys, tf_arr = np.unique(keys, return_counts=True)  # sorted by term, then doc
+    col, row = keys // n, (keys % n).astype(np.int32)
+    tf_arr = tf_arr.astype(np.int32)
     df = np.bincount(col, minlength=len(names)).astype(np.int32)
     indptr = np.zeros(len(names) + 1, dtype=np.int64)
     np.cumsum(df, out=indptr[1:])
+    lengths = lengths.astype(np.int32)
     avgdl = float(lengths.mean()) if len(texts) else 0.0
     idf_t = idf(len(texts), df)[col]
     weights = term_weight(tf_arr, idf_t, lengths[row], avgdl, k1, b).astype(np.float32)

@@ -54,6 +54,7 @@ MAX_QUESTION = 2_000  # characters of a question read from the command line or s
 RERANK_WEIGHT = 0.5  # lexical overlap's weight against the min-max normalised base score
 HEADING_WEIGHT = 0.5  # a query term in the heading path counts this much on top of the text
 BATCH = 64
+BLOCK = 1 << 15  # chunk rows dense retrieval scores at a time (`dense_top`): BATCH x BLOCK floats at most
 FUSIONS = ("rrf", "score")
 EXACT_WEIGHT = 0.5  # --exact: added to the final score, times the share of the question's identifiers a chunk holds
 EXACT_MAX_DF = 0.05  # an identifier in more than this share of the chunks (or 2, if more) tells them apart no better than a word
@@ -140,7 +141,107 @@ def dense_scores(index: Index, queries: np.ndarray, passages: bool = True) -> np
     return scores
 
 
-def score_fusion(dense: np.ndarray, sparse: np.ndarray, rows: np.ndarray, dense_weight: float) -> np.ndarray:
+class DenseTop:
+    """One query's dense scores as `dense_top` keeps them: the k best rows, the extremes over
+    all rows, and any other row's score computed when asked for (`scores[rows]`), as
+    `dense_scores` would give it. Stands in for that query's row of `dense_scores` in
+    `Searcher` (`score_fusion` reads `min()`, `max()` and `[rows]`)."""
+
+    def __init__(self, views: _DenseViews, query: np.ndarray, rows: np.ndarray, scores: np.ndarray, lo: float, hi: float):
+        self.views, self.query = views, query
+        self.rows, self.scores = rows, scores  # the best rows, best first, and their scores
+        self.lo, self.hi = lo, hi
+        self.known = dict(zip(rows.tolist(), scores.tolist(), strict=True))
+
+    def __len__(self) -> int:
+        return self.views.n
+
+    def min(self) -> float:
+        return self.lo
+
+    def max(self) -> float:
+        return self.hi
+
+    def top(self, k: int) -> np.ndarray:
+        """The k best rows, best first (k at most the k `dense_top` kept)."""
+        if k > len(self.rows) and len(self.rows) < self.views.n:
+            raise ValueError(f"dense_top kept {len(self.rows)} rows, {k} asked for")
+        return self.rows[:k]
+
+    def __getitem__(self, rows: Any) -> Any:
+        if np.ndim(rows) == 0:
+            row = int(rows)
+            return np.float32(self.known[row]) if row in self.known else self.views.scores(self.query[None, :], row, row + 1)[0, 0]
+        rows = np.asarray(rows, dtype=np.int64)
+        out = np.array([self.known.get(r, np.nan) for r in rows.tolist()], dtype=np.float32)
+        for i in np.flatnonzero(np.isnan(out)):
+            out[i] = self.views.scores(self.query[None, :], int(rows[i]), int(rows[i]) + 1)[0, 0]
+        return out
+
+
+class _DenseViews:
+    """An index's chunk vectors and (with `passages`) its passage vectors grouped by chunk row,
+    scored a range of chunk rows at a time."""
+
+    def __init__(self, index: Index, passages: bool):
+        self.vectors = index.vectors
+        self.n = int(index.vectors.shape[0])
+        self.passages = None
+        if passages and index.passages is not None and len(index.passages):
+            rows = np.asarray(index.passage_rows)
+            self.order = np.argsort(rows, kind="stable")  # rag-index writes them in chunk order already
+            self.owners_sorted = rows[self.order]
+            self.passages = index.passages
+
+    def scores(self, queries: np.ndarray, start: int, stop: int) -> np.ndarray:
+        """(queries, stop - start) cosines of chunk rows start..stop-1, each the best of the chunk's own vector
+        and its passages' (as `dense_scores`, one matrix product per range)."""
+        part = np.asarray(self.vectors[start:stop])
+        out = queries @ part.T if len(queries) > 1 else (part @ queries[0])[None, :]
+        if self.passages is not None:
+            a, b = np.searchsorted(self.owners_sorted, [start, stop])
+            if b > a:
+                owners, starts = np.unique(self.owners_sorted[a:b], return_index=True)
+                per_passage = queries @ np.asarray(self.passages)[self.order[a:b]].T
+                best = np.maximum.reduceat(per_passage, starts, axis=1)
+                out[:, owners - start] = np.maximum(out[:, owners - start], best)
+        return out
+
+
+def dense_top(
+    index: Index, queries: np.ndarray, k: int, tiebreak: np.ndarray, passages: bool = True, block: int | None = None
+) -> list[DenseTop]:
+    """Per query, the k best chunks by `dense_scores` (ties by `tiebreak`), and the extremes of its scores,
+    scoring `block` chunk rows at a time (BLOCK by default).
+
+    Each block keeps its own top k by (-score, tiebreak); the global top k is among them,
+    so the result is `topk` over the full score row, without the (queries x chunks) score
+    matrix: peak memory is queries x block floats, whatever the index's size.
+    """
+    views = _DenseViews(index, passages)
+    block = block or BLOCK
+    n, q = views.n, len(queries)
+    kept_rows: list[list[np.ndarray]] = [[] for _ in range(q)]
+    kept_scores: list[list[np.ndarray]] = [[] for _ in range(q)]
+    lo, hi = np.full(q, np.inf), np.full(q, -np.inf)
+    for start in range(0, n, block):
+        stop = min(n, start + block)
+        scores = views.scores(queries, start, stop)
+        lo, hi = np.minimum(lo, scores.min(axis=1)), np.maximum(hi, scores.max(axis=1))
+        for i in range(q):
+            top = topk(scores[i], k, tiebreak[start:stop])
+            kept_rows[i].append(top + start)
+            kept_scores[i].append(scores[i][top])
+    out = []
+    for i in range(q):
+        rows = np.concatenate(kept_rows[i]) if n else np.zeros(0, dtype=np.int64)
+        scores = np.concatenate(kept_scores[i]) if n else np.zeros(0, dtype=np.float32)
+        best = topk(scores, k, tiebreak[rows])
+        out.append(DenseTop(views, queries[i], rows[best], scores[best], float(lo[i]), float(hi[i])))
+    return out
+
+
+def score_fusion(dense: np.ndarray | DenseTop, sparse: np.ndarray, rows: np.ndarray, dense_weight: float) -> np.ndarray:
     """Convex combination of normalised scores for `rows` (Bruch et al., 2023):
 
         fused(d) = w * (cos(q, d) - min cos) / (max cos - min cos) + (1 - w) * BM25(q, d) / max BM25
@@ -311,6 +412,18 @@ def explain_dense(searcher: Searcher, question: str, chunk_id: str) -> dict[str,
 # --------------------------------------------------------------------------- the searcher
 
 
+def _other_weights(embedder: Any, model: str, threads: int, want: str) -> Any:
+    """The model's other file (the shipped int8 one, or the float32 one derived from it) where that is
+    the file the index was built with, else `embedder` unchanged: an index built before the derived
+    file existed is still queried with the vectors it holds."""
+    other = "int8" if getattr(embedder, "weights", "int8") == "fp32" else "fp32"
+    try:
+        candidate = rag_embed.load_embedder(model, threads=threads, weights=other)
+    except StageError:
+        return embedder
+    return candidate if candidate.sha256 == want else embedder
+
+
 class Searcher:
     """Searches one index with one configuration; embeds queries with the index's model."""
 
@@ -329,6 +442,8 @@ class Searcher:
         if self.embedder.name != built:
             raise StageError(f"the index was built with model '{built}', the query model is '{self.embedder.name}'")
         want = index.manifest.get("model_sha256")
+        if want and self.embedder.sha256 and want != self.embedder.sha256:
+            self.embedder = _other_weights(self.embedder, model or built, threads, want)
         if want and self.embedder.sha256 and want != self.embedder.sha256:
             raise StageError(
                 f"the index was built with another {built} file (sha256 {want[:12]}..., this one {self.embedder.sha256[:12]}...)"
@@ -361,7 +476,7 @@ class Searcher:
         """Hits, confidence and timing for a batch of questions."""
         start = time.perf_counter()
         qvecs = rag_embed.embed_texts(self.embedder, questions, True, self.cache)
-        dense_all = dense_scores(self.index, qvecs, self.config.passages)
+        dense_all = dense_top(self.index, qvecs, self.config.candidates, self.tiebreak, self.config.passages)
         share = (time.perf_counter() - start) / max(1, len(questions))
         out = []
         for i, question in enumerate(questions):
@@ -371,14 +486,14 @@ class Searcher:
             out.append(result)
         return out
 
-    def _one(self, question: str, dense: np.ndarray) -> dict[str, Any]:
+    def _one(self, question: str, dense: DenseTop) -> dict[str, Any]:
         cfg, bm25, chunks = self.config, self.index.bm25, self.index.chunks
         terms, ids, weights = query_terms(bm25, question)
         sparse = bm25.scores(ids)
         signals: dict[int, dict[str, Any]] = {}
         lists: dict[str, list[int]] = {}
         if cfg.dense:
-            lists["dense"] = topk(dense, cfg.candidates, self.tiebreak).tolist()
+            lists["dense"] = dense.top(cfg.candidates).tolist()
             for rank, row in enumerate(lists["dense"], 1):
                 signals.setdefault(row, {})["dense"] = {"score": round(float(dense[row]), 6), "rank": rank}
         if cfg.sparse:

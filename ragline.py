@@ -701,31 +701,44 @@ def tokenize(text: str, *, stopwords: bool = True) -> list[str]:
     `nw-4021`, `nw`, `4021`. Digit groups such as `4000 0000 0000 0002` (or
     `4000-0000-0000-0002`) give the joined `4000000000000002` plus each group.
     Plurals fold by `stem`. Stopwords are dropped unless `stopwords=False`.
+    The same as `digit_group_terms` of the normalised text, then `word_terms` of
+    each of its `split_words` (rag_index memoises the second, word by word).
     """
     text = _normalise(text)
-    terms: list[str] = []
-    for match in _DIGIT_GROUPS.finditer(text):
-        terms.append(match.group().replace(" ", ""))
-    for match in _WORD.finditer(text):
-        word = match.group()
-        parts = _PART.findall(word)
-        if len(parts) == 1:
-            if word.isalpha() and "'" not in word and stopwords and word in STOPWORDS:
-                continue
-            terms.append(stem(word))
-            continue
-        if "'" in word and all(p.isalpha() for p in parts):  # contractions: don't, it's
-            if stopwords and word in STOPWORDS:
-                continue
-            parts = [p for p in parts if len(p) > 1]
-            terms.extend(stem(p) for p in parts if not (stopwords and p in STOPWORDS))
-            continue
-        whole = "".join(parts) if re.fullmatch(r"\d+(?:-\d+)+", word) else word  # 4000-0000-... as 40000...
-        terms.append(whole)
-        for p in parts:
-            if not (stopwords and p in STOPWORDS):
-                terms.append(stem(p))
+    terms = digit_group_terms(text)
+    for word in split_words(text):
+        terms.extend(word_terms(word, stopwords))
     return terms
+
+
+def normalise(text: str) -> str:
+    """NFKC, then casefold: the text `tokenize` splits."""
+    return _normalise(text)
+
+
+def split_words(normalised: str) -> list[str]:
+    """The words of a normalised text, in order (as `words`, as strings)."""
+    return _WORD.findall(normalised)
+
+
+def digit_group_terms(normalised: str) -> list[str]:
+    """The joined card-like digit groups of a normalised text: `4000 0000 0000 0002` gives `4000000000000002`."""
+    return [match.group().replace(" ", "") for match in _DIGIT_GROUPS.finditer(normalised)]
+
+
+def word_terms(word: str, stopwords: bool = True) -> list[str]:
+    """The terms one word of a normalised text gives (see `tokenize`); depends on the word alone."""
+    parts = _PART.findall(word)
+    if len(parts) == 1:
+        if word.isalpha() and "'" not in word and stopwords and word in STOPWORDS:
+            return []
+        return [stem(word)]
+    if "'" in word and all(p.isalpha() for p in parts):  # contractions: don't, it's
+        if stopwords and word in STOPWORDS:
+            return []
+        return [stem(p) for p in parts if len(p) > 1 and not (stopwords and p in STOPWORDS)]
+    whole = "".join(parts) if re.fullmatch(r"\d+(?:-\d+)+", word) else word  # 4000-0000-... as 40000...
+    return [whole, *(stem(p) for p in parts if not (stopwords and p in STOPWORDS))]
 
 
 def term_set(text: str) -> set[str]:

@@ -20,6 +20,8 @@ with `sizes(quick)`, `run(sizes)` -> {"figures", "targets", "notes"} and
     bm25     rag_index.build_bm25 / Bm25.scores + topk against bm25s on Zipfian documents
     startup  `rag-chunk --help`, `rag-eval --help` wall time; no onnxruntime at --help
     shard    `parallel --pipe -k -N 200 rag-embed --threads 1` against one process with 2 threads
+    question one question through rag-search and rag-answer against a bare onnxruntime script
+    chunk    rag-chunk's peak RSS on one large markdown file
     serve    rag-serve's /search and /answer under wrk at concurrency 1, 8, 32 against the CLI, a soak, memory
 
 bench/harness.py holds the timing and load helpers, bench/workload.py the inputs.
@@ -46,11 +48,21 @@ ROOT = HERE.parent
 # run as a script: import the stages and the bench package from the checkout, not bench/'s modules as top-level ones
 sys.path[:] = [str(ROOT), *(p for p in sys.path if Path(p or ".").resolve() != HERE)]
 
-from bench import bm25, cache, dense, embed, serve, shard, startup  # noqa: E402
+from bench import bm25, cache, chunk, dense, embed, question, serve, shard, startup  # noqa: E402
 from bench.harness import QUIET, git_state, load_meter, machine  # noqa: E402
 
 SCHEMA = "ragline-bench/1"
-SECTIONS = {"embed": embed, "cache": cache, "dense": dense, "bm25": bm25, "startup": startup, "shard": shard, "serve": serve}
+SECTIONS = {
+    "embed": embed,
+    "cache": cache,
+    "dense": dense,
+    "bm25": bm25,
+    "startup": startup,
+    "shard": shard,
+    "question": question,
+    "chunk": chunk,
+    "serve": serve,
+}
 
 
 def now() -> str:

@@ -30,18 +30,29 @@ def parse(output: bytes | str) -> list[dict]:
     return [orjson.loads(line) for line in data.splitlines() if line.strip()]
 
 
-@pytest.fixture(scope="session")
-def minilm():
-    """The real all-MiniLM-L6-v2 embedder. Missing model: skip locally, fail in CI."""
+def load_minilm(weights: str = "fp32"):
+    """The real all-MiniLM-L6-v2 embedder with these weights. Missing model: skip locally, fail in CI."""
     import rag_embed
     from ragline import StageError
 
     try:
-        return rag_embed.load_embedder("all-MiniLM-L6-v2")
+        embedder = rag_embed.load_embedder("all-MiniLM-L6-v2", weights=weights)
     except StageError as err:
         if os.environ.get("CI"):
             pytest.fail(f"the model must be present in CI ({err}); run 'just model'")
         pytest.skip(f"model not fetched ({err}); run 'just model'")
+    if weights == "fp32" and embedder.model_file.name != "model.fp32.onnx":
+        if os.environ.get("CI"):
+            pytest.fail("the model folder has no derived float32 file; run 'just model'")
+        pytest.skip("the model folder predates the derived float32 file; run 'just model'")
+    return embedder
+
+
+@pytest.fixture(scope="session", params=["fp32", "int8"])
+def minilm(request):
+    """The real all-MiniLM-L6-v2 embedder, once on the derived float32 file (the default) and once on
+    the shipped int8 file: the model tests hold for both."""
+    return load_minilm(request.param)
 
 
 TINY = {

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import math
 import os
+from pathlib import Path
 
 import numpy as np
 import orjson
 import pytest
-from conftest import build_index, jsonl
+from conftest import GDS_WAY, SHARED, build_index, jsonl
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import rag_index
+import ragline
 from rag_index import build_bm25, load, main
 from ragline import StageError
 
@@ -65,6 +69,47 @@ class TestBm25:
             _, ids = ours.term_ids(terms)
             want = ref.get_scores(terms)
             assert np.allclose(ours.scores(ids), want, atol=1e-6), q
+
+
+def reference_bm25(texts: list[str]) -> dict[str, np.ndarray]:
+    """BM25's arrays counted the plain way: ragline.tokenize per document, a dict of term counts, a sort."""
+    counts = [{} for _ in texts]
+    for row, text in enumerate(texts):
+        for term in ragline.tokenize(text):
+            counts[row][term] = counts[row].get(term, 0) + 1
+    terms = sorted({t for c in counts for t in c})
+    postings = sorted((t, row, tf) for row, c in enumerate(counts) for t, tf in c.items())
+    df = np.array([sum(1 for c in counts if t in c) for t in terms], dtype=np.int32)
+    return {
+        "terms": np.array(terms, dtype=str),
+        "df": df,
+        "doc_len": np.array([sum(c.values()) for c in counts], dtype=np.int32),
+        "indptr": np.concatenate([[0], np.cumsum(df)]).astype(np.int64),
+        "docs": np.array([row for _, row, _ in postings], dtype=np.int32),
+        "tf": np.array([tf for _, _, tf in postings], dtype=np.int32),
+    }
+
+
+def assert_same_as_reference(texts: list[str]) -> None:
+    got, want = build_bm25(texts), reference_bm25(texts)
+    for name, array in want.items():
+        assert getattr(got, name).tolist() == array.tolist(), name
+        assert getattr(got, name).dtype.kind == array.dtype.kind, name
+
+
+def test_memoised_build_counts_what_tokenize_gives_on_the_corpora():
+    """The word-by-word memoised build gives the arrays of a plain count over ragline.tokenize,
+    on every handbook the project evaluates on."""
+    roots = [Path(__file__).resolve().parent.parent / "corpus", SHARED, GDS_WAY]
+    texts = [p.read_text(encoding="utf-8") for root in roots if root.is_dir() for p in sorted(root.rglob("*.md"))]
+    assert len(texts) >= 10
+    assert_same_as_reference(texts)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.text(alphabet=st.sampled_from(list("ab AB-./:'_9 4000 ÉéİﬁK½ß\n")) | st.characters(), max_size=60), max_size=6))
+def test_memoised_build_counts_what_tokenize_gives_on_any_text(texts):
+    assert_same_as_reference(texts)
 
 
 class TestWriteLoad:

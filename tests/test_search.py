@@ -342,3 +342,51 @@ def test_exact_lifts_the_chunk_that_holds_the_identifier(tmp_path):
     assert [h["chunk_id"] for h in lifted[1:]] == [h["chunk_id"] for h in plain if h["chunk_id"] != "a#errors"][: len(lifted) - 1]
     gap = lifted[0]["score"] - next(h["score"] for h in plain if h["chunk_id"] == "a#errors")
     assert gap == pytest.approx(rag_search.EXACT_WEIGHT)
+
+
+# --------------------------------------------------------------------------- blocked dense scoring
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    n=st.integers(1, 40),
+    q=st.integers(1, 4),
+    block=st.integers(1, 50),
+    k=st.integers(1, 12),
+    seed=st.integers(0, 2**16),
+    ties=st.booleans(),
+    with_passages=st.booleans(),
+)
+def test_dense_top_equals_topk_over_the_full_score_matrix(n, q, block, k, seed, ties, with_passages):
+    """Block by block, with passages or without, ties included: the same rows in the same order as
+    `topk` over `dense_scores`, the same score for any row asked for, the same extremes. The values
+    are multiples of 1/4 (or 1/64), so every sum is exact in float32 whatever order a kernel adds in."""
+    rng = np.random.default_rng(seed)
+    scale = 4 if ties else 64  # coarse values: many equal scores, and the tiebreak decides
+    vectors = (rng.integers(-scale, scale + 1, (n, 8)) / scale).astype(np.float32)
+    owners = np.sort(rng.integers(0, n, size=2 * n)).astype(np.int32)
+    passages = (rng.integers(-scale, scale + 1, (len(owners), 8)) / scale).astype(np.float32)
+    index = rag_index.Index(None, {}, vectors, [], None, passages if with_passages else None, owners if with_passages else None)
+    queries = (rng.integers(-scale, scale + 1, (q, 8)) / scale).astype(np.float32)
+    tiebreak = rng.permutation(n).astype(np.int64)
+    full = rag_search.dense_scores(index, queries)
+    got = rag_search.dense_top(index, queries, k, tiebreak, block=block)
+    for i in range(q):
+        assert got[i].top(k).tolist() == topk(full[i], k, tiebreak).tolist()
+        assert got[i].min() == full[i].min() and got[i].max() == full[i].max() and len(got[i]) == n
+        assert got[i][np.arange(n)].tolist() == full[i].tolist()
+        assert got[i][n - 1] == full[i][n - 1]
+
+
+def test_searcher_results_do_not_depend_on_the_block(tmp_path, monkeypatch):
+    filler = " ".join(f"Cooking step {i} needs onions and butter." for i in range(20))
+    docs = dict(IDENT_DOCS, k=f"# Kitchen\n\n{filler} The settlement sweep runs nightly at 23:40.\n")
+    index = rag_index.load(build_index(tmp_path, docs, passages=True))
+    questions = ["settlement sweep nightly", "NW-4021 capture", "force with lease", "onions"]
+    for config in (Config(), Config(sparse=False), Config(fusion="rrf"), Config(exact=True)):
+        whole = Searcher(index, config).search(questions)
+        monkeypatch.setattr(rag_search, "BLOCK", 1)
+        blocked = Searcher(index, config).search(questions)
+        monkeypatch.undo()
+        strip = lambda rs: [{k: v for k, v in r.items() if k != "ms"} for r in rs]  # noqa: E731
+        assert strip(blocked) == strip(whole)
