@@ -51,17 +51,21 @@ def test_derivation_is_reproducible_and_pinned(tmp_path):
     assert got["fp32_sha256"] == description["fp32_sha256"]
 
 
-def test_fp32_file_is_checked_against_its_pin(tmp_path):
-    """The derived file is loaded by default and checked against fp32_sha256; weights="int8" loads the
-    source file; a wrong or missing derived file is an error naming the file and how to fetch again."""
-    folder = tmp_path / "mine"
+def fake_folder(folder: Path) -> tuple[Path, dict]:
+    """A MiniLM model folder of stand-in files (no model in them) and the description that pins them."""
     folder.mkdir()
     (folder / "model.onnx").write_bytes(b"source")
     (folder / "model.fp32.onnx").write_bytes(b"derived")
     (folder / "tokenizer.json").write_text("{}")
-    spec = modelstore.KNOWN["all-MiniLM-L6-v2"]
-    description = spec.description(modelstore.sha256_file(folder / "model.onnx"))
+    description = modelstore.KNOWN["all-MiniLM-L6-v2"].description(modelstore.sha256_file(folder / "model.onnx"))
     description["fp32_sha256"] = modelstore.sha256_file(folder / "model.fp32.onnx")
+    return folder, description
+
+
+def test_fp32_file_is_checked_against_its_pin(tmp_path):
+    """The derived file is loaded by default and checked against fp32_sha256; weights="int8" loads the
+    source file; a wrong or missing derived file is an error naming the file and how to fetch again."""
+    folder, description = fake_folder(tmp_path / "mine")
     (folder / modelstore.DESCRIPTION).write_bytes(orjson.dumps(description))
     derived = rag_embed.load_embedder(str(folder))
     source = rag_embed.load_embedder(str(folder), weights="int8")
@@ -133,14 +137,7 @@ def test_an_index_built_on_the_int8_file_is_queried_with_it(tmp_path, monkeypatc
 def test_a_stamped_file_is_not_hashed_and_a_changed_one_is(tmp_path, monkeypatch):
     """A file whose size and mtime match the stamp fetch_model wrote is taken as the pinned one without
     hashing it; rewritten with the same size (another mtime), or with another size, it is hashed and refused."""
-    folder = tmp_path / "stamped"
-    folder.mkdir()
-    (folder / "model.onnx").write_bytes(b"source")
-    (folder / "model.fp32.onnx").write_bytes(b"derived")
-    (folder / "tokenizer.json").write_text("{}")
-    spec = modelstore.KNOWN["all-MiniLM-L6-v2"]
-    description = spec.description(modelstore.sha256_file(folder / "model.onnx"))
-    description["fp32_sha256"] = modelstore.sha256_file(folder / "model.fp32.onnx")
+    folder, description = fake_folder(tmp_path / "stamped")
     description["stamps"] = {f: modelstore.stamp(folder / f) for f in ("model.onnx", "model.fp32.onnx")}
     (folder / modelstore.DESCRIPTION).write_bytes(orjson.dumps(description))
     hashed = []
