@@ -595,12 +595,55 @@ def openai_from_env() -> OpenAIChat:
     return OpenAIChat(url, os.environ.get("RAG_LLM_MODEL") or "default", os.environ.get("RAG_LLM_KEY") or None, timeout)
 
 
-def _features(off: tuple[str, ...]) -> tuple[str, ...]:
+def features_from(off: tuple[str, ...]) -> tuple[str, ...]:
+    """The extractive features left on by --off and RAG_ANSWER_OFF; an unknown name is a usage error."""
     env_off = [f.strip() for f in os.environ.get("RAG_ANSWER_OFF", "").split(",") if f.strip()]
     bad = [f for f in (*off, *env_off) if f not in FEATURES]
     if bad:
         raise click.UsageError(f"unknown feature {bad[0]!r} (features: {', '.join(FEATURES)})")
     return tuple(f for f in FEATURES if f not in off and f not in env_off)
+
+
+def generator_options(f: Any) -> Any:
+    """The answer options (--llm, --off, --threshold, --context as `size`), shared with
+    rag-serve, whose defaults they are there."""
+    options = [
+        click.option(
+            "--llm",
+            type=click.Choice(["extractive", "openai"]),
+            envvar="RAG_LLM",
+            default="extractive",
+            show_default=True,
+            help="The generator. Env: RAG_LLM.",
+        ),
+        click.option(
+            "--off",
+            "off",
+            multiple=True,
+            metavar="FEATURE",
+            help=f"Switch off an extractive feature ({', '.join(FEATURES)}); repeatable. Env: RAG_ANSWER_OFF (comma-separated).",
+        ),
+        click.option(
+            "--threshold",
+            envvar="RAG_ABSTAIN_CONFIDENCE",
+            type=click.FloatRange(0, 1),
+            default=DEFAULT_ABSTAIN,
+            show_default=True,
+            help="The abstain threshold: refuse a question whose confidence is under it (0: never on confidence). Env: RAG_ABSTAIN_CONFIDENCE.",
+        ),
+        click.option(
+            "--context",
+            "size",
+            envvar="RAG_CONTEXT",
+            default=CONTEXT,
+            show_default=True,
+            type=click.IntRange(1, 50),
+            help="Hits sent as context blocks. Env: RAG_CONTEXT.",
+        ),
+    ]
+    for option in reversed(options):
+        f = option(f)
+    return f
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -613,38 +656,7 @@ def _features(off: tuple[str, ...]) -> tuple[str, ...]:
     default=None,
     help="A JSON Lines file of hits records (default: stdin when no QUESTIONS).",
 )
-@click.option(
-    "--llm",
-    type=click.Choice(["extractive", "openai"]),
-    envvar="RAG_LLM",
-    default="extractive",
-    show_default=True,
-    help="The generator. Env: RAG_LLM.",
-)
-@click.option(
-    "--off",
-    "off",
-    multiple=True,
-    metavar="FEATURE",
-    help=f"Switch off an extractive feature ({', '.join(FEATURES)}); repeatable. Env: RAG_ANSWER_OFF (comma-separated).",
-)
-@click.option(
-    "--threshold",
-    envvar="RAG_ABSTAIN_CONFIDENCE",
-    type=click.FloatRange(0, 1),
-    default=DEFAULT_ABSTAIN,
-    show_default=True,
-    help="The abstain threshold: refuse a question whose confidence is under it (0: never on confidence). Env: RAG_ABSTAIN_CONFIDENCE.",
-)
-@click.option(
-    "--context",
-    "size",
-    envvar="RAG_CONTEXT",
-    default=CONTEXT,
-    show_default=True,
-    type=click.IntRange(1, 50),
-    help="Hits sent as context blocks. Env: RAG_CONTEXT.",
-)
+@generator_options
 @click.option(
     "--raw-input", "-R", "raw", is_flag=True, help="Read one plain-text question a line from stdin (or --hits FILE) and search first."
 )
@@ -666,7 +678,7 @@ def main(
     Hits read from stdin were retrieved already: retrieval options on the command line
     are refused then (they would change nothing), and every hit must be a chunk of --index.
     """
-    features = _features(off)
+    features = features_from(off)
     searching = bool(questions) or raw
     if not searching and (given := rag_search.given_on_command_line(RETRIEVAL_OPTIONS)):
         raise click.UsageError(

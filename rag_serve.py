@@ -586,38 +586,7 @@ def serve(app: Any, sock: socket.socket) -> str | None:
     type=click.IntRange(1024, 64 << 20),
     help="The largest request body, in bytes. Env: RAG_SERVE_MAX_BODY.",
 )
-@click.option(
-    "--llm",
-    type=click.Choice(["extractive", "openai"]),
-    envvar="RAG_LLM",
-    default="extractive",
-    show_default=True,
-    help="The generator. Env: RAG_LLM.",
-)
-@click.option(
-    "--off",
-    "off",
-    multiple=True,
-    metavar="FEATURE",
-    help="Switch off an extractive feature; repeatable. Env: RAG_ANSWER_OFF (comma-separated).",
-)
-@click.option(
-    "--threshold",
-    envvar="RAG_ABSTAIN_CONFIDENCE",
-    type=click.FloatRange(0, 1),
-    default=rag_answer.DEFAULT_ABSTAIN,
-    show_default=True,
-    help="The abstain threshold. Env: RAG_ABSTAIN_CONFIDENCE.",
-)
-@click.option(
-    "--context",
-    "size",
-    envvar="RAG_CONTEXT",
-    default=rag_answer.CONTEXT,
-    show_default=True,
-    type=click.IntRange(1, 50),
-    help="Hits sent as context blocks. Env: RAG_CONTEXT.",
-)
+@rag_answer.generator_options
 @click.option("--quiet", "-q", is_flag=True, help="No access log.")
 @ragline.stage_main(STAGE)
 def main(
@@ -645,7 +614,7 @@ def main(
         import uvicorn  # noqa: F401
     except ImportError:
         raise StageError(EXTRA) from None
-    settings = Settings(search, llm, rag_answer._features(off), threshold, size)
+    settings = Settings(search, llm, rag_answer.features_from(off), threshold, size)
     sock = bind(host, port)
     say = lambda message: sys.stderr.write(message + "\n")  # noqa: E731
     live = Live(settings, note=say)
