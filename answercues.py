@@ -6,6 +6,8 @@ A library, not a stage (rag_answer uses it): pure functions over strings.
   number, name, definition), and `cue_match`: how well a quotable piece holds it.
 - `unknown_names`: the names in a question that an index never mentions (Gerrit, a CLA,
   NW-9999), the ground of the answer stage's "the handbook never mentions" refusal.
+- How a quote reads: `plain` (markup out), `LINK_DEFINITION` (never prose), `ANNOUNCES`
+  (a sentence that leads in to the list after it).
 
     >>> question_cue("How long do refunds take?")
     'duration'
@@ -134,3 +136,21 @@ def cue_match(cue: str | None, cand: Any, question: str = "") -> float:
     if cue == "definition":
         return 1.0 if cand.kind == "row" else 0.7 if _DEFINING.search(text) and len(text.split()) >= 6 else 0.0
     return 0.0
+
+
+# --------------------------------------------------------------------------- how a quote reads
+
+ANNOUNCES = re.compile(r"\b(?:the following|as follows|a number of|several|these|include|includes)\b", re.I)  # a list comes
+LINK_DEFINITION = re.compile(r"^ {0,3}\[[^\]\n]+\]:\s*\S")  # a markdown link reference definition
+_LINK = re.compile(r"!?\[([^\]\n]+)\](?:\([^)\s]*(?:\s+\"[^\"]*\")?\)|\[[^\]\n]*\])")
+_STRONG = re.compile(r"(\*\*|__)(?=\S)(.+?)(?<=\S)\1")
+_EMPHASIS = re.compile(r"(?<![\w*\\])([*_])(?=[^\s*_])(.+?)(?<=[^\s*_])\1(?![\w*])")
+
+
+def plain(text: str) -> str:
+    """Prose markup a reader should not see in a quote: `[text](url)` and `[text][ref]` become
+    text, `**strong**`, `*emphasis*` and `_emphasis_` lose their marks. Inline code, and
+    underscores inside words (`snake_case`), stay. Code blocks are not passed here."""
+    text = _LINK.sub(r"\1", text)
+    text = _STRONG.sub(r"\2", text)
+    return _EMPHASIS.sub(r"\2", text)

@@ -283,6 +283,11 @@ def check_config(label: str, actual: dict[str, Any], where: str, whose: str = "t
     raise StageError(f"label '{label}' expects {want}; {whose} {got} ({hint})", where)
 
 
+def rounded(value: float | None) -> float | None:
+    """A number as result files store it: six decimals (None stays None)."""
+    return None if value is None else round(float(value), 6)
+
+
 def metric_values(rows: Iterable[dict[str, Any]], metric: str, kind: str | None = None) -> dict[str, float]:
     """Per-question values of an aggregate metric, by question id, over its population
     (answerable, unanswerable or all questions; of one kind if given); nulls left out."""

@@ -46,12 +46,13 @@ from typing import Any
 import click
 import numpy as np
 
+import progress
 import rag_chunk
 import rag_embed
 import rag_index
 import rag_search
 import ragline
-from answercues import cue_match, question_cue, unknown_names
+from answercues import ANNOUNCES, LINK_DEFINITION, cue_match, plain, question_cue, unknown_names
 from ragline import StageError
 
 STAGE = "rag-answer"
@@ -232,7 +233,7 @@ def candidates(block: ContextBlock, unwrap: bool = True) -> list[Candidate]:
             if not unwrap:
                 out.extend(Candidate(block.n, len(out), line.strip(), "sentence", -1) for line in body.split("\n")[1:] if line.strip())
         else:
-            body = "\n".join(line for line in body.split("\n") if not _LINK_DEFINITION.match(line))  # `[ref]: url` is no prose
+            body = "\n".join(line for line in body.split("\n") if not LINK_DEFINITION.match(line))  # `[ref]: url` is no prose
             pieces = sentences(" ".join(body.split())) if unwrap else [line.strip() for line in body.split("\n")]
             out.extend(Candidate(block.n, len(out), p.lstrip("> ").strip(), "sentence", g) for p in pieces if p.strip())
     return out
@@ -363,22 +364,6 @@ class Extractive:
         return np.array([self._memo[c.text] @ q for c in cands])
 
 
-_ANNOUNCES = re.compile(r"\b(?:the following|as follows|a number of|several|these|include|includes)\b", re.I)  # a list comes
-_LINK_DEFINITION = re.compile(r"^ {0,3}\[[^\]\n]+\]:\s*\S")  # a markdown link reference definition
-_LINK = re.compile(r"!?\[([^\]\n]+)\](?:\([^)\s]*(?:\s+\"[^\"]*\")?\)|\[[^\]\n]*\])")
-_STRONG = re.compile(r"(\*\*|__)(?=\S)(.+?)(?<=\S)\1")
-_EMPHASIS = re.compile(r"(?<![\w*\\])([*_])(?=[^\s*_])(.+?)(?<=[^\s*_])\1(?![\w*])")
-
-
-def plain(text: str) -> str:
-    """Prose markup a reader should not see in a quote: `[text](url)` and `[text][ref]` become
-    text, `**strong**`, `*emphasis*` and `_emphasis_` lose their marks. Inline code, and
-    underscores inside words (`snake_case`), stay. Code blocks are not passed here."""
-    text = _LINK.sub(r"\1", text)
-    text = _STRONG.sub(r"\2", text)
-    return _EMPHASIS.sub(r"\2", text)
-
-
 def continued(chosen: list[Candidate], every: list[Candidate]) -> list[Candidate]:
     """`chosen`, each sentence that leads in to what follows it, followed by that.
 
@@ -397,7 +382,7 @@ def continued(chosen: list[Candidate], every: list[Candidate]) -> list[Candidate
         after = [x for x in every if x.block == c.block and x.position > c.position]
         if not c.text.rstrip().endswith(":"):
             after = [x for x in after if x.group != c.group]  # what follows its paragraph
-            if not (c.kind == "sentence" and after and after[0].kind in ("item", "row") and _ANNOUNCES.search(c.text)):
+            if not (c.kind == "sentence" and after and after[0].kind in ("item", "row") and ANNOUNCES.search(c.text)):
                 continue
         if not after:
             continue
@@ -703,7 +688,7 @@ def main(
         )
     human = sys.stdout.isatty() and not as_json
     if not questions and not human:
-        records = ragline.Progress(STAGE, "questions", lambda: ragline.count_lines([hits_path or "-"])).track(records)
+        records = progress.Progress(STAGE, "questions", lambda: progress.count_lines([hits_path or "-"])).track(records)
     out = sys.stdout.buffer
     for record in answer_records(records, generator, threshold, size, None if searching else index):
         out.write(render(record).encode() if human else ragline.dumps(record))

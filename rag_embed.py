@@ -41,6 +41,7 @@ import click
 import numpy as np
 
 import modelstore
+import progress
 import ragline
 from modelstore import (  # noqa: F401 (re-exported)
     DESCRIPTION,
@@ -638,11 +639,11 @@ def main(
     cache = cache_for(embedder, cache_path)
     field_name = text_field or ("question" if query else "text")
     records = ragline.read_records(inputs, usage="no input: pipe JSON Lines into rag-embed or name a file (see --help)")
-    progress = ragline.Progress(STAGE, total=lambda: ragline.count_lines(inputs), quiet=quiet)
+    meter = progress.Progress(STAGE, total=lambda: progress.count_lines(inputs), quiet=quiet)
     out = sys.stdout.buffer
     count = 0
     embedded = embed_records(records, embedder, text_field=field_name, query=query, headings=headings, passages=passages, cache=cache)
-    for record in progress.track(embedded):
+    for record in meter.track(embedded):
         out.write(ragline.dumps(record))
         count += 1
         if count % 256 == 0:

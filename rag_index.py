@@ -66,6 +66,7 @@ import click
 import numpy as np
 import orjson
 
+import progress
 import rag_embed
 import ragline
 from ragline import StageError
@@ -612,7 +613,7 @@ def main(inputs: tuple[str, ...], out: str, quiet: bool) -> None:
     records = ragline.read_records(
         inputs, usage="no input: pipe embedded chunks into rag-index (rag-chunk DIR | rag-embed | rag-index --out IDX)"
     )
-    chunks, vectors, facts = collect(ragline.Progress(STAGE, "chunks", lambda: ragline.count_lines(inputs), quiet).track(records))
+    chunks, vectors, facts = collect(progress.Progress(STAGE, "chunks", lambda: progress.count_lines(inputs), quiet).track(records))
     gen = write(Path(out), chunks, vectors, facts, notice=lambda message: ragline.note(f"{STAGE}: {message}", quiet))
     if not quiet and sys.stderr.isatty():
         ragline.note(f"{STAGE}: {len(chunks)} chunks, {vectors.shape[1]} dims, model {facts['model']} -> {gen}")

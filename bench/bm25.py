@@ -1,4 +1,4 @@
-"""bm25: rag_index.build_bm25 / Bm25.scores + rag_search.topk against bm25s on Zipfian documents.
+"""bm25: rag_index.build_bm25 / Bm25.scores + ranking.topk against bm25s on Zipfian documents.
 
 bm25s runs as lucene, k1 1.2, b 0.75, over the same tokens (ragline.tokenize), so
 scores agree and ids differ only among equal scores.
@@ -48,14 +48,14 @@ def agreement(index: Any, retriever: Any, query_tokens: list[list[str]], rag_res
 def query_runs(index: Any, retriever: Any, query_tokens: list[list[str]], runs: int) -> tuple[list[float], list[float], Any, Any]:
     """(ragline's seconds, bm25s's seconds, ragline's last (top, scores) per query, bm25s's last results): every query
     `runs` times, the two sides interleaved; bm25s only where there is a retriever."""
-    import rag_search
+    import ranking
 
     tiebreak = np.arange(len(index.doc_len), dtype=np.int64)
 
     def rag_query(tokens: list[str]) -> tuple[np.ndarray, np.ndarray]:
         _, ids = index.term_ids(tokens)
         scores = index.scores(ids)
-        top = rag_search.topk(scores, K, tiebreak)
+        top = ranking.topk(scores, K, tiebreak)
         return top, scores[top]
 
     rag_q: list[float] = []
@@ -73,7 +73,7 @@ def query_runs(index: Any, retriever: Any, query_tokens: list[list[str]], runs: 
 
 
 def run(sizes: dict[str, Any]) -> dict[str, Any]:
-    """rag_index.build_bm25 + Bm25.scores + rag_search.topk against bm25s (lucene, k1 1.2, b 0.75)."""
+    """rag_index.build_bm25 + Bm25.scores + ranking.topk against bm25s (lucene, k1 1.2, b 0.75)."""
     import rag_index
     import ragline
 

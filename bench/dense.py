@@ -1,9 +1,9 @@
-"""dense: rag_search.dense_top (blocked scoring) against faiss IndexFlatIP over synthetic unit vectors.
+"""dense: ranking.dense_top (blocked scoring) against faiss IndexFlatIP over synthetic unit vectors.
 
 Latency of one query, throughput of batches of 64, top-10 equality with the rag
 path, and the peak RSS of a fresh process that memory-maps the vectors (each
 engine runs in its own `bench/run.py --worker dense` process); also the full
-score matrix (`vectors @ q` + rag_search.topk, the path before blocked scoring),
+score matrix (`vectors @ q` + ranking.topk, the path before blocked scoring),
 float16 storage with its recall@10, and the rag path alone on a larger matrix
 (`dense_big`, 4M rows by default): how far one machine goes.
 """
@@ -52,7 +52,7 @@ def sizes(quick: bool) -> dict[str, Any]:
 def searchers(engine: str, vectors_path: str) -> tuple[int, str | None, Any, Any]:
     """(rows, dtype, one query -> top ids, matrix of queries -> top ids per query) of one engine."""
     import rag_index
-    import rag_search
+    import ranking
 
     vectors = np.load(vectors_path, mmap_mode="r")
     if engine.startswith("faiss"):
@@ -71,17 +71,17 @@ def searchers(engine: str, vectors_path: str) -> tuple[int, str | None, Any, Any
 
         def many(m: np.ndarray) -> list[np.ndarray]:
             scores = m @ np.asarray(vectors).T  # one matmul per batch
-            return [rag_search.topk(scores[i], K, tiebreak) for i in range(len(m))]
+            return [ranking.topk(scores[i], K, tiebreak) for i in range(len(m))]
 
-        return n, str(vectors.dtype), lambda v: rag_search.topk(np.asarray(vectors) @ v, K, tiebreak), many
-    # "rag" (float32) or "float16": rag_search.dense_top as Searcher.search calls it, a block of rows at a time
+        return n, str(vectors.dtype), lambda v: ranking.topk(np.asarray(vectors) @ v, K, tiebreak), many
+    # "rag" (float32) or "float16": ranking.dense_top as Searcher.search calls it, a block of rows at a time
     index = rag_index.Index(Path(vectors_path), {}, vectors, [], None)  # type: ignore[arg-type]
-    block = rag_search.BLOCK if vectors.dtype == np.float32 else 1 << 13  # float16 is widened a block at a time
+    block = ranking.BLOCK if vectors.dtype == np.float32 else 1 << 13  # float16 is widened a block at a time
     return (
         n,
         str(vectors.dtype),
-        lambda v: rag_search.dense_top(index, v[None, :], K, tiebreak, block=block)[0].top(K),
-        lambda m: [d.top(K) for d in rag_search.dense_top(index, m, K, tiebreak, block=block)],
+        lambda v: ranking.dense_top(index, v[None, :], K, tiebreak, block=block)[0].top(K),
+        lambda m: [d.top(K) for d in ranking.dense_top(index, m, K, tiebreak, block=block)],
     )
 
 
@@ -210,7 +210,7 @@ def run(sizes: dict[str, Any]) -> dict[str, Any]:
                     row[f"batch_speed_rag_over_{engine}"] = round(rag["batch64_qps"] / runs[engine]["batch64_qps"], 3)
             row["load_digest_s"] = round(timed(lambda vpath=vpath: rag_index.file_digest(vpath))[0], 3)
             fig[str(n)] = row
-            why = "rag_search.dense_top, blocked"
+            why = "ranking.dense_top, blocked"
             targets.append(
                 target(
                     "dense", f"peak RSS / matrix size, {n:,} rows (rag path)", rag["rss_peak"] / rag["matrix_bytes"], "<=", 1.1, "x", why
@@ -220,8 +220,8 @@ def run(sizes: dict[str, Any]) -> dict[str, Any]:
                 p.unlink()
         fig["big"] = big_matrix(Path(tmp), sizes)
     notes.append(
-        "rag = rag_search.dense_top as Searcher.search runs it: scores 32,768 rows at a time and keeps each block's top 10 "
-        "(the same result as rag_search.topk over all rows); full = the whole score matrix then rag_search.topk (the path "
+        "rag = ranking.dense_top as Searcher.search runs it: scores 32,768 rows at a time and keeps each block's top 10 "
+        "(the same result as ranking.topk over all rows); full = the whole score matrix then ranking.topk (the path "
         "before); float16 = dense_top over a float16 copy of the matrix (half the bytes), widened "
         "8,192 rows at a time; faiss = IndexFlatIP with its defaults (OpenMP over all cores); "
         "faiss-fp16 = IndexScalarQuantizer QT_fp16 (float16 storage, faiss's kernel). RSS is VmHWM, the whole process's "

@@ -3,7 +3,7 @@
     python3 scripts/mutate.py           # results/mutation.json (then `just readme` renders its table)
     python3 scripts/mutate.py --keep    # also leave the temporary copy, to `mutmut show NAME` in it
 
-Scope: all of irmetrics.py; in rag_search.py `topk`, `rrf`, `score_fusion` and
+Scope: all of irmetrics.py; in ranking.py `topk`, `rrf`, `score_fusion` and
 `dense_scores`; in rag_answer.py `check_citations`, `escape_markers` and the `CITATION`
 pattern. mutmut generates mutants for every function of those files; only the scoped
 functions' mutants are run and counted (`mutmut run` with their names).
@@ -41,7 +41,7 @@ import mutation_report
 ROOT = Path(__file__).resolve().parent.parent
 SCOPE: dict[str, tuple[str, ...] | None] = {  # file -> functions (None: the whole module)
     "irmetrics.py": None,
-    "rag_search.py": ("topk", "rrf", "score_fusion", "dense_scores"),
+    "ranking.py": ("topk", "rrf", "score_fusion", "dense_scores"),
     "rag_answer.py": ("check_citations", "escape_markers"),
 }
 CONSTANTS = {"rag_answer.py": ("CITATION",)}  # module-level names, mutated outside mutmut

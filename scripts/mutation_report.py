@@ -151,20 +151,41 @@ LEFT: dict[tuple[str, str], tuple[str, str]] = {
         "differs only for a step whose rounding error is exactly 1e-9, the edge of a rounding tolerance",
     ),
     (
-        "rag_search.py:dense_scores",
+        "ranking.py:dense_scores",
         "scores = queries @ vectors.T if len(queries) > 1 else (vectors @ queries[0])[None, :]  ->  scores = queries @ vectors.T if (len(queries) > 1) or True else (vectors @ queries[0])[None, :]",
     ): (
         "equivalent",
         "one query takes a matrix-vector product for speed; the matrix product gives the same cosines (bit for bit with numpy's BLAS here)",
     ),
     (
-        "rag_search.py:dense_scores",
+        "ranking.py:dense_scores",
         "scores = queries @ vectors.T if len(queries) > 1 else (vectors @ queries[0])[None, :]  ->  scores = queries @ vectors.T if len(queries) >= 1 else (vectors @ queries[0])[None, :]",
     ): (
         "equivalent",
         "one query takes a matrix-vector product for speed; the matrix product gives the same cosines (bit for bit with numpy's BLAS here)",
     ),
-    ("rag_search.py:topk", "if k < n:  ->  if k <= n:"): (
+    (
+        "ranking.py:dense_scores",
+        'order = np.argsort(rows, kind="stable")  # rag-index writes them in chunk order already: a no-op then  ->  order = np.argsort(rows, kind=None)  # rag-index writes them in chunk order already: a no-op then',
+    ): (
+        "equivalent",
+        "a chunk's dense score is the max over its own passages, which no order among them changes; the sort only groups them by chunk (numpy reads the kind case-insensitively)",
+    ),
+    (
+        "ranking.py:dense_scores",
+        'order = np.argsort(rows, kind="stable")  # rag-index writes them in chunk order already: a no-op then  ->  order = np.argsort(rows, )  # rag-index writes them in chunk order already: a no-op then',
+    ): (
+        "equivalent",
+        "a chunk's dense score is the max over its own passages, which no order among them changes; the sort only groups them by chunk (numpy reads the kind case-insensitively)",
+    ),
+    (
+        "ranking.py:dense_scores",
+        'order = np.argsort(rows, kind="stable")  # rag-index writes them in chunk order already: a no-op then  ->  order = np.argsort(rows, kind="STABLE")  # rag-index writes them in chunk order already: a no-op then',
+    ): (
+        "equivalent",
+        "a chunk's dense score is the max over its own passages, which no order among them changes; the sort only groups them by chunk (numpy reads the kind case-insensitively)",
+    ),
+    ("ranking.py:topk", "if k < n:  ->  if k <= n:"): (
         "equivalent",
         "with k = n the k-th best score is the lowest, so every row survives, as in the other branch",
     ),

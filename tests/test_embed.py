@@ -11,8 +11,8 @@ import pytest
 from conftest import jsonl, parse
 
 import modelstore
+import progress
 import rag_embed
-import ragline
 from rag_embed import HashEmbedder, embed_records, main
 from ragline import Line, StageError
 
@@ -333,25 +333,27 @@ class TestProgress:
     def test_a_known_total_shows_share_rate_and_time_left(self):
         now = [0.0]
         stream = self.Terminal()
-        progress = ragline.Progress("rag-embed", total=lambda: 200, stream=stream, clock=lambda: now[0], piped=False)
-        progress.update(10)  # the rate counts from the first item, not from start-up
+        meter = progress.Progress("rag-embed", total=lambda: 200, stream=stream, clock=lambda: now[0], piped=False)
+        meter.update(10)  # the rate counts from the first item, not from start-up
         now[0] = 4.0
-        progress.update(40)
+        meter.update(40)
         assert stream.text.endswith("rag-embed: 50/200 records  25% (12/s, 0:12 left)")
-        progress.done()
+        meter.done()
         assert stream.text.endswith("left)\n")
 
     def test_an_unknown_total_shows_the_count_and_nothing_off_a_terminal(self):
         now = [0.0]
         stream = self.Terminal()
-        progress = ragline.Progress("rag-index", unit="chunks", stream=stream, clock=lambda: now[0], piped=False)
-        progress.update(500)
+        meter = progress.Progress("rag-index", unit="chunks", stream=stream, clock=lambda: now[0], piped=False)
+        meter.update(500)
         now[0] = 2.0
-        progress.update(500)
+        meter.update(500)
         assert stream.text.endswith("rag-index: 1,000 chunks (500/s)")
         counted = []
-        quiet = ragline.Progress("rag-index", stream=stream, quiet=True, clock=lambda: now[0], piped=False, total=lambda: counted.append(1))
-        piped = ragline.Progress("rag-index", stream=stream, clock=lambda: now[0], piped=True)  # a stage with a stage after it
+        quiet = progress.Progress(
+            "rag-index", stream=stream, quiet=True, clock=lambda: now[0], piped=False, total=lambda: counted.append(1)
+        )
+        piped = progress.Progress("rag-index", stream=stream, clock=lambda: now[0], piped=True)  # a stage with a stage after it
         before = stream.text
         now[0] = 4.0
         for silent in (quiet, piped):
@@ -362,7 +364,7 @@ class TestProgress:
     def test_a_failure_ends_the_line_before_its_error(self):
         now = [0.0]
         stream = self.Terminal()
-        progress = ragline.Progress("rag-embed", stream=stream, clock=lambda: now[0], piped=False)
+        meter = progress.Progress("rag-embed", stream=stream, clock=lambda: now[0], piped=False)
 
         def records():
             yield 1
@@ -371,7 +373,7 @@ class TestProgress:
             raise StageError("x.jsonl:3: not valid JSON")
 
         with pytest.raises(StageError):
-            for _ in progress.track(records()):
+            for _ in meter.track(records()):
                 pass
         assert stream.text.endswith("rag-embed: 2 records (2/s)\n")
 
@@ -381,7 +383,7 @@ class TestProgress:
 
         fifo = tmp_path / "fifo"
         os.mkfifo(fifo)
-        assert ragline.count_lines([str(fifo)]) is None  # returns at once: opening a FIFO with no writer would block
+        assert progress.count_lines([str(fifo)]) is None  # returns at once: opening a FIFO with no writer would block
         plain = tmp_path / "a.jsonl"
         plain.write_text('{"a": 1}\n\n{"a": 2}\n')
-        assert ragline.count_lines([str(plain)]) == 2 and ragline.count_lines([str(plain), "-"]) is None
+        assert progress.count_lines([str(plain)]) == 2 and progress.count_lines([str(plain), "-"]) is None

@@ -27,6 +27,7 @@ from evalfixtures import (
     write_jsonl,
 )
 
+import abstain
 import evalruns
 import evaltables
 import rag_chunk
@@ -357,7 +358,7 @@ class TestScore:
 class TestSweep:
     def test_one_corpus_by_hand(self):
         # answerable a1 0.6, a2 0.8; unanswerable u1 0.2, u2 0.4; with two answerable, none may be refused.
-        out = rag_eval.sweep([corpus_run("g", {"a1": 0.6, "a2": 0.8, "u1": 0.2, "u2": 0.4})])
+        out = abstain.sweep([corpus_run("g", {"a1": 0.6, "a2": 0.8, "u1": 0.2, "u2": 0.4})])
         # t in (0.4, 0.6] refuses both unanswerable and no answerable: 0.41 ... 0.60 -> 0.50
         assert out["chosen"] == {"threshold": 0.5, "refused_when_unanswerable": 1.0, "refused_when_answerable": 0.0, "answer_ok": 1.0}
         (corpus,) = out["corpora"]
@@ -368,8 +369,8 @@ class TestSweep:
         assert out["curve"][41]["refused_when_unanswerable"] == 1.0 and out["curve"][61]["refused_when_answerable"] == 0.5
 
     def test_one_threshold_for_all_corpora_and_leave_one_corpus_out(self):
-        out = rag_eval.sweep([corpus_run("B", CORPUS_B), corpus_run("A", CORPUS_A)])
-        assert out == rag_eval.sweep([corpus_run("A", CORPUS_A), corpus_run("B", CORPUS_B)])  # corpora in one order
+        out = abstain.sweep([corpus_run("B", CORPUS_B), corpus_run("A", CORPUS_A)])
+        assert out == abstain.sweep([corpus_run("A", CORPUS_A), corpus_run("B", CORPUS_B)])  # corpora in one order
         a, b = out["corpora"]
         # the budget holds on each corpus: B's 0.3 must stand, so t in (0.25, 0.3] -> 0.28 (pooled it would be 0.55)
         assert out["chosen"]["threshold"] == 0.28
@@ -400,16 +401,16 @@ class TestSweep:
     def test_one_run_one_result_per_corpus(self):
         a, b = corpus_run("A", CORPUS_A), corpus_run("B", CORPUS_B)
         with pytest.raises(StageError, match="a sweep takes one run's results, one per corpus"):
-            rag_eval.sweep([a, a])
+            abstain.sweep([a, a])
         with pytest.raises(StageError, match="a sweep takes one run's results, one per corpus"):
-            rag_eval.sweep([a, (b[0], b[1] | {"label": "rrf"})])
+            abstain.sweep([a, (b[0], b[1] | {"label": "rrf"})])
         with pytest.raises(StageError, match=r"^A.yaml: sweep a run made with --threshold 0 \(the threshold-0 run\)"):
-            rag_eval.sweep([(a[0], a[1] | {"actual": {"threshold": 0.3}}), b])
+            abstain.sweep([(a[0], a[1] | {"actual": {"threshold": 0.3}}), b])
 
     def test_the_answer_stages_own_refusals_count_at_every_threshold(self):
         golden, result = corpus_run("g", {"a1": 0.6, "a2": 0.8, "u1": 0.2, "u2": 0.9})
         result["questions"][3] |= {"refused": True}  # u2: refused by the answer stage (a name the handbook never mentions)
-        out = rag_eval.sweep([(golden, result)])
+        out = abstain.sweep([(golden, result)])
         assert out["curve"][0]["refused_when_unanswerable"] == 0.5  # at t = 0 already
         # t in (0.2, 0.6] refuses u1 by confidence, u2 stays refused: both, no answerable one -> 0.40
         assert out["chosen"] == {"threshold": 0.4, "refused_when_unanswerable": 1.0, "refused_when_answerable": 0.0, "answer_ok": 1.0}
@@ -418,7 +419,7 @@ class TestSweep:
         result = score(golden, perfect_run(threshold=0.0), label="threshold-0", resamples=10)
         other = parse_golden(GOLDEN + "\n", "other.yaml")
         with pytest.raises(StageError, match="scored against another golden file than other.yaml"):
-            rag_eval.sweep([(other, result)])
+            abstain.sweep([(other, result)])
 
 
 # --------------------------------------------------------------------------- the commands end to end

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 import rag_embed
 import rag_index
 import rag_search
+import ranking
 from rag_search import Config, Searcher, main, rrf, topk
 from ragline import StageError
 
@@ -245,10 +246,10 @@ def test_score_fusion_by_hand():
     dense = np.array([0.2, 0.6, 1.0, -0.2])  # min -0.2, max 1.0
     sparse = np.array([0.0, 4.0, 2.0, 8.0])  # max 8
     rows = np.array([1, 2, 3])
-    got = rag_search.score_fusion(dense, sparse, rows, 0.75)
+    got = ranking.score_fusion(dense, sparse, rows, 0.75)
     assert got.tolist() == pytest.approx([0.75 * 0.8 / 1.2 + 0.25 * 0.5, 0.75 * 1.0 + 0.25 * 0.25, 0.75 * 0.0 + 0.25 * 1.0])
     # a retriever with nothing to say (no query term in the corpus) adds nothing
-    assert rag_search.score_fusion(dense, np.zeros(4), rows, 0.5).tolist() == pytest.approx([0.5 * 0.8 / 1.2, 0.5, 0.0])
+    assert ranking.score_fusion(dense, np.zeros(4), rows, 0.5).tolist() == pytest.approx([0.5 * 0.8 / 1.2, 0.5, 0.0])
 
 
 def test_score_fusion_ranks_by_the_weighted_scores(tmp_path):
@@ -275,8 +276,8 @@ def test_a_chunk_scores_its_best_passage(tmp_path):
     index = rag_index.load(build_index(tmp_path, docs, passages=True))
     assert index.passages is not None and len(index.passages) >= 2
     q = rag_embed.load_embedder("hash").embed(["settlement sweep nightly"], query=True)
-    with_p = rag_search.dense_scores(index, q, passages=True)[0]
-    without = rag_search.dense_scores(index, q, passages=False)[0]
+    with_p = ranking.dense_scores(index, q, passages=True)[0]
+    without = ranking.dense_scores(index, q, passages=False)[0]
     best = max(float(index.passages[i] @ q[0]) for i in np.flatnonzero(index.passage_rows == 0))
     assert with_p[0] == pytest.approx(max(without[0], best)) and best > without[0]
     assert with_p[1] == pytest.approx(without[1])  # no passages of its own: its own vector
@@ -298,9 +299,9 @@ def test_topk_of_nothing_is_an_empty_index_array():
 def test_score_fusion_with_flat_dense_scores_or_small_bm25():
     rows = np.array([0, 1, 2])
     # dense scores all equal (nothing to tell the chunks apart): dense adds 0, not NaN
-    assert rag_search.score_fusion(np.full(3, 0.4), np.array([0.0, 1.0, 2.0]), rows, 0.5).tolist() == [0.0, 0.25, 0.5]
+    assert ranking.score_fusion(np.full(3, 0.4), np.array([0.0, 1.0, 2.0]), rows, 0.5).tolist() == [0.0, 0.25, 0.5]
     # BM25 is scaled by its best score whatever its size, below 1 too
-    got = rag_search.score_fusion(np.array([0.0, 0.5, 1.0]), np.array([0.1, 0.2, 0.4]), rows, 0.5)
+    got = ranking.score_fusion(np.array([0.0, 0.5, 1.0]), np.array([0.1, 0.2, 0.4]), rows, 0.5)
     assert got.tolist() == pytest.approx([0.125, 0.5, 1.0])
 
 
@@ -309,9 +310,9 @@ def test_dense_scores_use_passages_by_default(tmp_path):
     docs = {"a": f"# Kitchen\n\n{filler} The settlement sweep runs nightly at 23:40.\n", "b": "# Other\n\nNothing about it at all here.\n"}
     index = rag_index.load(build_index(tmp_path, docs, passages=True))
     q = rag_embed.load_embedder("hash").embed(["settlement sweep nightly"], query=True)
-    default = rag_search.dense_scores(index, q)
-    assert default.tolist() == rag_search.dense_scores(index, q, passages=True).tolist()
-    assert default[0, 0] > rag_search.dense_scores(index, q, passages=False)[0, 0]
+    default = ranking.dense_scores(index, q)
+    assert default.tolist() == ranking.dense_scores(index, q, passages=True).tolist()
+    assert default[0, 0] > ranking.dense_scores(index, q, passages=False)[0, 0]
 
 
 # --------------------------------------------------------------------------- exact identifiers
@@ -369,8 +370,8 @@ def test_dense_top_equals_topk_over_the_full_score_matrix(n, q, block, k, seed, 
     index = rag_index.Index(None, {}, vectors, [], None, passages if with_passages else None, owners if with_passages else None)
     queries = (rng.integers(-scale, scale + 1, (q, 8)) / scale).astype(np.float32)
     tiebreak = rng.permutation(n).astype(np.int64)
-    full = rag_search.dense_scores(index, queries)
-    got = rag_search.dense_top(index, queries, k, tiebreak, block=block)
+    full = ranking.dense_scores(index, queries)
+    got = ranking.dense_top(index, queries, k, tiebreak, block=block)
     for i in range(q):
         assert got[i].top(k).tolist() == topk(full[i], k, tiebreak).tolist()
         assert got[i].min() == full[i].min() and got[i].max() == full[i].max() and len(got[i]) == n
@@ -385,7 +386,7 @@ def test_searcher_results_do_not_depend_on_the_block(tmp_path, monkeypatch):
     questions = ["settlement sweep nightly", "NW-4021 capture", "force with lease", "onions"]
     for config in (Config(), Config(sparse=False), Config(fusion="rrf"), Config(exact=True)):
         whole = Searcher(index, config).search(questions)
-        monkeypatch.setattr(rag_search, "BLOCK", 1)
+        monkeypatch.setattr(ranking, "BLOCK", 1)
         blocked = Searcher(index, config).search(questions)
         monkeypatch.undo()
         strip = lambda rs: [{k: v for k, v in r.items() if k != "ms"} for r in rs]  # noqa: E731
