@@ -12,9 +12,7 @@ arguments, and writes each query back with:
                 rank, the fused score (`fused`, or `rrf`) and the lexical overlap
     confidence  the abstain signal in [0, 1] (see `blend`)
     confidence_parts  its parts: best, coverage (BM25 statistics), dense (best cosine)
-    retrieval   the configuration that ran (model, index, embed_headings, embed_long,
-                window, dense, sparse, rerank, k, rrf_k, candidates, fusion,
-                dense_weight, passages)
+    retrieval   the configuration that ran and the index it ran on (`Searcher.retrieval`)
     ms          time spent on this query, its share of the batch's embedding included
     explain     with --explain CHUNK_ID: per-term BM25 contributions for that chunk
 
@@ -287,6 +285,8 @@ class Searcher:
         self.tiebreak[order] = np.arange(len(ids))
 
     def retrieval(self) -> dict[str, Any]:
+        """The record's `retrieval`: model, index path and its corpus digest, how it was embedded and
+        chunked, and every Config field (passages: asked for, and the index embedded with them)."""
         m = self.index.manifest
         return (
             {
@@ -295,10 +295,9 @@ class Searcher:
                 "embed_headings": m.get("embed_headings"),
                 "embed_long": m.get("embed_long"),
                 "window": m.get("chunking", {}).get("window"),
-                "corpus_digest": m.get("corpus_digest"),  # which chunks these hits are: rag-answer and rag-eval check it
+                "corpus_digest": m.get("corpus_digest"),  # rag-answer and rag-eval check which chunks these hits are
             }
             | asdict(self.config)
-            # passages in use: asked for, and the index embedded with them (even if no chunk was long enough to get any)
             | {"passages": self.config.passages and bool(m.get("embed_passages") or m.get("counts", {}).get("passages"))}
         )
 
