@@ -7,6 +7,7 @@ is drawn unless stderr is a terminal and stdout is not a pipe (`Progress`).
 from __future__ import annotations
 
 import os
+import stat
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -83,8 +84,6 @@ class Progress:
 
 def stdout_is_pipe() -> bool:
     """Whether standard output is a pipe (the next stage reads it)."""
-    import stat
-
     try:
         return stat.S_ISFIFO(os.fstat(sys.stdout.fileno()).st_mode)
     except (OSError, ValueError, AttributeError):
@@ -99,8 +98,6 @@ def _clock(seconds: float) -> str:
 def count_lines(paths: Iterable[str]) -> int | None:
     """Non-blank lines in the named files (a progress total); None when one is stdin or not
     a regular file (a pipe, `<(...)`: reading it would consume what the stage must read)."""
-    import stat
-
     total = 0
     for path in list(paths) or ["-"]:
         try:

@@ -33,10 +33,10 @@ def chunk_records() -> list[dict[str, Any]]:
 def workload(n: int) -> list[dict[str, Any]]:
     """n realistic chunk records: the real chunks, then copies with their sentences rotated.
 
-    Copy c of a chunk rotates its sentences (rag_answer.split_sentences) by c, so texts
+    Copy c of a chunk rotates its sentences (citations.split_sentences) by c, so texts
     differ but keep their length and vocabulary, and ends with " (rev c)". Ids are `<id>~c`.
     """
-    import rag_answer
+    import citations
 
     base = chunk_records()
     out: list[dict[str, Any]] = []
@@ -47,7 +47,7 @@ def workload(n: int) -> list[dict[str, Any]]:
                 break
             text = record["text"]
             if copy:
-                parts = rag_answer.split_sentences(text) or [text]
+                parts = citations.split_sentences(text) or [text]
                 shift = copy % len(parts)
                 text = " ".join(parts[shift:] + parts[:shift]) + f" (rev {copy})"
             out.append({"id": f"{record['id']}~{copy}", "headings": record.get("headings") or [], "text": text})

@@ -4,7 +4,7 @@
     python3 scripts/mutate.py --keep    # also leave the temporary copy, to `mutmut show NAME` in it
 
 Scope: all of irmetrics.py; in ranking.py `topk`, `rrf`, `score_fusion` and
-`dense_scores`; in rag_answer.py `check_citations`, `escape_markers` and the `CITATION`
+`dense_scores`; in citations.py `check_citations`, `escape_markers` and the `CITATION`
 pattern. mutmut generates mutants for every function of those files; only the scoped
 functions' mutants are run and counted (`mutmut run` with their names).
 
@@ -42,11 +42,11 @@ ROOT = Path(__file__).resolve().parent.parent
 SCOPE: dict[str, tuple[str, ...] | None] = {  # file -> functions (None: the whole module)
     "irmetrics.py": None,
     "ranking.py": ("topk", "rrf", "score_fusion", "dense_scores"),
-    "rag_answer.py": ("check_citations", "escape_markers"),
+    "citations.py": ("check_citations", "escape_markers"),
 }
-CONSTANTS = {"rag_answer.py": ("CITATION",)}  # module-level names, mutated outside mutmut
+CONSTANTS = {"citations.py": ("CITATION",)}  # module-level names, mutated outside mutmut
 TESTS = ["tests/test_irmetrics.py", "tests/test_search.py", "tests/test_answer.py"]
-CONSTANT_TESTS = {"rag_answer.py": ["tests/test_answer.py"]}
+CONSTANT_TESTS = {"citations.py": ["tests/test_answer.py"]}
 PYTEST_ARGS = [
     "-m",
     "not model and not slow",

@@ -11,11 +11,13 @@ import pytest
 from conftest import build_index, jsonl, parse
 
 import answercues
+import citations
 import rag_answer
 import rag_index
 import rag_search
 from answercues import cue_match
-from rag_answer import REFUSAL, ContextBlock, Extractive, OpenAIChat, answer, candidates, check_citations, main, question_cue
+from citations import check_citations
+from rag_answer import REFUSAL, ContextBlock, Extractive, OpenAIChat, answer, candidates, main, question_cue
 from ragline import StageError
 
 
@@ -62,11 +64,11 @@ class TestCandidates:
 
 
 def test_abbreviations_do_not_end_sentences():
-    assert rag_answer.sentences("Err on the side of small vs. CLs that are too large. Next one.") == [
+    assert citations.sentences("Err on the side of small vs. CLs that are too large. Next one.") == [
         "Err on the side of small vs. CLs that are too large.",
         "Next one.",
     ]
-    assert rag_answer.sentences("Use a tool, e.g. Gerrit. Then stop.") == ["Use a tool, e.g. Gerrit.", "Then stop."]
+    assert citations.sentences("Use a tool, e.g. Gerrit. Then stop.") == ["Use a tool, e.g. Gerrit.", "Then stop."]
 
 
 class TestCitationCheck:
@@ -124,7 +126,7 @@ class TestExtractive:
         out = answer(rec, Extractive(features=("unwrap", "idf", "headings", "cue")), threshold=0.3)
         assert not out["refused"]
         assert "23:40" in out["answer"]
-        assert all(rag_answer.CITATION.search(s) for s in rag_answer.split_sentences(out["answer"]))
+        assert all(citations.CITATION.search(s) for s in citations.split_sentences(out["answer"]))
         assert out["citations"][0]["chunk_id"] == "s#sweep"
 
     def test_low_confidence_refuses(self):

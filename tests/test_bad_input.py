@@ -41,6 +41,7 @@ from hypothesis import strategies as st
 from stagecli import ROOT, check, command, copy_workspace, shared_workspace, snapshot, stage_env
 from stagecli import run as run_stage
 
+import citations
 import rag_answer
 import rag_chunk
 import ragline
@@ -318,7 +319,7 @@ def hostile(tmp_path_factory) -> Path:
 def cited_only_what_was_sent(record: dict, sent: int) -> list[int]:
     """Every marker in the answer and every citation names a block 1..sent, and the block it names."""
     hits = record["hits"][:sent]
-    markers = [int(m) for m in rag_answer.CITATION.findall(record["answer"])]
+    markers = [int(m) for m in citations.CITATION.findall(record["answer"])]
     assert all(1 <= n <= len(hits) for n in markers), record["answer"]
     for c in record["citations"]:
         assert 1 <= c["n"] <= len(hits) and c["chunk_id"] == hits[c["n"] - 1]["chunk_id"]
@@ -360,7 +361,7 @@ def test_hostile_markers_reach_the_llm_inert():
     block = rag_answer.ContextBlock(1, {"chunk_id": "refunds#refund-window", "text": HOSTILE, "headings": ["Refunds"]})
     user = rag_answer.OpenAIChat(url="http://127.0.0.1:9/v1").prompt(ASK, [block])[1]["content"]
     assert "\\[7]" in user and "\\[9]" in user
-    assert rag_answer.CITATION.findall(user.split("Question:")[0]) == ["1"], "the only live marker is the block's own number"
+    assert citations.CITATION.findall(user.split("Question:")[0]) == ["1"], "the only live marker is the block's own number"
 
 
 # --------------------------------------------------------------------------- safe loading, in the source
