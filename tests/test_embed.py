@@ -13,7 +13,7 @@ from conftest import jsonl, parse
 import modelstore
 import progress
 import rag_embed
-from rag_embed import HashEmbedder, embed_records, main
+from rag_embed import HashEmbedder, OnnxEmbedder, describe, embed_records, main
 from ragline import Line, StageError
 
 FIXTURE = Path(__file__).parent / "fixtures" / "minilm_reference.json"
@@ -387,3 +387,41 @@ class TestProgress:
         plain = tmp_path / "a.jsonl"
         plain.write_text('{"a": 1}\n\n{"a": 2}\n')
         assert progress.count_lines([str(plain)]) == 2 and progress.count_lines([str(plain), "-"]) is None
+
+
+@pytest.mark.model
+def test_spreading_threads_over_batches_or_operators_gives_the_same_vectors(minilm):
+    """Batches run at once on one thread each, or one at a time over all threads: the same vectors."""
+    texts = [f"sentence number {i} about the settlement sweep and its cutoff " * (i % 7 + 1) for i in range(40)]
+    batches = OnnxEmbedder(minilm.folder, describe(minilm.folder), threads=2, model_file=minilm.model_file)
+    operators = OnnxEmbedder(minilm.folder, describe(minilm.folder), threads=2, model_file=minilm.model_file, spread="operators")
+    assert (batches.lanes, batches.intra_threads, operators.lanes, operators.intra_threads) == (2, 1, 1, 2)
+    assert np.allclose(batches.embed(texts), operators.embed(texts), atol=1e-6)
+
+
+def test_batches_run_at_once_on_as_many_lanes_as_threads(tmp_path):
+    """With spread="batches" and two threads, two batches are in run_batch at the same time (and the results
+    come back in batch order); with spread="operators" never more than one."""
+    import threading
+    import time
+
+    spec = modelstore.KNOWN["all-MiniLM-L6-v2"].description("x")
+    for spread, most in (("batches", 2), ("operators", 1)):
+        embedder = OnnxEmbedder(tmp_path, spec, threads=2, spread=spread)
+        embedder.__dict__["session"] = object()  # never opened: run_batch is replaced below
+        running, seen, lock = [0], [], threading.Lock()
+
+        def run_batch(ids, mask, running=running, seen=seen, lock=lock):
+            with lock:
+                running[0] += 1
+                seen.append(running[0])
+            time.sleep(0.05)
+            with lock:
+                running[0] -= 1
+            return np.full((len(ids), 384), float(ids[0][0]), dtype=np.float32)
+
+        embedder.run_batch = run_batch
+        batches = [([k], np.array([[k]]), np.array([[1]])) for k in range(6)]
+        got = list(embedder.run_batches(batches))
+        assert [float(v[0][0]) for v in got] == [0, 1, 2, 3, 4, 5]
+        assert max(seen) == most, spread

@@ -172,3 +172,37 @@ def test_a_description_of_other_dimensions_is_refused_at_the_first_miss(tmp_path
         embedder = rag_embed.load_embedder(str(folder), weights=weights)
         with pytest.raises(StageError, match="model gives 384 dimensions, its description says 383"):
             embedder.embed(["x"])
+
+
+@pytest.mark.model
+def test_the_derived_file_runs_attention_fused(tmp_path):
+    """The derived file holds one fused Attention operator per layer (no softmax left), and the description
+    says so; derived with a wrong head count the fused graph computes something else, which the derivation
+    notices and answers with the unfused graph."""
+    import onnx
+
+    folder = load_minilm("fp32").folder
+    description = orjson.loads((folder / modelstore.DESCRIPTION).read_bytes())
+    assert description["fp32_derivation"]["attention"] == "fused (6 layers, 12 heads)"
+    ops = [n.op_type for n in onnx.load(str(folder / modelstore.FP32_FILE)).graph.node]
+    assert ops.count("Attention") == 6 and "Softmax" not in ops
+    got = modelstore.derive_fp32(folder / modelstore.SOURCE_FILE, tmp_path / "wrong.onnx", heads=6)
+    assert got["fp32_derivation"]["attention"] == "unfused: the fused graph's outputs differ from the unfused graph's"
+    ops = [n.op_type for n in onnx.load(str(tmp_path / "wrong.onnx")).graph.node]
+    assert "Attention" not in ops and ops.count("Softmax") == 6
+
+
+def test_fuse_attention_leaves_a_graph_without_bert_layers_alone(tmp_path):
+    """A graph with no `...attention.self.query.bias` initializers is not rewritten, and says why."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph(
+        [helper.make_node("Identity", ["x"], ["y"])],
+        "tiny",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])],
+    )
+    onnx.save(helper.make_model(graph), str(tmp_path / "tiny.onnx"))
+    assert modelstore.fuse_attention(tmp_path / "tiny.onnx", tmp_path / "out.onnx", 12) == (0, "no BERT-style attention layers found")
+    assert not (tmp_path / "out.onnx").exists()
