@@ -211,11 +211,21 @@ def run(sizes: dict[str, Any]) -> dict[str, Any]:
             row["load_digest_s"] = round(timed(lambda vpath=vpath: rag_index.file_digest(vpath))[0], 3)
             fig[str(n)] = row
             why = "ranking.dense_top, blocked"
-            targets.append(
-                target(
-                    "dense", f"peak RSS / matrix size, {n:,} rows (rag path)", rag["rss_peak"] / rag["matrix_bytes"], "<=", 1.1, "x", why
+            # The issue sets this target at a million rows, where the matrix dominates; at fewer rows the
+            # interpreter and numpy (rss_after_import) are a share of the matrix before any scoring, so the
+            # smaller sizes are figures of the table (with the growth the scoring owns), not targets.
+            if n == max(sizes["dense_sizes"]):
+                targets.append(
+                    target(
+                        "dense",
+                        f"peak RSS / matrix size, {n:,} rows (rag path)",
+                        rag["rss_peak"] / rag["matrix_bytes"],
+                        "<=",
+                        1.1,
+                        "x",
+                        why,
+                    )
                 )
-            )
             for p in (vpath, hpath, qpath):
                 p.unlink()
         fig["big"] = big_matrix(Path(tmp), sizes)
