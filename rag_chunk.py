@@ -37,7 +37,6 @@ and `ragline.retrieval_text` leaves them out of what is embedded and indexed.
 
 from __future__ import annotations
 
-import bisect
 import itertools
 import re
 import shutil
@@ -45,22 +44,21 @@ import sys
 import tempfile
 import unicodedata
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
-
-import orjson
+from typing import Any
 
 import click
+import orjson
 
 import ragline
+from mdsource import Block, Doc, NeedMore, check, file_lines
 from ragline import StageError
 
 STAGE = "rag-chunk"
 DEFAULT_WORDS = 180
 MARKDOWN = (".md", ".markdown")  # the suffixes a directory is walked for
-PIECE = 1 << 20  # bytes read from a file at a time; a window holds a few pieces' lines
 
 _FENCE = re.compile(r"^( {0,3})(`{3,}|~{3,})(.*)$")
 _ATX = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
@@ -74,108 +72,6 @@ _ANCHOR = re.compile(r"\s*\{#([^}\s]+)\}\s*$")
 
 
 # --------------------------------------------------------------------------- blocks
-
-
-@dataclass
-class Block:
-    """A span of the document: [start, end) in characters, lines first..last (1-based)."""
-
-    kind: str  # heading, paragraph, fence, table, html, code, list_item, quote, rule
-    start: int
-    end: int
-    first: int
-    last: int
-    level: int = 0
-    title: str = ""
-    anchor: str | None = None
-
-
-class _NeedMore(Exception):
-    """The scan of a block reached the end of a streamed document's window: slide it and scan the block again."""
-
-
-class Doc:
-    """One markdown document as lines with their character offsets.
-
-    `Doc(name, path, text)` holds the whole text. `Doc(name, path, source=...)` holds a
-    window onto a stream: `source()` gives the document's lines in batches, `more`
-    lets go of the lines before `keep` and reads further. `lines[0]` is the document's
-    line `base` (0-based); offsets and blocks count from the document's start.
-    """
-
-    def __init__(self, name: str, path: str, text: str | None = None, source: Callable[[], Iterator[list[str]]] | None = None):
-        self.name, self.path = name, path
-        self.base = 0
-        self.keep = 0
-        self.lines: list[str] = []
-        self.offsets: list[int] = []
-        self._end = 0  # the offset just past the window's last line and its newline
-        self._text: str | None = None
-        self._source = source
-        self._batches = source() if source is not None else None
-        self.final = text is not None  # the window holds the document's last line
-        if text is not None:
-            self._append(text.split("\n"))
-
-    def _append(self, lines: list[str]) -> None:
-        self.offsets.extend(itertools.accumulate((len(line) + 1 for line in lines), initial=self._end))
-        self._end = self.offsets.pop()
-        self.lines.extend(lines)
-        self._text = None
-
-    @property
-    def text(self) -> str:
-        """The window's text (the whole document's, for a `Doc` made from text)."""
-        if self._text is None:
-            self._text = "\n".join(self.lines)
-        return self._text
-
-    def slice(self, start: int, end: int) -> str:
-        """The document's characters [start, end), which must lie in the window."""
-        origin = self.offsets[0] if self.offsets else self._end
-        return self.text[start - origin : end - origin]
-
-    def all_lines(self) -> Iterator[str]:
-        """The document's lines from its first, whatever the window holds."""
-        if self._source is None:
-            return iter(self.lines)
-        return itertools.chain.from_iterable(self._source())
-
-    def need(self) -> None:
-        """Called where the scan reaches the window's end: more lines, unless there are none."""
-        if not self.final:
-            raise _NeedMore
-
-    def more(self, resume: int) -> None:
-        """Let go of the lines before `keep` (and `resume`, where the scan goes on), then read
-        at least as many lines as are left, so a block longer than the window is read in a
-        number of passes logarithmic in its length."""
-        drop = min(self.keep, resume, self.base + len(self.lines)) - self.base
-        if drop > 0:
-            del self.lines[:drop], self.offsets[:drop]
-            self.base += drop
-            self._text = None
-        want = max(len(self.lines), 1)
-        while want > 0 and not self.final:
-            batch = next(self._batches, None) if self._batches is not None else None
-            if batch is None:
-                self.final = True
-            else:
-                self._append(batch)
-                want -= len(batch)
-
-    def release(self, offset: int) -> None:
-        """The text before `offset` (the end of a line) is no longer needed."""
-        self.keep = self.line_of(offset)
-
-    def line_of(self, offset: int) -> int:
-        """The 1-based line holding character `offset` (a binary search, not a count from the start)."""
-        return self.base + bisect.bisect_right(self.offsets, offset)
-
-    def span(self, kind: str, first: int, last: int, **extra: Any) -> Block:
-        """A block over window lines first..last (0-based indices)."""
-        base = self.base
-        return Block(kind, self.offsets[first], self.offsets[last] + len(self.lines[last]), base + first + 1, base + last + 1, **extra)
 
 
 def _blank(line: str) -> bool:
@@ -201,7 +97,7 @@ def _is_table_start(doc: Doc, i: int) -> bool:
     if "|" not in lines[i]:
         return False
     if i + 1 >= len(lines):
-        doc.need()
+        doc.need()  # each caller's own look past the window's end would also ask: kept so the rule has no exception
         return False
     return bool(_TABLE_DELIM.match(lines[i + 1])) and "-" in lines[i + 1]
 
@@ -234,7 +130,7 @@ def blocks(doc: Doc, start: int = 0) -> Iterator[Block]:
                 yield block
             if doc.final:
                 return
-        except _NeedMore:
+        except NeedMore:
             pass
         doc.more(resume)
 
@@ -686,77 +582,13 @@ def chunk_file(name: str, file: Path, where: str, window: int = DEFAULT_WORDS) -
     The records wait in a spool file for their ids, which need every section's slug.
     """
     check(file, where)
-    doc = Doc(name, where, source=lambda: _file_lines(file, where))
+    doc = Doc(name, where, source=lambda: file_lines(file, where))
     paths: list[list[str]] = []
     with tempfile.TemporaryFile(prefix="rag-chunk-") as spool:
         for part in _parts(doc, window, paths):
             spool.write(orjson.dumps(part) + b"\n")
         spool.seek(0)
         yield from _with_ids(name, paths, (orjson.loads(line) for line in spool))
-
-
-def decode(data: bytes, path: str) -> str:
-    """Markdown bytes as text; binary or non-UTF-8 input is a StageError naming the line."""
-    if b"\x00" in data:
-        line = data.count(b"\n", 0, data.index(b"\x00")) + 1
-        raise StageError("binary file (NUL byte), not markdown", ragline.place(path, line))
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as err:
-        line = data.count(b"\n", 0, err.start) + 1
-        raise StageError(f"not UTF-8 (byte 0x{data[err.start]:02x})", ragline.place(path, line)) from None
-    return text.removeprefix("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
-
-
-def _pieces(file: Path, where: str) -> Iterator[bytes]:
-    """The file's bytes in pieces of about PIECE bytes, each ending just after a newline
-    (the last: at the file's end). A newline byte is never inside a UTF-8 character,
-    nor between the CR and LF of a CRLF, so pieces decode as the whole would."""
-    try:
-        with open(file, "rb") as f:
-            rest: list[bytes] = []
-            while block := f.read(PIECE):
-                cut = block.rfind(b"\n") + 1
-                if not cut:
-                    rest.append(block)  # a line longer than a piece
-                    continue
-                yield b"".join([*rest, block[:cut]])
-                rest = [block[cut:]]
-            if tail := b"".join(rest):
-                yield tail
-    except OSError as err:
-        raise StageError(err.strerror or str(err), where) from None
-
-
-def check(file: Path, where: str) -> None:
-    """`decode`'s errors for a file read in pieces: a NUL byte anywhere comes first, then
-    the first bytes that are not UTF-8."""
-    line, bad = 1, None
-    for piece in _pieces(file, where):
-        if (nul := piece.find(b"\x00")) >= 0:
-            raise StageError("binary file (NUL byte), not markdown", ragline.place(where, line + piece.count(b"\n", 0, nul)))
-        if bad is None:
-            try:
-                piece.decode("utf-8")
-            except UnicodeDecodeError as err:
-                bad = StageError(f"not UTF-8 (byte 0x{piece[err.start]:02x})", ragline.place(where, line + piece.count(b"\n", 0, err.start)))
-        line += piece.count(b"\n")
-    if bad is not None:
-        raise bad
-
-
-def _file_lines(file: Path, where: str) -> Iterator[list[str]]:
-    """A checked file's lines (as `decode(data).split("\\n")`), a piece's worth at a time."""
-    tail = ""
-    for n, piece in enumerate(_pieces(file, where)):
-        text = piece.decode("utf-8")
-        if n == 0:
-            text = text.removeprefix("\ufeff")
-        lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
-        lines[0] = tail + lines[0]
-        tail = lines.pop()
-        yield lines
-    yield [tail]
 
 
 def find_documents(paths: Iterable[str]) -> Iterator[tuple[str, Path]]:
