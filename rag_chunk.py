@@ -5,7 +5,10 @@
     cat notes.md | rag-chunk --doc notes
 
 Reads markdown files and directories (walked recursively for *.md and *.markdown, in sorted
-order), or markdown on stdin with --doc NAME. Writes one chunk record per line:
+order), or markdown on stdin with --doc NAME, a document streamed section by section through a
+window of its lines (`mdsource.Doc`), so memory follows the longest section, not the file. Output
+is spooled and written once every input has chunked: a bad file leaves stdout empty. Writes one
+chunk record per line:
 
     {"schema": "chunk/1", "id": "05-settlement#batch-cutoff", "doc": "05-settlement",
      "path": "corpus/05-settlement.md", "headings": ["Settlement", "Batch cutoff"],
