@@ -5,7 +5,10 @@
     cat notes.md | rag-chunk --doc notes
 
 Reads markdown files and directories (walked recursively for *.md and *.markdown, in sorted
-order), or markdown on stdin with --doc NAME. Writes one chunk record per line:
+order), or markdown on stdin with --doc NAME, a document streamed section by section through a
+window of its lines (`mdsource.Doc`), so memory follows the longest section, not the file. Output
+is spooled and written once every input has chunked: a bad file leaves stdout empty. Writes one
+chunk record per line:
 
     {"schema": "chunk/1", "id": "05-settlement#batch-cutoff", "doc": "05-settlement",
      "path": "corpus/05-settlement.md", "headings": ["Settlement", "Batch cutoff"],
@@ -37,19 +40,23 @@ and `ragline.retrieval_text` leaves them out of what is embedded and indexed.
 
 from __future__ import annotations
 
-import bisect
+import itertools
 import re
+import shutil
 import sys
+import tempfile
 import unicodedata
 from collections import Counter
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import click
+import orjson
 
 import ragline
+from mdsource import Block, Doc, NeedMore, check, file_lines
 from ragline import StageError
 
 STAGE = "rag-chunk"
@@ -70,54 +77,13 @@ _ANCHOR = re.compile(r"\s*\{#([^}\s]+)\}\s*$")
 # --------------------------------------------------------------------------- blocks
 
 
-@dataclass
-class Block:
-    """A span of the document: [start, end) in characters, lines first..last (1-based)."""
-
-    kind: str  # heading, paragraph, fence, table, html, code, list_item, quote, rule
-    start: int
-    end: int
-    first: int
-    last: int
-    level: int = 0
-    title: str = ""
-    anchor: str | None = None
-
-
-@dataclass
-class Doc:
-    """One markdown document, split into lines with their character offsets."""
-
-    name: str
-    path: str
-    text: str
-    lines: list[str] = field(init=False)
-    offsets: list[int] = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.lines = self.text.split("\n")
-        self.offsets = []
-        pos = 0
-        for line in self.lines:
-            self.offsets.append(pos)
-            pos += len(line) + 1
-
-    def line_of(self, offset: int) -> int:
-        """The 1-based line holding character `offset` (a binary search, not a count from the start)."""
-        return bisect.bisect_right(self.offsets, offset)
-
-    def span(self, kind: str, first: int, last: int, **extra: Any) -> Block:
-        """A block over lines first..last (0-based indices)."""
-        return Block(kind, self.offsets[first], self.offsets[last] + len(self.lines[last]), first + 1, last + 1, **extra)
-
-
 def _blank(line: str) -> bool:
     return not line.strip()
 
 
-def _starts_block(lines: list[str], i: int) -> bool:
+def _starts_block(doc: Doc, i: int) -> bool:
     """Does line i start a block that interrupts a paragraph?"""
-    line = lines[i]
+    line = doc.lines[i]
     return bool(
         _FENCE.match(line)
         or _ATX.match(line)
@@ -125,12 +91,18 @@ def _starts_block(lines: list[str], i: int) -> bool:
         or _LIST_ITEM.match(line)
         or _HTML_OPEN.match(line)
         or line.lstrip().startswith(">")
-        or _is_table_start(lines, i)
+        or _is_table_start(doc, i)
     )
 
 
-def _is_table_start(lines: list[str], i: int) -> bool:
-    return "|" in lines[i] and i + 1 < len(lines) and bool(_TABLE_DELIM.match(lines[i + 1])) and "-" in lines[i + 1]
+def _is_table_start(doc: Doc, i: int) -> bool:
+    lines = doc.lines
+    if "|" not in lines[i]:
+        return False
+    if i + 1 >= len(lines):
+        doc.need()  # each caller's own look past the window's end would also ask: kept so the rule has no exception
+        return False
+    return bool(_TABLE_DELIM.match(lines[i + 1])) and "-" in lines[i + 1]
 
 
 def _fence_end(doc: Doc, i: int, opener: re.Match[str]) -> int:
@@ -140,19 +112,43 @@ def _fence_end(doc: Doc, i: int, opener: re.Match[str]) -> int:
     for j in range(i + 1, len(doc.lines)):
         if closing.match(doc.lines[j]):
             return j
-    raise StageError("code fence opened here is never closed", ragline.place(doc.path, i + 1))
+    doc.need()
+    raise StageError("code fence opened here is never closed", ragline.place(doc.path, doc.base + i + 1))
 
 
 def scan(doc: Doc, start: int = 0) -> list[Block]:
-    """The document's blocks, in order, from line index `start`.
+    """The blocks of a whole document (`Doc(name, path, text)`), in order, from line index `start`."""
+    return list(_scan(doc, start))
+
+
+def blocks(doc: Doc, start: int = 0) -> Iterator[Block]:
+    """The document's blocks, in order, from its line index `start`, sliding a streamed
+    document's window as the scan needs: a block that reaches the window's end is
+    scanned again once more lines are in, so every block is the whole document's."""
+    resume = start
+    while True:
+        try:
+            for block in _scan(doc, resume - doc.base):
+                resume = block.last  # the 1-based last line: the index of the line after it
+                yield block
+            if doc.final:
+                return
+        except NeedMore:
+            pass
+        doc.more(resume)
+
+
+def _scan(doc: Doc, start: int) -> Iterator[Block]:
+    """The blocks from window line `start` to the window's end.
 
     One loop over the lines with one branch per CommonMark block start (fence, ATX and
     setext heading, table, HTML, indented code, list item, quote, rule, paragraph): it
     runs past 80 lines because the branches share the cursor and must be tried in this
     order; each branch's own scanning lives in a helper (`_fence_end`, `_list_item_end`...).
+    Where a block's scan reaches the window's end, `doc.need()` stops it (a streamed
+    document not yet read to its end) or lets it end there (the document's end).
     """
     lines = doc.lines
-    blocks: list[Block] = []
     i = start
     n = len(lines)
     while i < n:
@@ -165,28 +161,30 @@ def scan(doc: Doc, start: int = 0) -> list[Block]:
                 pass  # not a fence: an inline code span at line start
             else:
                 j = _fence_end(doc, i, fence)
-                blocks.append(doc.span("fence", i, j))
+                yield doc.span("fence", i, j)
                 i = j + 1
                 continue
         if heading := _ATX.match(line):
             title, anchor = _heading_text(heading.group(2) or "")
-            blocks.append(doc.span("heading", i, i, level=len(heading.group(1)), title=title, anchor=anchor))
+            yield doc.span("heading", i, i, level=len(heading.group(1)), title=title, anchor=anchor)
             i += 1
             continue
-        if _is_table_start(lines, i):
+        if _is_table_start(doc, i):
             j = i + 1
             while j + 1 < n and not _blank(lines[j + 1]) and "|" in lines[j + 1] and not _FENCE.match(lines[j + 1]):
                 j += 1
-            blocks.append(doc.span("table", i, j))
+            if j + 1 >= n:
+                doc.need()
+            yield doc.span("table", i, j)
             i = j + 1
             continue
         if _HTML_OPEN.match(line):
-            j = _html_end(lines, i)
-            blocks.append(doc.span("html", i, j))
+            j = _html_end(doc, i)
+            yield doc.span("html", i, j)
             i = j + 1
             continue
         if _THEMATIC.match(line):
-            blocks.append(doc.span("rule", i, i))
+            yield doc.span("rule", i, i)
             i += 1
             continue
         if line.startswith("    ") or line.startswith("\t"):
@@ -196,19 +194,23 @@ def scan(doc: Doc, start: int = 0) -> list[Block]:
                 if not _blank(lines[k]):
                     j = k
                 k += 1
-            blocks.append(doc.span("code", i, j))
+            if k >= n:
+                doc.need()
+            yield doc.span("code", i, j)
             i = j + 1
             continue
         if item := _LIST_ITEM.match(line):
             j = _list_item_end(doc, i, item)
-            blocks.append(doc.span("list_item", i, j))
+            yield doc.span("list_item", i, j)
             i = j + 1
             continue
         if line.lstrip().startswith(">"):
             j = i
             while j + 1 < n and not _blank(lines[j + 1]) and not _FENCE.match(lines[j + 1]) and not _ATX.match(lines[j + 1]):
                 j += 1
-            blocks.append(doc.span("quote", i, j))
+            if j + 1 >= n:
+                doc.need()
+            yield doc.span("quote", i, j)
             i = j + 1
             continue
         # a paragraph, or a setext heading
@@ -219,17 +221,19 @@ def scan(doc: Doc, start: int = 0) -> list[Block]:
             if _SETEXT.match(nxt) and not _LIST_ITEM.match(lines[j]):
                 setext = 1 if nxt.strip().startswith("=") else 2
                 break
-            if _starts_block(lines, j + 1):
+            if _starts_block(doc, j + 1):
                 break
             j += 1
+        else:
+            if j + 1 >= n:
+                doc.need()
         if setext:
             title, anchor = _heading_text(" ".join(s.strip() for s in lines[i : j + 1]))
-            blocks.append(doc.span("heading", i, j + 1, level=setext, title=title, anchor=anchor))
+            yield doc.span("heading", i, j + 1, level=setext, title=title, anchor=anchor)
             i = j + 2
         else:
-            blocks.append(doc.span("paragraph", i, j))
+            yield doc.span("paragraph", i, j)
             i = j + 1
-    return blocks
 
 
 def _heading_text(raw: str) -> tuple[str, str | None]:
@@ -240,22 +244,27 @@ def _heading_text(raw: str) -> tuple[str, str | None]:
     return raw.strip(), anchor
 
 
-def _html_end(lines: list[str], i: int) -> int:
+def _html_end(doc: Doc, i: int) -> int:
+    lines = doc.lines
     line = lines[i]
     if line.lstrip().startswith("<!--"):
         for j in range(i, len(lines)):
             if "-->" in lines[j]:
                 return j
+        doc.need()
         return len(lines) - 1
     if raw := _HTML_RAW.match(line):
         closing = f"</{raw.group(1).lower()}>"
         for j in range(i, len(lines)):
             if closing in lines[j].lower():
                 return j
+        doc.need()
         return len(lines) - 1
     j = i
     while j + 1 < len(lines) and not _blank(lines[j + 1]):
         j += 1
+    if j + 1 >= len(lines):
+        doc.need()
     return j
 
 
@@ -278,7 +287,7 @@ def _list_item_end(doc: Doc, i: int, item: re.Match[str]) -> int:
                 continue
             lead = len(line) - len(line.lstrip(" "))
             nested = lead >= indent or (lead >= 2 and not _LIST_ITEM.match(line))
-            lazy = j == last + 1 and not _starts_block(lines, j) and not _SETEXT.match(line)
+            lazy = j == last + 1 and not _starts_block(doc, j) and not _SETEXT.match(line)
             if not (nested or lazy):
                 break
         body = line[indent:] if j == i else line.lstrip(" ")
@@ -288,6 +297,8 @@ def _list_item_end(doc: Doc, i: int, item: re.Match[str]) -> int:
             continue
         last = j
         j += 1
+    else:
+        doc.need()
     return last
 
 
@@ -297,7 +308,8 @@ def _nested_fence_end(doc: Doc, i: int, opener: re.Match[str]) -> int:
         stripped = doc.lines[j].strip()
         if len(stripped) >= size and set(stripped) == {char}:
             return j
-    raise StageError("code fence opened here is never closed", ragline.place(doc.path, i + 1))
+    doc.need()
+    raise StageError("code fence opened here is never closed", ragline.place(doc.path, doc.base + i + 1))
 
 
 # --------------------------------------------------------------------------- sections and packing
@@ -322,7 +334,7 @@ def _sentence_units(doc: Doc, block: Block, window: int) -> list[Unit]:
 
     A single sentence longer than the window is cut at word boundaries.
     """
-    text = doc.text[block.start : block.end]
+    text = doc.slice(block.start, block.end)
     units: list[Unit] = []
     for a, b in ragline.sentence_spans(text):
         words = list(re.finditer(r"\S+", text[a:b]))
@@ -344,7 +356,7 @@ def _units(doc: Doc, blocks: list[Block], window: int, lead_words: int = 0) -> l
     """Packing units; a paragraph that cannot fit an empty chunk becomes sentences."""
     units: list[Unit] = []
     for n, block in enumerate(blocks):
-        words = _words(doc.text[block.start : block.end])
+        words = _words(doc.slice(block.start, block.end))
         room = max(1, window - (lead_words if n == 0 else 0))
         if block.kind == "paragraph" and words > room:
             units.extend(_sentence_units(doc, block, room))
@@ -390,7 +402,7 @@ class Section:
     blocks: list[Block]
 
 
-def sections(doc: Doc, blocks: list[Block], root: str | None = None) -> Iterator[Section]:
+def sections(doc: Doc, blocks: Iterable[Block], root: str | None = None) -> Iterator[Section]:
     """Sections in order: each with its heading path and its content blocks.
 
     `root` (a front-matter title, for a document that opens without a heading)
@@ -452,21 +464,27 @@ def _section_slugs(all_slugs: list[list[str]]) -> list[str]:
 
 
 def front_matter(doc: Doc) -> tuple[int, str | None]:
-    """(first content line index, title) after a leading `---` YAML block, if any."""
-    if not doc.lines or doc.lines[0].strip() != "---":
+    """(first content line index, title) after a leading `---` YAML block, if any.
+
+    Read from the document's start whatever its window holds: first to the closing line,
+    then again for the block's lines, so an opening rule never closed holds nothing.
+    """
+    lines = doc.all_lines()
+    if next(lines, "").strip() != "---":
         return 0, None
-    for j in range(1, len(doc.lines)):
-        if doc.lines[j].strip() in ("---", "..."):
+    for j, line in enumerate(lines, 1):
+        if line.strip() in ("---", "..."):
             import yaml
 
+            body = "\n".join(itertools.islice(doc.all_lines(), 1, j))
             title = None
             try:
-                meta = yaml.safe_load("\n".join(doc.lines[1:j]))
+                meta = yaml.safe_load(body)
             except yaml.YAMLError as err:
                 mark = getattr(err, "problem_mark", None)
                 line = mark.line + 2 if mark else 1
                 if isinstance(err, yaml.reader.ReaderError):  # a control character: a position, no mark
-                    line = "\n".join(doc.lines[1:j])[: err.position].count("\n") + 2
+                    line = body[: err.position].count("\n") + 2
                 problem = getattr(err, "problem", None) or str(err).splitlines()[0]
                 raise StageError(f"front matter is not valid YAML: {problem}", ragline.place(doc.path, line)) from None
             except Exception as err:  # PyYAML's safe constructors raise more than YAMLError: !!timestamp 2020-99-99, [[[[...
@@ -479,52 +497,50 @@ def front_matter(doc: Doc) -> tuple[int, str | None]:
     return 0, None  # an opening rule with no closing one: not front matter
 
 
-def clean_headings(doc: Doc, blocks: list[Block], title: str | None) -> str | None:
-    """Take site-generator template tags out of heading titles; return the path's root, if any.
+def clean_headings(doc: Doc, blocks: Iterable[Block], title: str | None) -> Iterator[Block]:
+    """The blocks, with site-generator template tags taken out of heading titles.
 
     A heading that is nothing but a template expression (`# <%= current_page.data.title %>`)
     takes the front-matter `title` when it is the document's first block, and the
-    document's file name otherwise. A document that opens with text rather than a
-    heading gets the front-matter title as the root of every heading path.
+    document's file name otherwise.
     """
     for i, block in enumerate(blocks):
-        if block.kind != "heading":
-            continue
-        clean = " ".join(ragline.strip_templates(block.title).split())
-        if not clean:
-            clean = title if (i == 0 and title) else doc.name.rsplit("/", 1)[-1].replace("-", " ")
-        block.title = clean
-    return title if title and blocks[0].kind != "heading" else None
+        if block.kind == "heading":
+            clean = " ".join(ragline.strip_templates(block.title).split())
+            if not clean:
+                clean = title if (i == 0 and title) else doc.name.rsplit("/", 1)[-1].replace("-", " ")
+            block.title = clean
+        yield block
 
 
-def chunk_document(doc: Doc, window: int = DEFAULT_WORDS) -> list[dict[str, Any]]:
-    """The chunk records of one document, in order."""
+def _parts(doc: Doc, window: int, paths: list[list[str]]) -> Iterator[tuple[int, int, dict[str, Any]]]:
+    """(section number, part, record) for each chunk, in order, its `id` still empty: the
+    id needs the slugs of every section (`_section_slugs`), which `paths` collects.
+
+    Section by section: once a section's records are out, the document's window lets
+    go of its text. A document that opens with text rather than a heading gets the
+    front-matter title as the root of every heading path.
+    """
     start, title = front_matter(doc)
-    blocks = scan(doc, start)
-    if not blocks:
-        return []
-    secs = list(sections(doc, blocks, clean_headings(doc, blocks, title)))
-    slugs = _section_slugs([s.slugs for s in secs])
-    records: list[dict[str, Any]] = []
-    used: set[str] = set()
-    for sec, slug in zip(secs, slugs, strict=True):
-        lead_words = _words(doc.text[sec.lead : sec.lead_end]) if sec.lead is not None else 0
+    doc.keep = start
+    stream = blocks(doc, start)
+    first = next(stream, None)
+    if first is None:
+        return
+    root = title if title and first.kind != "heading" else None
+    for k, sec in enumerate(sections(doc, clean_headings(doc, itertools.chain([first], stream), title), root)):
+        paths.append(sec.slugs)
+        lead_words = _words(doc.slice(sec.lead, sec.lead_end)) if sec.lead is not None else 0
         groups = pack(_units(doc, sec.blocks, window, lead_words), window, lead_words) or [[]]
         for part, group in enumerate(groups, 1):
             begin = sec.lead if (part == 1 and sec.lead is not None) else group[0].start
             end = group[-1].end if group else sec.lead_end
-            text = doc.text[begin:end].rstrip()
+            text = doc.slice(begin, end).rstrip()
             if not text.strip():
                 continue
-            cid = f"{doc.name}#{slug}" + (f"-{part}" if part > 1 else "")
-            base, n = cid, 1
-            while cid in used:
-                n += 1
-                cid = f"{base}~{n}"
-            used.add(cid)
             record: dict[str, Any] = {
                 "schema": "chunk/1",
-                "id": cid,
+                "id": "",
                 "doc": doc.name,
                 "path": doc.path,
                 "headings": sec.path,
@@ -536,21 +552,46 @@ def chunk_document(doc: Doc, window: int = DEFAULT_WORDS) -> list[dict[str, Any]
             }
             if title is not None:
                 record["title"] = title
-            records.append(record)
-    return records
+            yield k, part, record
+        doc.release(sec.blocks[-1].end if sec.blocks else sec.lead_end)
 
 
-def decode(data: bytes, path: str) -> str:
-    """Markdown bytes as text; binary or non-UTF-8 input is a StageError naming the line."""
-    if b"\x00" in data:
-        line = data.count(b"\n", 0, data.index(b"\x00")) + 1
-        raise StageError("binary file (NUL byte), not markdown", ragline.place(path, line))
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as err:
-        line = data.count(b"\n", 0, err.start) + 1
-        raise StageError(f"not UTF-8 (byte 0x{data[err.start]:02x})", ragline.place(path, line)) from None
-    return text.removeprefix("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
+def _with_ids(name: str, paths: list[list[str]], parts: Iterable[tuple[int, int, dict[str, Any]]]) -> Iterator[dict[str, Any]]:
+    """The records with their ids: `DOC#SLUG`, `-PART` after the first part, `~N` where ids would clash."""
+    slugs = _section_slugs(paths)
+    used: set[str] = set()
+    for k, part, record in parts:
+        cid = f"{name}#{slugs[k]}" + (f"-{part}" if part > 1 else "")
+        base, n = cid, 1
+        while cid in used:
+            n += 1
+            cid = f"{base}~{n}"
+        used.add(cid)
+        record["id"] = cid
+        yield record
+
+
+def chunk_document(doc: Doc, window: int = DEFAULT_WORDS) -> list[dict[str, Any]]:
+    """The chunk records of one document, in order, held in memory (`chunk_file` streams a file)."""
+    paths: list[list[str]] = []
+    parts = list(_parts(doc, window, paths))
+    return list(_with_ids(doc.name, paths, parts))
+
+
+def chunk_file(name: str, file: Path, where: str, window: int = DEFAULT_WORDS) -> Iterator[dict[str, Any]]:
+    """The chunk records of one markdown file, streamed: its memory is a window of its
+    lines and its section slugs, however long the file. `where` names it in errors.
+
+    The records wait in a spool file for their ids, which need every section's slug.
+    """
+    check(file, where)
+    doc = Doc(name, where, source=lambda: file_lines(file, where))
+    paths: list[list[str]] = []
+    with tempfile.TemporaryFile(prefix="rag-chunk-") as spool:
+        for part in _parts(doc, window, paths):
+            spool.write(orjson.dumps(part) + b"\n")
+        spool.seek(0)
+        yield from _with_ids(name, paths, (orjson.loads(line) for line in spool))
 
 
 def find_documents(paths: Iterable[str]) -> Iterator[tuple[str, Path]]:
@@ -585,11 +626,7 @@ def chunk_paths(paths: Iterable[str], window: int = DEFAULT_WORDS) -> Iterator[d
         if name in seen:
             raise StageError(f"document id '{name}' is also the id of {seen[name]}", str(file))
         seen[name] = file
-        try:
-            data = file.read_bytes()
-        except OSError as err:
-            raise StageError(err.strerror or str(err), str(file)) from None
-        yield from chunk_document(Doc(name, str(file), decode(data, str(file))), window)
+        yield from chunk_file(name, file, str(file), window)
 
 
 # --------------------------------------------------------------------------- the command
@@ -616,14 +653,21 @@ def main(inputs: tuple[str, ...], window: int, doc_name: str | None, quiet: bool
             raise click.UsageError("markdown on stdin needs --doc NAME (or name files and directories)")
         if sys.stdin.isatty():
             raise click.UsageError("no input: pipe markdown into rag-chunk --doc NAME, or name files and directories")
-        text = decode(sys.stdin.buffer.read(), ragline.STDIN)
-        records: Iterable[dict[str, Any]] = chunk_document(Doc(doc_name, ragline.STDIN, text), window)
-    else:
-        if "-" in inputs:
-            raise click.UsageError("stdin ('-') cannot be mixed with files")
-        records = list(chunk_paths(inputs, window))  # all or nothing on stdout
-    if not ragline.write_records(records):
-        raise StageError("no chunks: the input has no text")
+    elif "-" in inputs:
+        raise click.UsageError("stdin ('-') cannot be mixed with files")
+    with tempfile.TemporaryDirectory(prefix="rag-chunk-") as tmp:
+        if not inputs or inputs == ("-",):
+            copy = Path(tmp) / "stdin.md"
+            with open(copy, "wb") as f:
+                shutil.copyfileobj(sys.stdin.buffer, f)
+            records = chunk_file(doc_name, copy, ragline.STDIN, window)  # type: ignore[arg-type]
+        else:
+            records = chunk_paths(inputs, window)
+        with open(Path(tmp) / "chunks.jsonl", "w+b") as spool:  # all or nothing on stdout
+            if not ragline.write_records(records, spool):
+                raise StageError("no chunks: the input has no text")
+            spool.seek(0)
+            shutil.copyfileobj(spool, sys.stdout.buffer)
 
 
 if __name__ == "__main__":

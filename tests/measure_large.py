@@ -81,8 +81,9 @@ def main() -> None:
         f"| `rag-chunk` | {md_bytes / 1e6:.0f} MB of markdown in one file | {chunk['peak_rss_mib']} MiB | {chunk['seconds']} s |\n"
         f"| `rag-embed --model hash` | {args.records:,} records ({stream_bytes / 1e6:.0f} MB) | {embed['peak_rss_mib']} MiB | {embed['seconds']} s |\n\n"
         "rag-embed streams (a window of 2,048 records at a time), so its memory does not grow with the stream; "
-        "rag-chunk holds one document and its chunks (all output is written only when every input has chunked, "
-        "so a bad file leaves stdout empty), so its memory grows with the largest document."
+        "rag-chunk streams a document section by section through a window of its lines and spools its chunks to a "
+        "file (all output is written only when every input has chunked, so a bad file leaves stdout empty), so its "
+        "memory grows with the longest section, not the document."
     )
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_bytes(orjson.dumps(report, option=orjson.OPT_INDENT_2) + b"\n")

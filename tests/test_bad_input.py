@@ -42,6 +42,7 @@ from stagecli import ROOT, check, command, copy_workspace, shared_workspace, sna
 from stagecli import run as run_stage
 
 import citations
+import mdsource
 import rag_answer
 import rag_chunk
 import ragline
@@ -290,7 +291,7 @@ def test_chunk_document_arbitrary_markdown(text, window, front):
 @given(st.one_of(st.binary(max_size=500), MARKDOWN.map(lambda t: t.encode("utf-8", "surrogatepass"))))
 def test_decode_then_chunk_arbitrary_bytes(data):
     with contextlib.suppress(StageError):
-        rag_chunk.chunk_document(rag_chunk.Doc("d", "d.md", rag_chunk.decode(data, "d.md")), 40)
+        rag_chunk.chunk_document(rag_chunk.Doc("d", "d.md", mdsource.decode(data, "d.md")), 40)
 
 
 # --------------------------------------------------------------------------- hostile content, end to end

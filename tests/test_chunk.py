@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import re
+import tempfile
+from pathlib import Path
+from unittest import mock
 
 import pytest
 from conftest import GDS_WAY, SHARED, parse
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import mdsource
 import rag_chunk
 from rag_chunk import Doc, chunk_document, main, slugify
 from ragline import StageError
@@ -224,6 +228,122 @@ def test_properties(text, window):
             body = [b for b in rag_chunk.scan(Doc("x", "x", c["text"])) if b.kind != "heading"]
             assert len(body) <= 1, c["text"]  # no body: a run of nested headings alone
             assert not body or body[0].kind in ("fence", "table", "list_item", "html", "code"), c["text"]
+
+
+# --------------------------------------------------------------------------- streaming a file
+
+# What a window's end can cut: blocks that span headings, lookahead past a block's end,
+# slugs that a later section qualifies, front matter, CR line ends.
+AWKWARD = [
+    "---\ntitle: Paged\n---",
+    "# <%= current_page.data.title %>",
+    "<!--\n# a heading in a comment\n\n## another\n-->",
+    "<div>\n# absorbed by the HTML block\n</div>",
+    "```\n# not a heading\n\n## nor this\n```",
+    "    indented code, " + " ".join(["one block"] * 5) + "\n\n\n    more of it, " + " ".join(["the same block"] * 4),
+    "- item\n\n\n\n      indented after blanks, " + " ".join(["still the item"] * 8) + "\n\n  ```\n  # fenced in the item\n  ```",
+    "> a quote, " + " ".join(["one block"] * 5) + "\n> # a heading in the quote, " + " ".join(["the same block"] * 4),
+    "<pre>\n# not a heading\n\n## nor this\n</pre>",
+    "| a | b |\n|---|---|\n| 1 | 2 |\n# h | in the table",
+    "cell | cell\n--- | ---",
+    "## Limits",
+    "### Limits",
+    "Title\n=====",
+    "```\nnever closed",
+]
+
+
+@st.composite
+def awkward_markdown(draw) -> bytes:
+    parts = draw(st.lists(st.one_of(markdown(), st.sampled_from(AWKWARD)), min_size=1, max_size=8))
+    text = "\n\n".join(parts) + draw(st.sampled_from(["\n", "", "\n\n\n"]))
+    text = text.replace("\n", draw(st.sampled_from(["\n", "\r\n", "\r"])))
+    return draw(st.sampled_from(["", "\ufeff"])).encode() + text.encode()
+
+
+def outcome(run) -> list[dict] | str:
+    try:
+        return run()
+    except StageError as err:
+        return str(err)
+
+
+def streamed(data: bytes, window: int, piece: int) -> list[dict] | str:
+    """chunk_file over `data` in pieces of `piece` bytes: the window slides every few lines."""
+    with tempfile.TemporaryDirectory() as tmp, mock.patch.object(mdsource, "PIECE", piece):
+        path = Path(tmp) / "d.md"
+        path.write_bytes(data)
+        return outcome(lambda: list(rag_chunk.chunk_file("d", path, "d.md", window)))
+
+
+def whole(data: bytes, window: int) -> list[dict] | str:
+    return outcome(lambda: chunk_document(Doc("d", "d.md", mdsource.decode(data, "d.md")), window))
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(awkward_markdown(), st.sampled_from([15, 40, 180]), st.integers(1, 96))
+def test_streaming_a_file_gives_the_whole_document_s_chunks(data, window, piece):
+    assert streamed(data, window, piece) == whole(data, window)
+
+
+BYTES = st.lists(
+    st.sampled_from([b"\n", b"\r", b"\x00", b"\xff", b"\xc3", b"\xa9", b"\xef\xbb\xbf", b"# a", b"```"]) | st.binary(max_size=6),
+    max_size=60,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(BYTES.map(b"".join), st.integers(1, 64))
+def test_streaming_arbitrary_bytes_gives_the_whole_document_s_chunks_or_error(data, piece):
+    assert streamed(data, 20, piece) == whole(data, 20)
+
+
+def test_streaming_holds_a_window_not_the_document():
+    sections = [f"## Part {n}\n\n{prose(30)}\n" for n in range(400)]
+    source = "# Book\n\n" + "\n".join(sections)
+    batches = [source.split("\n")[i : i + 20] for i in range(0, source.count("\n") + 1, 20)]
+    doc = Doc("book", "book.md", source=lambda: iter(batches))
+    held = []
+    parts = []
+    for part in rag_chunk._parts(doc, 180, []):
+        held.append(len(doc.lines))
+        parts.append(part)
+    assert len(parts) == 400 and doc.base > 2000
+    assert max(held) <= 80, max(held)  # a section is 5 lines; the document is 2,402
+
+
+def test_streaming_cut_at_every_line_gives_the_whole_document_s_chunks():
+    data = "\n\n".join(["# A", "## Limits", prose(40), *AWKWARD[1:-1], "# B", "## Limits", prose(20)]).encode()
+    want = whole(data, 15)
+    assert isinstance(want, list) and "d#b--limits" in [c["id"] for c in want]
+    for piece in range(1, 400, 3):
+        assert streamed(data, 15, piece) == want, piece
+
+
+def test_a_later_section_qualifies_an_earlier_one_s_id():
+    data = b"# A\n\n## Limits\n\nx.\n\n# B\n\n## Limits\n\ny.\n"
+    assert [c["id"] for c in streamed(data, 180, 1)] == ["d#a--limits", "d#b--limits"]
+
+
+def test_a_nul_byte_is_named_before_bytes_that_are_not_utf8_in_an_earlier_piece():
+    assert streamed(b"ok\n\xff\n\n\x00\n", 20, 2) == "d.md:4: binary file (NUL byte), not markdown"
+
+
+def test_a_block_longer_than_the_window_is_read_whole():
+    fence = "```\n" + "\n".join(f"# line {n}" for n in range(5000)) + "\n```"
+    data = f"# Top\n\n{fence}\n\n## After\n\nText.\n".encode()
+    got = streamed(data, 180, 64)
+    assert got == whole(data, 180)
+    assert [c["id"] for c in got] == ["d#top", "d#after"] and got[0]["end_line"] == 5004
+
+
+def test_an_error_late_in_a_streamed_file_writes_nothing(runner, tmp_path):
+    big = tmp_path / "big.md"
+    big.write_text("".join(f"## S{n}\n\n{prose(20)}\n\n" for n in range(300)) + "```\nopen\n")
+    with mock.patch.object(mdsource, "PIECE", 256):
+        result = runner.invoke(main, [str(big)])
+    assert (result.exit_code, result.stdout_bytes) == (1, b"")
+    assert result.stderr == f"rag-chunk: {big}:{300 * 5 + 1}: code fence opened here is never closed\n"
 
 
 # --------------------------------------------------------------------------- the real handbook
