@@ -24,8 +24,9 @@ The index and the model are loaded once. Before each request the server reads th
 CURRENT pointer (`rag_index`); when a rebuild has made a new generation live, it loads that
 one whole (the model is kept) and answers from it, and a request already running finishes
 on the generation it started with. A new generation that fails to load leaves the old one
-serving, and /health says why. The work runs on one thread, in arrival order: the query
-model already uses every core.
+serving, and /health says why. The work runs on one thread, in arrival order: a question's
+embedding is milliseconds, the rest is Python under the interpreter's lock, and the vector
+cache's sqlite connection belongs to the thread that opened it.
 
 Bad requests get `{"error": "<one line>"}` with their status: 400 (a question that is
 blank, both retrievers off, a body that is not JSON), 401 (no or a wrong token), 404 (an

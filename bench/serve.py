@@ -250,7 +250,7 @@ def run(sizes: dict[str, Any]) -> dict[str, Any]:
         targets.append(target("serve", f"errors and 5xx over {sizes['serve_soak_seconds']} s at concurrency 32", errors, "<=", 0, ""))
         targets.append(target("serve", f"memory growth over {fig['memory']['requests']:,} requests", growth, "<=", 10, "%"))
         notes.append(
-            "rag-serve runs the work on one thread in arrival order (the query model already uses every core): concurrency adds queueing, not throughput"
+            "rag-serve runs the work on one thread in arrival order (the rest of a request is Python under the interpreter's lock): concurrency adds queueing, not throughput"
         )
     finally:
         if proc is not None:
