@@ -65,6 +65,10 @@ HASH_DIM = 384
 BATCH_SIZE = 8
 STRIDE = 32  # tokens shared by consecutive windows of a long text (long="windows")
 LONG_MODES = ("truncate", "windows")
+# onnxruntime's graph optimisation level for rag-embed's sessions. The derived file is already optimised at
+# the basic level and its attention fused (modelstore.derive_fp32); the higher levels' CPU fusions on top of
+# it ran slower per token here (the ablation rows of `just bench`), and the session starts sooner without them.
+OPTIMIZATION = "basic"
 SPREADS = ("batches", "operators")  # how OnnxEmbedder spreads its threads: over batches run at once, or within each operator
 PASSAGE_WORDS = 60  # a passage vector covers about this many words (whole sentences, one shared with the next)
 
@@ -118,9 +122,9 @@ class HashEmbedder:
         return normalise(out)
 
 
-def onnx_session(model: Path, threads: int = 0, optimization: str = "all", profile: str | None = None) -> Any:
+def onnx_session(model: Path, threads: int = 0, optimization: str = OPTIMIZATION, profile: str | None = None) -> Any:
     """An onnxruntime CPU session for `model` with ragline's options: `threads` intra-op
-    threads (0: one per core), one inter-op thread, graph optimisation "all" (or "basic",
+    threads (0: one per core), one inter-op thread, graph optimisation OPTIMIZATION (or "none", "basic",
     "extended", "none"), warnings off; with `profile`, onnxruntime's per-operator profile
     is written under that file prefix (`session.end_profiling()` names the file)."""
     import onnxruntime as ort
