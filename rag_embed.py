@@ -30,7 +30,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
-import sqlite3
 import sys
 import zlib
 from collections.abc import Iterable, Iterator
@@ -364,6 +363,8 @@ class Cache:
     """
 
     def __init__(self, path: Path, model_id: str):
+        import sqlite3  # here, not at the top: a run without a cache (rag-search QUESTION) does not load it
+
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
         try:
@@ -375,7 +376,7 @@ class Cache:
         self.model_id = model_id.encode()
         self.hits = 0
 
-    def error(self, err: sqlite3.Error) -> StageError:
+    def error(self, err: Exception) -> StageError:
         """sqlite's error as one line naming the file and what to do."""
         name, where = getattr(err, "sqlite_errorname", ""), str(self.path)
         if name == "SQLITE_NOTADB":
@@ -395,6 +396,8 @@ class Cache:
         return hashlib.sha256(self.model_id + (b"\x00q\x00" if query else b"\x00d\x00") + text.encode("utf-8")).digest()
 
     def get(self, keys: list[bytes]) -> dict[bytes, np.ndarray]:
+        import sqlite3
+
         found: dict[bytes, np.ndarray] = {}
         try:
             for start in range(0, len(keys), 500):
@@ -409,6 +412,8 @@ class Cache:
 
     def put(self, items: Iterable[tuple[bytes, np.ndarray]]) -> None:
         """Store vectors in one transaction: all of them, or (on any error) none."""
+        import sqlite3
+
         try:
             with self.db:  # commits, or rolls back on an error
                 self.db.executemany("INSERT OR REPLACE INTO vectors VALUES (?, ?)", ((k, v.astype(np.float32).tobytes()) for k, v in items))

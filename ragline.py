@@ -14,10 +14,8 @@ import errno
 import functools
 import os
 import re
-import shutil
 import signal
 import sys
-import tempfile
 import unicodedata
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -333,6 +331,8 @@ def atomic_file(path: str | os.PathLike[str], mode: str = "wb") -> Iterator[IO[A
     On any failure (including KeyboardInterrupt) the temporary file is removed and
     `path` is left as it was. A full disk is a DiskFull naming `path`.
     """
+    import tempfile  # in the writers only: a stage that only reads (rag-search QUESTION) does not load it
+
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = None
@@ -363,6 +363,9 @@ def atomic_dir(path: str | os.PathLike[str]) -> Iterator[Path]:
     kill between them leaves the old one at `.NAME.old-*` beside it (see
     rag_index for the generation scheme that closes that window for indexes).
     """
+    import shutil
+    import tempfile
+
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
