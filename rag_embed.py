@@ -257,8 +257,8 @@ class OnnxEmbedder:
         memo = None
         if query and len(texts) == 1:  # asked again right after: the vector of the first time (`_LAST_QUERY`)
             memo = (str(self.model_file), self.sha256, self.threads, self.max_tokens, self.pooling, prefix + texts[0])
-        if memo is not None and memo in _LAST_QUERY:
-            vector, cut = _LAST_QUERY[memo]
+        if memo is not None and (hit := _LAST_QUERY.get(memo)) is not None:  # one lookup: rag-serve's threads share the memo
+            vector, cut = hit
             self.truncated += cut
             return vector[None, :].copy()
         encodings = self.tokenizer.encode_batch([prefix + t for t in texts])
@@ -283,7 +283,7 @@ class OnnxEmbedder:
         if len(units) == len(texts):
             vectors = normalise(pooled)
             if memo is not None:
-                _LAST_QUERY.clear()
+                _LAST_QUERY.clear()  # (two threads may leave two entries between them: each the vector of its key)
                 _LAST_QUERY[memo] = (vectors[0].copy(), bool(encodings[0].overflowing))
             return vectors
         owner = np.array([i for i, _ in units])
