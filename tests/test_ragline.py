@@ -126,7 +126,7 @@ class TestTokenize:
     def test_sentence_punctuation_is_not_a_joiner(self):
         assert tokenize("the charge. Retry") == ["charge", "retry"]
 
-    def test_unicode_letters(self):
+    def test_unicodeletters(self):
         assert tokenize("Zahlungseingang bestätigt") == ["zahlungseingang", "bestätigt"]
         assert tokenize("ＮＷ－５００１") == tokenize("NW-5001")  # NFKC folds full-width forms
 
@@ -166,6 +166,26 @@ def test_ctrl_c_while_a_stage_is_still_importing_is_one_line_not_a_traceback(tmp
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ragline.Path(ragline.__file__).parent)])}
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
     assert (done.returncode, done.stderr, done.stdout) == (130, "rag-x: interrupted\n", "")
+
+
+@pytest.mark.parametrize(("body", "status"), [("print('out', end='')", 0), ("raise ragline.StageError('bad')", 1)])
+def test_a_command_ends_with_its_objects_frozen_and_its_output_whole(tmp_path, body, status):
+    """launch freezes what is left once main is done (gc.freeze: the shutdown's last collection has
+    nothing to walk), on success and on failure alike; the output and the exit code are main's."""
+    import subprocess
+    import sys
+
+    (tmp_path / "tinystage.py").write_text(
+        "import click, ragline\n\n@click.command()\n@ragline.stage_main('rag-x')\ndef main():\n    " + body + "\n"
+    )
+    code = "import atexit, gc, sys, ragline\natexit.register(lambda: sys.stderr.write(f'frozen {gc.get_freeze_count()}'))\n"
+    code += "sys.argv = ['rag-x']\nragline.launch('tinystage', 'rag-x')\n"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ragline.Path(ragline.__file__).parent)])}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == status, done.stderr
+    assert done.stdout == ("out" if status == 0 else "")
+    frozen = int(done.stderr.rsplit("frozen ", 1)[1])
+    assert frozen > 1000, done.stderr  # everything the interpreter, click and ragline made
 
 
 @pytest.mark.parametrize("module", ["rag_chunk", "rag_embed", "rag_index", "rag_search", "rag_answer", "rag_eval"])
