@@ -136,13 +136,13 @@ def launch(module: str, name: str) -> None:
     slow part of a start) is an interrupt like any other, exit 130 and one line,
     never a traceback.
 
-    When `main` is done (it ends by raising SystemExit), every object left is moved out
-    of the collector's reach (`gc.freeze`): the process is about to end, and the last
-    collection of the interpreter's shutdown would otherwise walk all of numpy's and
-    onnxruntime's objects, the largest part of the time between the last output and
-    the exit. Shutdown itself still runs (atexit, flushes, objects freed by their
-    reference counts); cyclic garbage left at exit is not collected, as Python never
-    promised it would be.
+    Once the stage's module is imported, what the imports made (numpy's, click's, the
+    stages' own objects: most of a process's) is moved out of the collector's reach
+    (`gc.freeze`): it lives as long as the process, and the collections during the run
+    and the last one of the interpreter's shutdown would otherwise walk all of it, the
+    largest part of the time between a command's last output and its exit. What `main`
+    makes is collected as ever: a vector cache's sqlite connection, held in a cycle, is
+    closed at exit and its WAL checkpointed into the file.
     """
     import gc
     import importlib
@@ -151,10 +151,8 @@ def launch(module: str, name: str) -> None:
         main = importlib.import_module(module).main
     except KeyboardInterrupt:
         _die(name, "interrupted", 130)
-    try:
-        main()
-    finally:
-        gc.freeze()
+    gc.freeze()
+    main()
 
 
 # The console scripts (pyproject's [project.scripts]), one a stage.
