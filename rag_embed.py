@@ -30,7 +30,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
-import sqlite3
 import sys
 import zlib
 from collections.abc import Iterable, Iterator
@@ -151,6 +150,9 @@ def onnx_session(model: Path, threads: int = 0, optimization: str = OPTIMIZATION
 _SESSIONS: dict[tuple[str, str, int], Any] = {}
 _TOKENIZERS: dict[tuple[str, int], Any] = {}  # by (tokenizer.json, max_tokens): each is set up the same way, never changed after
 _HASHES: dict[tuple[str, int, int, int], str] = {}  # sha256 by (path, size, mtime_ns, inode), this process only
+# The last question embedded on its own, by (file, sha256, threads, max tokens, pooling, its prefixed text): rag-answer's
+# rescoring asks for the question its search has just embedded (one model run fewer a question; the same vector).
+_LAST_QUERY: dict[tuple[str, str, int, int, str, str], tuple[np.ndarray, bool]] = {}
 
 
 def _file_sha256(path: Path) -> str:
@@ -286,6 +288,13 @@ class OnnxEmbedder:
         length, so the end of a long table still counts.
         """
         prefix = self.query_prefix if query else self.doc_prefix
+        memo = None
+        if query and len(texts) == 1:  # asked again right after: the vector of the first time (`_LAST_QUERY`)
+            memo = (str(self.model_file), self.sha256, self.threads, self.max_tokens, self.pooling, prefix + texts[0])
+        if memo is not None and (hit := _LAST_QUERY.get(memo)) is not None:  # one lookup: rag-serve's threads share the memo
+            vector, cut = hit
+            self.truncated += cut
+            return vector[None, :].copy()
         encodings = self.tokenizer.encode_batch([prefix + t for t in texts])
         self.truncated += sum(1 for e in encodings if e.overflowing)
         units: list[tuple[int, list[int]]] = []
@@ -309,7 +318,11 @@ class OnnxEmbedder:
         for (rows, _, _), vectors in zip(batches, self.run_batches(batches), strict=True):
             pooled[rows] = vectors
         if len(units) == len(texts):
-            return normalise(pooled)
+            vectors = normalise(pooled)
+            if memo is not None:
+                _LAST_QUERY.clear()  # (two threads may leave two entries between them: each the vector of its key)
+                _LAST_QUERY[memo] = (vectors[0].copy(), bool(encodings[0].overflowing))
+            return vectors
         owner = np.array([i for i, _ in units])
         weight = np.array([len(seq) for _, seq in units], dtype=np.float32)[:, None]
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
@@ -387,6 +400,8 @@ class Cache:
     """
 
     def __init__(self, path: Path, model_id: str):
+        import sqlite3  # here, not at the top: a run without a cache (rag-search QUESTION) does not load it
+
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
         try:
@@ -398,7 +413,7 @@ class Cache:
         self.model_id = model_id.encode()
         self.hits = 0
 
-    def error(self, err: sqlite3.Error) -> StageError:
+    def error(self, err: Exception) -> StageError:
         """sqlite's error as one line naming the file and what to do."""
         name, where = getattr(err, "sqlite_errorname", ""), str(self.path)
         if name == "SQLITE_NOTADB":
@@ -418,6 +433,8 @@ class Cache:
         return hashlib.sha256(self.model_id + (b"\x00q\x00" if query else b"\x00d\x00") + text.encode("utf-8")).digest()
 
     def get(self, keys: list[bytes]) -> dict[bytes, np.ndarray]:
+        import sqlite3
+
         found: dict[bytes, np.ndarray] = {}
         try:
             for start in range(0, len(keys), 500):
@@ -432,6 +449,8 @@ class Cache:
 
     def put(self, items: Iterable[tuple[bytes, np.ndarray]]) -> None:
         """Store vectors in one transaction: all of them, or (on any error) none."""
+        import sqlite3
+
         try:
             with self.db:  # commits, or rolls back on an error
                 self.db.executemany("INSERT OR REPLACE INTO vectors VALUES (?, ?)", ((k, v.astype(np.float32).tobytes()) for k, v in items))

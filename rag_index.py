@@ -54,7 +54,6 @@ import contextlib
 import fcntl
 import hashlib
 import os
-import shutil
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -361,6 +360,8 @@ def _writer_lock(out: Path, notice: Callable[[str], None] | None) -> Iterator[No
 
 def _write_generation(out: Path, chunks: list[dict[str, Any]], vectors: np.ndarray, bm25: Bm25, facts: dict[str, Any]) -> Path:
     """Sweep, write a generation beside the live one, swap CURRENT, sweep: under the writer lock."""
+    import shutil  # the writers' (as in _sweep): `load` does not need it
+
     _sweep(out)
     gen = out / f"gen-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}-{time.monotonic_ns() % 1_000_000:06d}"
     headings = facts.get("headings", True)
@@ -462,6 +463,8 @@ def _sweep(out: Path) -> None:
 
     Only under the writer lock: no other writer is then writing a generation.
     """
+    import shutil
+
     live = live_generation(out)
     for entry in out.iterdir():
         if entry.is_dir() and entry.name.startswith("gen-") and entry.name != live:

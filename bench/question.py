@@ -106,6 +106,25 @@ def import_ms(module: str, env: dict[str, str]) -> dict[str, Any]:
     return {"total_ms": total, "slowest_direct_ms": {k: round(v, 1) for k, v in slowest.items()}, "onnxruntime": "onnxruntime" in direct}
 
 
+def without_bytecode(modules: tuple[str, ...]) -> list[str]:
+    """The modules with no current bytecode file (__pycache__, its source's mtime and size): where
+    PYTHONDONTWRITEBYTECODE is set, every start compiles them from source (`just bytecode` makes them)."""
+    import importlib.util
+
+    missing = []
+    for name in modules:
+        source = Path(importlib.util.find_spec(name).origin)
+        try:
+            header = Path(importlib.util.cache_from_source(str(source))).read_bytes()[:16]
+        except OSError:
+            header = b""
+        st = source.stat()
+        stamp = (int(st.st_mtime) & 0xFFFFFFFF).to_bytes(4, "little") + (st.st_size & 0xFFFFFFFF).to_bytes(4, "little")
+        if len(header) < 16 or header[4:8] != b"\0\0\0\0" or header[8:16] != stamp:
+            missing.append(name)
+    return missing
+
+
 def run(sizes: dict[str, Any]) -> dict[str, Any]:
     """Wall time and peak RSS of one question through rag-search and rag-answer, against the bare script."""
     import rag_embed
@@ -151,6 +170,25 @@ def run(sizes: dict[str, Any]) -> dict[str, Any]:
             "rss_peak_mb": round(max(rss[name]) / 2**20, 1),
         }
     fig["imports"] = {m: import_ms(m, env) for m in ("rag_search", "rag_answer")}
+    stages = (
+        "ragline",
+        "modelstore",
+        "progress",
+        "ranking",
+        "rag_embed",
+        "rag_index",
+        "rag_search",
+        "rag_chunk",
+        "citations",
+        "answercues",
+        "rag_answer",
+    )
+    fig["without_bytecode"] = without_bytecode(stages)
+    if fig["without_bytecode"] and env.get("PYTHONDONTWRITEBYTECODE"):
+        notes.append(
+            f"PYTHONDONTWRITEBYTECODE is set and {len(fig['without_bytecode'])} of the stages' {len(stages)} modules have no bytecode: "
+            "each command compiled them from source at every start, which a wheel install never does (run 'just bytecode')"
+        )
     targets.append(
         target("question", "rag-search one question, wall time over the bare script", fig["rag-search"]["over_bare_script"], "<=", 1.0, "x")
     )

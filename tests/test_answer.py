@@ -563,3 +563,44 @@ def test_the_sentence_that_holds_the_time_leads_a_when_question():
     )
     out = answer(rec, Extractive(("unwrap", "idf", "headings", "cue")), 0.0)
     assert out["answer"].split("\n")[0] == "It runs at 23:40 IST every day [1]."
+
+
+# --------------------------------------------------------------------------- one question, the real model
+
+
+@pytest.mark.model
+def test_one_question_runs_the_model_on_it_once_and_answers_as_before(runner, tmp_path, monkeypatch, minilm):
+    """rag-answer QUESTION searches (embedding the question) and then rescores sentences by their cosine
+    with the question: the second time, the question's vector is the one its search computed
+    (rag_embed._LAST_QUERY), not another model run; the record is the one without it, timings aside."""
+    import rag_embed
+
+    idx = build_index(tmp_path, model=str(minilm.folder) if minilm.weights == "fp32" else "all-MiniLM-L6-v2")
+    question = "When does the nightly sweep run?"
+    args = ["--index", str(idx), "--json", question]
+    rows: list[int] = []
+    run_batch = rag_embed.OnnxEmbedder.run_batch
+
+    def counting(self, ids, masks):
+        rows.append(len(ids))
+        return run_batch(self, ids, masks)
+
+    monkeypatch.setattr(rag_embed.OnnxEmbedder, "run_batch", counting)
+    monkeypatch.delenv("RAG_EMBED_CACHE", raising=False)
+    rag_embed._LAST_QUERY.clear()
+    result = runner.invoke(main, args)
+    assert result.exit_code == 0, result.stderr
+    assert parse(result.stdout_bytes)[0]["citations"]  # the dense rescoring ran: there were sentences to rescore
+    assert rows.count(1) == 1, rows  # one batch of one row: the question, once (the sentences come in batches of 8 and 4)
+
+    class Forgetful(dict):
+        def __setitem__(self, key, value):  # the memo switched off: every request runs the model
+            pass
+
+    monkeypatch.setattr(rag_embed, "_LAST_QUERY", Forgetful())
+    rows.clear()
+    again = runner.invoke(main, args)
+    assert again.exit_code == 0, again.stderr
+    assert rows.count(1) == 2, rows
+    timeless = [{k: v for k, v in parse(r.stdout_bytes)[0].items() if k not in ("ms", "answer_ms")} for r in (result, again)]
+    assert timeless[0] == timeless[1]

@@ -126,7 +126,7 @@ class TestTokenize:
     def test_sentence_punctuation_is_not_a_joiner(self):
         assert tokenize("the charge. Retry") == ["charge", "retry"]
 
-    def test_unicode_letters(self):
+    def test_unicodeletters(self):
         assert tokenize("Zahlungseingang bestätigt") == ["zahlungseingang", "bestätigt"]
         assert tokenize("ＮＷ－５００１") == tokenize("NW-5001")  # NFKC folds full-width forms
 
@@ -166,6 +166,31 @@ def test_ctrl_c_while_a_stage_is_still_importing_is_one_line_not_a_traceback(tmp
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ragline.Path(ragline.__file__).parent)])}
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
     assert (done.returncode, done.stderr, done.stdout) == (130, "rag-x: interrupted\n", "")
+
+
+@pytest.mark.parametrize(("body", "status"), [("print('out', end='')", 0), ("raise ragline.StageError('bad')", 1)])
+def test_what_the_imports_made_is_frozen_and_what_main_makes_still_collected(tmp_path, body, status):
+    """launch freezes what the stage's imports made (gc.freeze: no collection walks it again), not
+    what main makes: a cycle main leaves (as an sqlite connection is) is still collected at exit,
+    its finalizer run, on success and on failure alike; the output and the exit code are main's."""
+    import subprocess
+    import sys
+
+    (tmp_path / "tinystage.py").write_text(
+        "import click, ragline, sys\n\n"
+        "class Held:\n    def __del__(self):\n        sys.stderr.write('closed ')\n\n"
+        "@click.command()\n@ragline.stage_main('rag-x')\ndef main():\n"
+        "    cycle = Held()\n    cycle.me = cycle\n    " + body + "\n"
+    )
+    code = "import atexit, gc, sys, ragline\natexit.register(lambda: sys.stderr.write(f'frozen {gc.get_freeze_count()} '))\n"
+    code += "sys.argv = ['rag-x']\nragline.launch('tinystage', 'rag-x')\n"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ragline.Path(ragline.__file__).parent)])}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == status, done.stderr
+    assert done.stdout == ("out" if status == 0 else "")
+    frozen = int(done.stderr.rsplit("frozen ", 1)[1].split()[0])
+    assert frozen > 1000, done.stderr  # everything the interpreter, click and ragline made
+    assert done.stderr.endswith("closed "), done.stderr  # the shutdown's collection, after atexit
 
 
 @pytest.mark.parametrize("module", ["rag_chunk", "rag_embed", "rag_index", "rag_search", "rag_answer", "rag_eval"])

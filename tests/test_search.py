@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 from conftest import build_index, jsonl, parse
@@ -391,3 +396,21 @@ def test_searcher_results_do_not_depend_on_the_block(tmp_path, monkeypatch):
         monkeypatch.undo()
         strip = lambda rs: [{k: v for k, v in r.items() if k != "ms"} for r in rs]  # noqa: E731
         assert strip(blocked) == strip(whole)
+
+
+def test_one_question_loads_no_writer_and_no_cache_modules(tmp_path):
+    """rag-search QUESTION with no vector cache only reads: it does not import what only the writers
+    (tempfile, shutil: atomic files, generation sweeps) and the vector cache (sqlite3) need, each a
+    share of a one-question start-up (bench/question.py)."""
+    idx = build_index(tmp_path)
+    code = (
+        "import sys, ragline\n"
+        "sys.argv = ['rag-search', '--index', sys.argv[1], '--json', 'When does the nightly sweep run?']\n"
+        "try:\n    ragline.rag_search()\nexcept SystemExit as done:\n    assert not done.code, done.code\n"
+        "print(sorted(m for m in ('sqlite3', 'tempfile', 'shutil') if m in sys.modules), file=sys.stderr)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "RAG_EMBED_CACHE"}
+    done = subprocess.run([sys.executable, "-c", code, str(idx)], cwd=Path(__file__).parent.parent, capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr
+    assert parse(done.stdout)[0]["hits"]
+    assert done.stderr.strip().splitlines()[-1] == "[]"
