@@ -171,12 +171,13 @@ class OnnxEmbedder:
     batches padded only to the longest in the batch, pooled (mean over the
     attention mask, or the CLS token), L2-normalised and put back in input order.
 
-    `threads` cores (0: one per core) are spread over batches (`spread="batches"`,
-    the default): that many batches run at once, each on one onnxruntime thread of
-    one shared session, so no core waits at the end of each operator for the other;
-    or over operators (`spread="operators"`): one batch at a time, each operator
-    split over `threads` intra-op threads (the earlier default, an ablation row of
-    `just bench`). A batch's vectors are the same either way.
+    `threads` cores (0: one per core) are spread over operators (`spread="operators"`,
+    the default): one batch at a time, each operator split over `threads` onnxruntime
+    intra-op threads; or over batches (`spread="batches"`): that many batches run at
+    once, each on one thread of one shared session, so no core waits at the end of
+    each operator for the other. On a quiet machine the first was the faster (the
+    ablation row of `just bench`); the second holds up better beside other work. A
+    batch's vectors are the same either way.
     """
 
     def __init__(
@@ -187,7 +188,7 @@ class OnnxEmbedder:
         batch_size: int = BATCH_SIZE,
         long: str = "truncate",
         model_file: Path | None = None,
-        spread: str = "batches",
+        spread: str = "operators",
     ):
         self.folder = folder
         self.model_file = model_file or folder / modelstore.SOURCE_FILE
@@ -644,7 +645,7 @@ def _finish(
     envvar="RAG_THREADS",
     default=0,
     type=click.IntRange(0, 256),
-    help="Cores to embed on (0: all): that many batches run at once, one onnxruntime thread each. Env: RAG_THREADS.",
+    help="onnxruntime intra-op threads (0: one per core). Env: RAG_THREADS.",
 )
 @click.option(
     "--long",

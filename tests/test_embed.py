@@ -393,8 +393,8 @@ class TestProgress:
 def test_spreading_threads_over_batches_or_operators_gives_the_same_vectors(minilm):
     """Batches run at once on one thread each, or one at a time over all threads: the same vectors."""
     texts = [f"sentence number {i} about the settlement sweep and its cutoff " * (i % 7 + 1) for i in range(40)]
-    batches = OnnxEmbedder(minilm.folder, describe(minilm.folder), threads=2, model_file=minilm.model_file)
-    operators = OnnxEmbedder(minilm.folder, describe(minilm.folder), threads=2, model_file=minilm.model_file, spread="operators")
+    batches = OnnxEmbedder(minilm.folder, describe(minilm.folder), threads=2, model_file=minilm.model_file, spread="batches")
+    operators = OnnxEmbedder(minilm.folder, describe(minilm.folder), threads=2, model_file=minilm.model_file)
     assert (batches.lanes, batches.intra_threads, operators.lanes, operators.intra_threads) == (2, 1, 1, 2)
     assert np.allclose(batches.embed(texts), operators.embed(texts), atol=1e-6)
 
