@@ -331,12 +331,13 @@ def fuse_attention(source: Path, out: Path, heads: int) -> tuple[int, str]:
     nodes = [cast, *graph.node, *new_nodes]
     graph.initializer.extend(new_inits)
     # keep the nodes the outputs need, in an order where every input is ready before its use
+    ordered = _topological(nodes, {i.name for i in graph.input} | {t.name for t in graph.initializer})
     live, kept = {o.name for o in graph.output}, set()
-    for node in reversed(_topological(nodes, {i.name for i in graph.input} | {t.name for t in graph.initializer})):
+    for node in reversed(ordered):  # a node's consumers come after it: seen first in reverse
         if any(o in live for o in node.output):
             kept.add(id(node))
             live.update(node.input)
-    ordered = [n for n in _topological(nodes, {i.name for i in graph.input} | {t.name for t in graph.initializer}) if id(n) in kept]
+    ordered = [n for n in ordered if id(n) in kept]
     del graph.node[:]
     graph.node.extend(ordered)
     used = {t for n in ordered for t in n.input}
