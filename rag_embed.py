@@ -123,8 +123,8 @@ class HashEmbedder:
 
 def onnx_session(model: Path, threads: int = 0, optimization: str = OPTIMIZATION, profile: str | None = None) -> Any:
     """An onnxruntime CPU session for `model` with ragline's options: `threads` intra-op
-    threads (0: one per core), one inter-op thread, graph optimisation OPTIMIZATION (or "none", "basic",
-    "extended", "none"), warnings off; with `profile`, onnxruntime's per-operator profile
+    threads (0: one per core), one inter-op thread, graph optimisation OPTIMIZATION (or "none",
+    "basic", "extended", "all"), warnings off; with `profile`, onnxruntime's per-operator profile
     is written under that file prefix (`session.end_profiling()` names the file)."""
     import onnxruntime as ort
 
