@@ -28,7 +28,6 @@ feature-hashing embedder with no files, for tests and as the weak baseline.
 from __future__ import annotations
 
 import functools
-import hashlib
 import os
 import sys
 import zlib
@@ -53,6 +52,7 @@ from modelstore import (  # noqa: F401 (re-exported)
     sha256_file,
 )
 from ragline import StageError
+from vectorcache import Cache
 
 STAGE = "rag-embed"
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
@@ -385,78 +385,6 @@ def load_embedder(
 
 
 # --------------------------------------------------------------------------- the cache
-
-
-class Cache:
-    """A content-addressed store of vectors: key = sha256(model id, kind, text).
-
-    Re-embedding unchanged text is wasted work; with a cache, a second run over
-    the same corpus embeds only what changed. sqlite in WAL mode, one file, shared
-    by rag-embed, rag-search and rag-answer (each waits for another's write).
-
-    A file that is not an sqlite database, or a damaged one, is a StageError naming
-    it and saying what to do; the file is never deleted or moved aside (`--cache`
-    may name a file that is not a cache at all). A full disk is a ragline.DiskFull:
-    the failed write is rolled back and the cache keeps what it held.
-    """
-
-    def __init__(self, path: Path, model_id: str):
-        import sqlite3  # here, not at the top: a run without a cache (rag-search QUESTION) does not load it
-
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self.path = path
-        try:
-            self.db = sqlite3.connect(str(path), timeout=120)
-            self.db.execute("PRAGMA journal_mode=WAL")
-            self.db.execute("CREATE TABLE IF NOT EXISTS vectors (key BLOB PRIMARY KEY, vec BLOB NOT NULL)")
-        except sqlite3.Error as err:
-            raise self.error(err) from None
-        self.model_id = model_id.encode()
-        self.hits = 0
-
-    def error(self, err: Exception) -> StageError:
-        """sqlite's error as one line naming the file and what to do."""
-        name, where = getattr(err, "sqlite_errorname", ""), str(self.path)
-        if name == "SQLITE_NOTADB":
-            return StageError(
-                "not a vector cache (not an sqlite database): if it was one, delete it and run again; otherwise name another file with --cache or RAG_EMBED_CACHE",
-                where,
-            )
-        if name == "SQLITE_CORRUPT":
-            return StageError(
-                f"the vector cache is damaged ({err}): delete it and run again (it holds only vectors, which are computed again)", where
-            )
-        if name == "SQLITE_FULL":
-            return ragline.DiskFull(where, "the cache is untouched")
-        return StageError(f"cannot use the vector cache: {ragline.one_line(str(err))}", where)
-
-    def key(self, text: str, query: bool) -> bytes:
-        return hashlib.sha256(self.model_id + (b"\x00q\x00" if query else b"\x00d\x00") + text.encode("utf-8")).digest()
-
-    def get(self, keys: list[bytes]) -> dict[bytes, np.ndarray]:
-        import sqlite3
-
-        found: dict[bytes, np.ndarray] = {}
-        try:
-            for start in range(0, len(keys), 500):
-                part = keys[start : start + 500]
-                marks = ",".join("?" * len(part))
-                for key, blob in self.db.execute(f"SELECT key, vec FROM vectors WHERE key IN ({marks})", part):
-                    found[key] = np.frombuffer(blob, dtype=np.float32)
-        except sqlite3.Error as err:
-            raise self.error(err) from None
-        self.hits += len(found)
-        return found
-
-    def put(self, items: Iterable[tuple[bytes, np.ndarray]]) -> None:
-        """Store vectors in one transaction: all of them, or (on any error) none."""
-        import sqlite3
-
-        try:
-            with self.db:  # commits, or rolls back on an error
-                self.db.executemany("INSERT OR REPLACE INTO vectors VALUES (?, ?)", ((k, v.astype(np.float32).tobytes()) for k, v in items))
-        except sqlite3.Error as err:
-            raise self.error(err) from None
 
 
 def cache_for(embedder: Embedder, path: str | None = None) -> Cache | None:

@@ -173,6 +173,7 @@ def run(sizes: dict[str, Any]) -> dict[str, Any]:
     stages = (
         "ragline",
         "modelstore",
+        "vectorcache",
         "progress",
         "ranking",
         "rag_embed",
