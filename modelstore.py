@@ -300,12 +300,13 @@ def fuse_attention(source: Path, out: Path, heads: int) -> tuple[int, str]:
     mask = "ragline_attention_mask"
     new_nodes, new_inits, replace = [], [], {}
     for k, prefix in enumerate(prefixes):
-        parts = [projection(f"{prefix}attention.self.{p}.bias") for p in ("query", "key", "value")]
+        biases = [f"{prefix}attention.self.{p}.bias" for p in ("query", "key", "value")]
+        parts = [projection(b) for b in biases]
         out_proj = projection(f"{prefix}attention.output.dense.bias")
         if None in parts or out_proj is None or len({p[0] for p in parts}) != 1:  # type: ignore[index]
             return 0, f"layer {prefix!r} is not in the expected layout"
         weight = np.concatenate([numpy_helper.to_array(inits[p[1]]) for p in parts], axis=1)  # type: ignore[index]
-        bias = np.concatenate([numpy_helper.to_array(inits[f"{prefix}attention.self.{p}.bias"]) for p in ("query", "key", "value")])
+        bias = np.concatenate([numpy_helper.to_array(inits[b]) for b in biases])
         if weight.shape[1] != bias.shape[0] or weight.shape[1] % (3 * heads):
             return 0, f"layer {prefix!r}: projections of unexpected shapes"
         names = (f"ragline_qkv_weight_{k}", f"ragline_qkv_bias_{k}", f"ragline_attention_{k}")
@@ -313,11 +314,12 @@ def fuse_attention(source: Path, out: Path, heads: int) -> tuple[int, str]:
             numpy_helper.from_array(weight.astype(np.float32), names[0]),
             numpy_helper.from_array(bias.astype(np.float32), names[1]),
         ]
+        query_input = parts[0][0]  # type: ignore[index]
         new_nodes.append(
             helper.make_node(
-                "Attention", [parts[0][0], names[0], names[1], mask], [names[2]], name=names[2], domain="com.microsoft", num_heads=heads
+                "Attention", [query_input, names[0], names[1], mask], [names[2]], name=names[2], domain="com.microsoft", num_heads=heads
             )
-        )  # type: ignore[index]
+        )
         replace[out_proj[0]] = names[2]
     if not prefixes:
         return 0, "no BERT-style attention layers found"

@@ -307,14 +307,7 @@ class OnnxEmbedder:
         batches = []
         for start in range(0, len(order), self.batch_size):
             rows = order[start : start + self.batch_size]
-            width = max(len(units[u][1]) for u in rows)
-            ids = np.zeros((len(rows), width), dtype=np.int64)
-            mask = np.zeros((len(rows), width), dtype=np.int64)
-            for r, u in enumerate(rows):
-                seq = units[u][1]
-                ids[r, : len(seq)] = seq
-                mask[r, : len(seq)] = 1
-            batches.append((rows, ids, mask))
+            batches.append((rows, *padded([units[u][1] for u in rows])))
         pooled = np.empty((len(units), self.dim), dtype=np.float32)
         for (rows, _, _), vectors in zip(batches, self.run_batches(batches), strict=True):
             pooled[rows] = vectors
@@ -329,6 +322,17 @@ class OnnxEmbedder:
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         np.add.at(out, owner, pooled * weight)
         return normalise(out)
+
+
+def padded(seqs: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
+    """(token ids, attention mask) of a batch: each row padded with zeros to the longest."""
+    width = max(len(seq) for seq in seqs)
+    ids = np.zeros((len(seqs), width), dtype=np.int64)
+    mask = np.zeros((len(seqs), width), dtype=np.int64)
+    for r, seq in enumerate(seqs):
+        ids[r, : len(seq)] = seq
+        mask[r, : len(seq)] = 1
+    return ids, mask
 
 
 def normalise(matrix: np.ndarray) -> np.ndarray:

@@ -71,7 +71,7 @@ def run(sizes: dict[str, Any]) -> dict[str, Any]:
             cold: list[float] = []
             warm: list[float] = []
             outputs: list[bytes] = []
-            pairs = {"eval_like": sizes["eval_like_runs"], "golden_questions": sizes.get("short_runs", sizes["cache_runs"])}
+            pairs = {"eval_like": sizes["eval_like_runs"], "golden_questions": sizes["short_runs"]}
             for _ in range(pairs.get(name, sizes["cache_runs"])):
                 cache.unlink(missing_ok=True)
                 s, out = quiet(lambda cmd=cmd: shell(cmd, env))

@@ -318,10 +318,7 @@ def embed_unsorted(embedder: Any, texts: list[str]) -> np.ndarray:
     batches = []
     for start in range(0, len(texts), embedder.batch_size):
         rows = list(range(start, min(start + embedder.batch_size, len(texts))))
-        width = max(len(encodings[i].ids) for i in rows)
-        ids = np.array([encodings[i].ids + [0] * (width - len(encodings[i].ids)) for i in rows], dtype=np.int64)
-        masks = np.array([[1] * len(encodings[i].ids) + [0] * (width - len(encodings[i].ids)) for i in rows], dtype=np.int64)
-        batches.append((rows, ids, masks))
+        batches.append((rows, *rag_embed.padded([encodings[i].ids for i in rows])))
     for (rows, _, _), vectors in zip(batches, embedder.run_batches(batches), strict=True):
         out[rows] = vectors
     return rag_embed.normalise(out)
