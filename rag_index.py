@@ -45,7 +45,7 @@ generation is removed and CURRENT still names the old one.
 BM25 is Okapi BM25 with Lucene's idf, idf(t) = ln(1 + (N - df + 0.5) / (df + 0.5)),
 and Lucene's (>= 8) term weight without the (k1 + 1) factor:
 w(t, d) = idf(t) * tf / (tf + k1 * (1 - b + b * |d| / avgdl)), k1 = 1.2, b = 0.75.
-Terms come from `ragline.tokenize` over the heading path joined to the text.
+Terms come from `ragline.text.tokenize` over the heading path joined to the text.
 """
 
 from __future__ import annotations
@@ -65,10 +65,12 @@ import click
 import numpy as np
 import orjson
 
-import progress
 import rag_embed
 import ragline
-from ragline import StageError
+import ragline.records
+import ragline.text
+from ragline import progress
+from ragline.records import StageError
 
 STAGE = "rag-index"
 FORMAT = "ragline-index/1"
@@ -159,8 +161,8 @@ class Bm25:
 def build_bm25(texts: list[str], k1: float = K1, b: float = B) -> Bm25:
     """BM25 statistics for documents in row order.
 
-    Terms are `ragline.tokenize`'s, memoised word by word: a word's terms depend on the
-    word alone (`ragline.word_terms`), so each distinct word is tokenised once and
+    Terms are `ragline.text.tokenize`'s, memoised word by word: a word's terms depend on the
+    word alone (`ragline.text.word_terms`), so each distinct word is tokenised once and
     turned into term ids once, and a document becomes one list of ids. Counting is one
     sort of (term, document) keys for the whole corpus, which also gives the postings
     in CSR order.
@@ -170,13 +172,13 @@ def build_bm25(texts: list[str], k1: float = K1, b: float = B) -> Bm25:
     flat: list[int] = []  # term ids, document after document
     lengths = np.zeros(len(texts), dtype=np.int64)
     for row, text in enumerate(texts):
-        normalised = ragline.normalise(text)
+        normalised = ragline.text.normalise(text)
         start = len(flat)
-        flat.extend(vocab.setdefault(t, len(vocab)) for t in ragline.digit_group_terms(normalised))
-        for word in ragline.split_words(normalised):
+        flat.extend(vocab.setdefault(t, len(vocab)) for t in ragline.text.digit_group_terms(normalised))
+        for word in ragline.text.split_words(normalised):
             ids = memo.get(word)
             if ids is None:
-                ids = memo[word] = [vocab.setdefault(t, len(vocab)) for t in ragline.word_terms(word)]
+                ids = memo[word] = [vocab.setdefault(t, len(vocab)) for t in ragline.text.word_terms(word)]
             flat.extend(ids)
         lengths[row] = len(flat) - start
     names = np.array(list(vocab), dtype=str) if vocab else np.array([], dtype="<U1")
@@ -242,7 +244,7 @@ def _unit_rows(matrix: np.ndarray) -> np.ndarray:
     return matrix / np.where(norms > 0, norms, 1.0)
 
 
-def collect(records: Iterable[tuple[ragline.Line, dict[str, Any]]]) -> tuple[list[dict[str, Any]], np.ndarray, dict[str, Any]]:
+def collect(records: Iterable[tuple[ragline.records.Line, dict[str, Any]]]) -> tuple[list[dict[str, Any]], np.ndarray, dict[str, Any]]:
     """Check the stream and gather (chunk records, vectors, embedding facts).
 
     Refused, naming the line: a record without the chunk fields, a vector that is
@@ -258,10 +260,10 @@ def collect(records: Iterable[tuple[ragline.Line, dict[str, Any]]]) -> tuple[lis
     facts: dict[str, Any] = {}
     for where, record in records:
         at = str(where)
-        cid = ragline.field(record, "id", str, at)
-        ragline.field(record, "text", str, at)
-        vector = ragline.field(record, "vector", list, at)
-        model = ragline.field(record, "model", str, at)
+        cid = ragline.records.field(record, "id", str, at)
+        ragline.records.field(record, "text", str, at)
+        vector = ragline.records.field(record, "vector", list, at)
+        model = ragline.records.field(record, "model", str, at)
         if cid in seen:
             raise StageError(f"duplicate chunk id '{cid}' (first at {seen[cid]})", at)
         seen[cid] = at
@@ -322,19 +324,21 @@ def write(
     """Write a new generation of the index at `out` and make it live. Returns its folder.
 
     Waits for any other writer of `out` (`notice` hears once which process it is waiting
-    for). A full disk is a ragline.DiskFull naming `out`, with the previous index untouched.
+    for). A full disk is a ragline.records.DiskFull naming `out`, with the previous index untouched.
     """
-    bm25 = build_bm25([ragline.retrieval_text(c, facts.get("headings", True)) for c in chunks])  # before the lock: writers overlap here
+    bm25 = build_bm25(
+        [ragline.text.retrieval_text(c, facts.get("headings", True)) for c in chunks]
+    )  # before the lock: writers overlap here
     try:
         out.mkdir(parents=True, exist_ok=True)
         _check_target(out)
         with _writer_lock(out, notice):
             return _write_generation(out, chunks, vectors, bm25, facts)
-    except (OSError, ragline.DiskFull) as err:  # DiskFull: the manifest or CURRENT, by ragline.atomic_file
-        if not ragline.disk_full(err):
+    except (OSError, ragline.records.DiskFull) as err:  # DiskFull: the manifest or CURRENT, by ragline.records.atomic_file
+        if not ragline.records.disk_full(err):
             raise
         kept = "the previous index is untouched" if live_generation(out) else "no index was written"
-        raise ragline.DiskFull(str(out), kept) from None
+        raise ragline.records.DiskFull(str(out), kept) from None
 
 
 @contextlib.contextmanager
@@ -373,7 +377,7 @@ def _write_generation(out: Path, chunks: list[dict[str, Any]], vectors: np.ndarr
             _save(gen / "passages.npy", passages)
             _save(gen / "passage_rows.npy", facts["passage_rows"])
         with open(gen / "chunks.jsonl", "wb") as handle:
-            ragline.write_records(chunks, handle, flush_every=1 << 30)
+            ragline.records.write_records(chunks, handle, flush_every=1 << 30)
         for name in ("terms", "df", "doc_len", "indptr", "docs", "tf", "weights"):
             _save(gen / "bm25" / f"{name}.npy", getattr(bm25, name))
         files = sorted(p.relative_to(gen).as_posix() for p in gen.rglob("*") if p.is_file())
@@ -387,7 +391,12 @@ def _write_generation(out: Path, chunks: list[dict[str, Any]], vectors: np.ndarr
             "embed_long": facts.get("long", "truncate"),
             "embed_passages": facts.get("embed_passages", False),
             "chunking": {"window": facts.get("window")},
-            "bm25": {"k1": bm25.k1, "b": bm25.b, "idf": "lucene: ln(1 + (N - df + 0.5) / (df + 0.5))", "tokeniser": "ragline.tokenize"},
+            "bm25": {
+                "k1": bm25.k1,
+                "b": bm25.b,
+                "idf": "lucene: ln(1 + (N - df + 0.5) / (df + 0.5))",
+                "tokeniser": "ragline.text.tokenize",
+            },
             "counts": {
                 "chunks": len(chunks),
                 "docs": len({c.get("doc") for c in chunks}),
@@ -401,12 +410,12 @@ def _write_generation(out: Path, chunks: list[dict[str, Any]], vectors: np.ndarr
         }
         for f in files:
             _fsync(gen / f)
-        with ragline.atomic_file(gen / "manifest.json") as handle:
+        with ragline.records.atomic_file(gen / "manifest.json") as handle:
             handle.write(orjson.dumps(manifest, option=orjson.OPT_INDENT_2))
-        ragline.fsync_dir(gen)
-        with ragline.atomic_file(out / CURRENT) as handle:
+        ragline.records.fsync_dir(gen)
+        with ragline.records.atomic_file(out / CURRENT) as handle:
             handle.write(gen.name.encode() + b"\n")
-        ragline.fsync_dir(out)
+        ragline.records.fsync_dir(out)
     except BaseException:
         if live_generation(out) != gen.name:  # Ctrl-C after CURRENT names it: it is the index now, keep it
             shutil.rmtree(gen, ignore_errors=True)
@@ -538,11 +547,11 @@ def _load_generation(root: Path, gen: Path, mmap: bool) -> Index:
             for name in ("terms", "df", "doc_len", "indptr", "docs", "tf", "weights")
         }
     except (ValueError, OSError) as err:
-        raise StageError(f"index arrays cannot be read ({ragline.one_line(str(err), 120)}): rebuild it", str(root)) from None
+        raise StageError(f"index arrays cannot be read ({ragline.records.one_line(str(err), 120)}): rebuild it", str(root)) from None
     for name in manifest["files"]:  # same sizes, other bytes: a flipped bit, or a file from another build
         if name in hashes and file_digest(gen / name) != hashes[name]:
             raise StageError(f"index file {name} does not match the manifest's sha256 (corrupted or replaced): rebuild it", str(root))
-    chunks = [record for _, record in ragline.parse_lines(str(gen / "chunks.jsonl"), open(gen / "chunks.jsonl", "rb"))]  # noqa: SIM115
+    chunks = [record for _, record in ragline.records.parse_lines(str(gen / "chunks.jsonl"), open(gen / "chunks.jsonl", "rb"))]  # noqa: SIM115
     counts = manifest["counts"]
     if (
         vectors.shape != (counts["chunks"], manifest["dim"])
@@ -565,7 +574,7 @@ def _load_passages(gen: Path, manifest: dict[str, Any], mmap: bool) -> tuple[np.
         passages = np.load(gen / "passages.npy", mmap_mode="r" if mmap else None, allow_pickle=False)
         rows = np.load(gen / "passage_rows.npy", allow_pickle=False)
     except (ValueError, OSError) as err:
-        raise StageError(f"index passage arrays cannot be read ({ragline.one_line(str(err), 120)}): rebuild it", where) from None
+        raise StageError(f"index passage arrays cannot be read ({ragline.records.one_line(str(err), 120)}): rebuild it", where) from None
     n = manifest["counts"].get("passages")
     if (
         passages.shape != (n, manifest["dim"])
@@ -581,10 +590,10 @@ def _load_passages(gen: Path, manifest: dict[str, Any], mmap: bool) -> tuple[np.
 def _check_manifest(manifest: dict[str, Any], where: str) -> None:
     """The manifest fields `load` relies on, with their types; otherwise a StageError naming the field."""
     for name, kind in (("model", str), ("dim", int), ("files", dict), ("counts", dict), ("bm25", dict)):
-        ragline.field(manifest, name, kind, where)
-    ragline.field(manifest["counts"], "chunks", int, f"{where} (counts)")
+        ragline.records.field(manifest, name, kind, where)
+    ragline.records.field(manifest["counts"], "chunks", int, f"{where} (counts)")
     for name in ("k1", "b"):
-        ragline.field(manifest["bm25"], name, float, f"{where} (bm25)")
+        ragline.records.field(manifest["bm25"], name, float, f"{where} (bm25)")
     if not all(isinstance(size, int) for size in manifest["files"].values()) or "vectors.npy" not in manifest["files"]:
         raise StageError("field 'files' must map each index file to its size in bytes: rebuild it", where)
     hashes = manifest.get("sha256")
@@ -606,20 +615,20 @@ def _check_manifest(manifest: dict[str, Any], where: str) -> None:
     help="The index directory to write (replaced atomically). Env: RAG_INDEX.",
 )
 @click.option("--quiet", "-q", is_flag=True, help="No notices on stderr (not even that it waits for another writer).")
-@ragline.stage_main(STAGE)
+@ragline.records.stage_main(STAGE)
 def main(inputs: tuple[str, ...], out: str, quiet: bool) -> None:
     """Build an index directory from embedded chunk records (files or stdin).
 
     Two builds of one index at once take turns: the second waits for the first to finish,
     and says so.
     """
-    records = ragline.read_records(
+    records = ragline.records.read_records(
         inputs, usage="no input: pipe embedded chunks into rag-index (rag-chunk DIR | rag-embed | rag-index --out IDX)"
     )
     chunks, vectors, facts = collect(progress.Progress(STAGE, "chunks", lambda: progress.count_lines(inputs), quiet).track(records))
-    gen = write(Path(out), chunks, vectors, facts, notice=lambda message: ragline.note(f"{STAGE}: {message}", quiet))
+    gen = write(Path(out), chunks, vectors, facts, notice=lambda message: ragline.records.note(f"{STAGE}: {message}", quiet))
     if not quiet and sys.stderr.isatty():
-        ragline.note(f"{STAGE}: {len(chunks)} chunks, {vectors.shape[1]} dims, model {facts['model']} -> {gen}")
+        ragline.records.note(f"{STAGE}: {len(chunks)} chunks, {vectors.shape[1]} dims, model {facts['model']} -> {gen}")
 
 
 if __name__ == "__main__":

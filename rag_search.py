@@ -38,13 +38,15 @@ from typing import Any
 import click
 import numpy as np
 
-import progress
 import rag_embed
 import rag_index
 import ragline
+import ragline.records
+import ragline.text
 from rag_index import Bm25, Index
-from ragline import StageError
-from ranking import DEFAULT_RRF_K, DenseTop, dense_top, rrf, score_fusion, topk
+from ragline import progress
+from ragline.ranking import DEFAULT_RRF_K, DenseTop, dense_top, rrf, score_fusion, topk
+from ragline.records import StageError
 
 STAGE = "rag-search"
 DEFAULT_K = 5
@@ -90,17 +92,17 @@ def identifiers(question: str, bm25: Bm25) -> np.ndarray:
     """Term ids of the question's identifiers that the index holds: error codes, commands,
     config keys, file names (NW-4021, --force-with-lease, init.defaultBranch, dependabot.yml).
 
-    An identifier is a word as the tokeniser splits it (`ragline.words`) that holds a digit,
+    An identifier is a word as the tokeniser splits it (`ragline.text.words`) that holds a digit,
     a joiner between word characters (- _ . / :), a capital after a small letter, or is an
-    acronym of two or more capitals; its whole term (the first `ragline.tokenize` gives)
+    acronym of two or more capitals; its whole term (the first `ragline.text.tokenize` gives)
     must be in the index, in at most EXACT_MAX_DF of the chunks (and at least 2 allowed).
     """
     found: list[str] = []
-    for match in ragline.words(question):
+    for match in ragline.text.words(question):
         word = match.group()
-        if not (ragline.identifier_like(word) or re.fullmatch(r"[A-Z]{2,}s?", word)):
+        if not (ragline.text.identifier_like(word) or re.fullmatch(r"[A-Z]{2,}s?", word)):
             continue
-        terms = ragline.tokenize(word)
+        terms = ragline.text.tokenize(word)
         if terms and not terms[0].isdigit():
             found.append(terms[0])
     _, ids = bm25.term_ids(found)
@@ -116,7 +118,7 @@ def holders(bm25: Bm25, idents: np.ndarray) -> list[int]:
 
 def query_terms(bm25: Bm25, question: str) -> tuple[list[str], np.ndarray, np.ndarray]:
     """(distinct terms, their ids or -1, their idf) for a question."""
-    terms, ids = bm25.term_ids(ragline.tokenize(question))
+    terms, ids = bm25.term_ids(ragline.text.tokenize(question))
     return terms, ids, bm25.idf_of(ids)
 
 
@@ -140,7 +142,7 @@ def heading_overlap(chunks: list[dict[str, Any]], terms: list[str], weights: np.
         return out
     index = {t: w for t, w in zip(terms, weights, strict=True)}
     for i, row in enumerate(rows):
-        heads = ragline.term_set(" ".join(chunks[row].get("headings") or []))
+        heads = ragline.text.term_set(" ".join(chunks[row].get("headings") or []))
         out[i] = sum(w for t, w in index.items() if t in heads) / total
     return out
 
@@ -390,12 +392,12 @@ class Searcher:
 
 
 def search_records(
-    searcher: Searcher, records: Iterable[tuple[ragline.Line, dict[str, Any]]], explain_id: str | None = None, batch: int = BATCH
+    searcher: Searcher, records: Iterable[tuple[ragline.records.Line, dict[str, Any]]], explain_id: str | None = None, batch: int = BATCH
 ) -> Iterator[dict[str, Any]]:
     """Query records with hits added, `batch` questions per model call, input order kept."""
     pending: list[dict[str, Any]] = []
     for where, record in records:
-        question = ragline.field(record, "question", str, where)
+        question = ragline.records.field(record, "question", str, where)
         if not question.strip():
             raise StageError("field 'question' is empty", str(where))
         pending.append(record)
@@ -427,7 +429,7 @@ def render(record: dict[str, Any], width: int = 100, lines_per_hit: int = 2) -> 
     r = record["retrieval"]
     mode = "+".join([n for n, on in (("dense", r["dense"]), ("bm25", r["sparse"])) if on]) + ("+rerank" if r["rerank"] != "none" else "")
     lines = [f"{record['question']}", f"  confidence {record['confidence']:.2f} · {mode} · {r['model']} · {record['ms']:.0f} ms", ""]
-    terms = set(ragline.tokenize(record["question"]))
+    terms = set(ragline.text.tokenize(record["question"]))
     for hit in record["hits"]:
         where = f"{hit['path']}:{hit['start_line']}-{hit['end_line']}" if hit.get("path") else ""
         lines.append(f"{hit['rank']:>3}  {hit['score']:.3f}  {hit['chunk_id']}   {where}")
@@ -454,7 +456,7 @@ def best_lines(text: str, terms: set[str], n: int) -> list[str]:
     """The `n` non-heading lines of a hit's text holding the most distinct question terms
     (the earlier line on a tie), in the text's order; the first lines when none holds one."""
     rows = [line.strip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
-    scored = sorted(range(len(rows)), key=lambda i: (-len(terms & set(ragline.tokenize(rows[i]))), i))[:n]
+    scored = sorted(range(len(rows)), key=lambda i: (-len(terms & set(ragline.text.tokenize(rows[i]))), i))[:n]
     return [rows[i] for i in sorted(scored)]
 
 
@@ -608,7 +610,7 @@ def search_options(f: Any) -> Any:
 
 def question_records(
     questions: tuple[str, ...], queries: str | None, usage: str, raw: bool = False, stage: str = STAGE
-) -> Iterator[tuple[ragline.Line, dict[str, Any]]]:
+) -> Iterator[tuple[ragline.records.Line, dict[str, Any]]]:
     """Query records from the command line: QUESTIONS as arguments become records q1, q2,
     ...; otherwise JSON Lines from --queries or stdin, or with `raw` one question a line
     (blank lines skipped). A record without an `id` gets its input line number. A question
@@ -620,33 +622,33 @@ def question_records(
     if empty is not None:
         raise click.UsageError(f"question {empty} is empty")
     if questions:
-        source: Iterable[tuple[ragline.Line, dict[str, Any]]] = (
-            (ragline.Line("<args>", n), {"id": f"q{n}", "question": q}) for n, q in enumerate(questions, 1)
+        source: Iterable[tuple[ragline.records.Line, dict[str, Any]]] = (
+            (ragline.records.Line("<args>", n), {"id": f"q{n}", "question": q}) for n, q in enumerate(questions, 1)
         )
     elif raw:
         source = _raw_lines(queries, usage)
     else:
-        source = ragline.read_records([queries or "-"], usage=usage)
+        source = ragline.records.read_records([queries or "-"], usage=usage)
     for where, record in source:
         if "id" not in record:
             record["id"] = str(where.number)
         question = record.get("question")
         if isinstance(question, str) and len(question) > MAX_QUESTION:
-            ragline.note(f"{stage}: {where}: a question of {len(question):,} characters, cut to its first {MAX_QUESTION:,}")
+            ragline.records.note(f"{stage}: {where}: a question of {len(question):,} characters, cut to its first {MAX_QUESTION:,}")
             record["question"] = question[:MAX_QUESTION]
         yield where, record
 
 
-def _raw_lines(path: str | None, usage: str) -> Iterator[tuple[ragline.Line, dict[str, Any]]]:
+def _raw_lines(path: str | None, usage: str) -> Iterator[tuple[ragline.records.Line, dict[str, Any]]]:
     """`--raw-input`: each non-blank line of the file or stdin is a question."""
-    for name, stream in ragline.open_inputs([path or "-"], usage):
+    for name, stream in ragline.records.open_inputs([path or "-"], usage):
         for number, raw in enumerate(stream, 1):
             try:
                 text = raw.decode("utf-8").removeprefix("\ufeff" if number == 1 else "").strip()
             except UnicodeDecodeError as bad:
                 raise StageError(f"not UTF-8 (byte 0x{raw[bad.start]:02x} at column {bad.start + 1})", f"{name}:{number}") from None
             if text:
-                yield ragline.Line(name, number), {"question": text}
+                yield ragline.records.Line(name, number), {"question": text}
 
 
 def given_on_command_line(names: Iterable[str]) -> list[str]:
@@ -673,7 +675,7 @@ def given_on_command_line(names: Iterable[str]) -> list[str]:
 @click.option("--raw-input", "-R", "raw", is_flag=True, help="Read one plain-text question a line (stdin or --queries), not JSON.")
 @click.option("--explain", "explain_id", default=None, metavar="CHUNK_ID", help="Add each query term's BM25 contribution to this chunk.")
 @click.option("--json", "as_json", is_flag=True, help="JSON Lines even on a terminal.")
-@ragline.stage_main(STAGE)
+@ragline.records.stage_main(STAGE)
 def main(
     questions: tuple[str, ...],
     search: SearchArgs,
@@ -692,7 +694,7 @@ def main(
         records = progress.Progress(STAGE, "questions", lambda: progress.count_lines([queries or "-"])).track(records)
     out = sys.stdout.buffer
     for record in search_records(searcher, records, explain_id):
-        out.write(render(record).encode() if human else ragline.dumps(record))
+        out.write(render(record).encode() if human else ragline.records.dumps(record))
     out.flush()
 
 

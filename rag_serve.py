@@ -66,7 +66,8 @@ import rag_embed
 import rag_index
 import rag_search
 import ragline
-from ragline import StageError
+import ragline.records
+from ragline.records import StageError
 
 STAGE = "rag-serve"
 MAX_BODY = 64 * 1024  # bytes of a request body
@@ -84,7 +85,7 @@ class RequestError(Exception):
 
     def __init__(self, message: str, status: int = 400):
         super().__init__(message)
-        self.message = ragline.one_line(message)
+        self.message = ragline.records.one_line(message)
         self.status = status
 
 
@@ -97,7 +98,7 @@ class Settings:
 
     search: rag_search.SearchArgs
     llm: str = "extractive"
-    features: tuple[str, ...] = ragline.ANSWER_FEATURES
+    features: tuple[str, ...] = ragline.records.ANSWER_FEATURES
     threshold: float = rag_answer.DEFAULT_ABSTAIN
     context: int = rag_answer.CONTEXT
 
@@ -159,8 +160,8 @@ class Engine:
             raise RequestError(f"no chunk '{chunk_id}' in the index", 404)
 
 
-def _lines(records: Any) -> Iterator[tuple[ragline.Line, dict[str, Any]]]:
-    return ((ragline.Line("<request>", n), r) for n, r in enumerate(records, 1))
+def _lines(records: Any) -> Iterator[tuple[ragline.records.Line, dict[str, Any]]]:
+    return ((ragline.records.Line("<request>", n), r) for n, r in enumerate(records, 1))
 
 
 def query_records(question: str | None, questions: list[str] | None, query_id: str | None = None) -> list[dict[str, Any]]:
@@ -299,7 +300,7 @@ def make_app(
     from starlette.requests import Request
     from starlette.responses import HTMLResponse, Response
 
-    import servedocs
+    from ragline import page as servepage
 
     async def work(fn: Callable[[Engine], Any]) -> Any:
         """Run fn on the engine of the moment, on the one worker thread."""
@@ -362,7 +363,7 @@ def make_app(
         return {name: getattr(model, name) for name in OPTIONS}
 
     def record(body: Any) -> Response:
-        return Response(ragline.dumps(body) if isinstance(body, dict) else orjson.dumps(body), media_type="application/json")
+        return Response(ragline.records.dumps(body) if isinstance(body, dict) else orjson.dumps(body), media_type="application/json")
 
     app = FastAPI(
         title="ragline",
@@ -372,12 +373,12 @@ def make_app(
         redoc_url=None,
     )
 
-    @app.get("/health", responses=servedocs.responses(servedocs.HEALTH))
+    @app.get("/health", responses=servepage.responses(servepage.HEALTH))
     async def health() -> Response:
         """Status, model, index generation and chunk count."""
         return record(await work(lambda e: live.health()))
 
-    @app.get("/search", responses=servedocs.responses(servedocs.HITS, "one hits/1 record"))
+    @app.get("/search", responses=servepage.responses(servepage.HITS, "one hits/1 record"))
     async def search_get(params: Annotated[SearchQuery, Query()]) -> Response:
         """Search for one question: a hits/1 record, as `rag-search --json` writes it."""
         queries = query_records(params.q, None)
@@ -385,8 +386,8 @@ def make_app(
 
     @app.post(
         "/search",
-        responses=servedocs.responses(
-            {"oneOf": [servedocs.HITS, {"type": "array", "items": servedocs.HITS}]}, "a hits/1 record, or a list of them for 'questions'"
+        responses=servepage.responses(
+            {"oneOf": [servepage.HITS, {"type": "array", "items": servepage.HITS}]}, "a hits/1 record, or a list of them for 'questions'"
         ),
     )
     async def search_post(body: SearchBody) -> Response:
@@ -397,8 +398,8 @@ def make_app(
 
     @app.post(
         "/answer",
-        responses=servedocs.responses(
-            {"oneOf": [servedocs.ANSWER, {"type": "array", "items": servedocs.ANSWER}]},
+        responses=servepage.responses(
+            {"oneOf": [servepage.ANSWER, {"type": "array", "items": servepage.ANSWER}]},
             "an answer/1 record, or a list of them for 'questions'",
         ),
     )
@@ -408,19 +409,19 @@ def make_app(
         found = await work(lambda e: e.answer(queries, options(body), body.threshold, body.context))
         return record(found[0] if body.question is not None else found)
 
-    @app.get("/explain", responses=servedocs.responses(servedocs.EXPLAIN, "per-term BM25 contributions"))
+    @app.get("/explain", responses=servepage.responses(servepage.EXPLAIN, "per-term BM25 contributions"))
     async def explain_get(params: Annotated[ExplainQuery, Query()]) -> Response:
         """Each query term's BM25 contribution to one chunk: tf, df, idf, contribution, and the total."""
         return record(await work(lambda e: e.explain(params.q, params.chunk_id)))
 
-    csp = servedocs.policy()
+    csp = servepage.policy()
 
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
     async def page() -> HTMLResponse:
-        return HTMLResponse(servedocs.PAGE, headers={"Content-Security-Policy": csp, "X-Content-Type-Options": "nosniff"})
+        return HTMLResponse(servepage.PAGE, headers={"Content-Security-Policy": csp, "X-Content-Type-Options": "nosniff"})
 
     def error(status: int, message: str, headers: dict[str, str] | None = None) -> Response:
-        return Response(orjson.dumps({"error": ragline.one_line(message)}), status, headers, media_type="application/json")
+        return Response(orjson.dumps({"error": ragline.records.one_line(message)}), status, headers, media_type="application/json")
 
     @app.exception_handler(RequestError)
     async def request_error(request: Request, err: RequestError) -> Response:
@@ -589,7 +590,7 @@ def serve(app: Any, sock: socket.socket) -> str | None:
 )
 @rag_answer.generator_options
 @click.option("--quiet", "-q", is_flag=True, help="No access log.")
-@ragline.stage_main(STAGE)
+@ragline.records.stage_main(STAGE)
 def main(
     search: rag_search.SearchArgs,
     host: str,

@@ -1,6 +1,6 @@
 """bm25: rag_index.build_bm25 / Bm25.scores + ranking.topk against bm25s on Zipfian documents.
 
-bm25s runs as lucene, k1 1.2, b 0.75, over the same tokens (ragline.tokenize), so
+bm25s runs as lucene, k1 1.2, b 0.75, over the same tokens (ragline.text.tokenize), so
 scores agree and ids differ only among equal scores.
 """
 
@@ -48,7 +48,7 @@ def agreement(index: Any, retriever: Any, query_tokens: list[list[str]], rag_res
 def query_runs(index: Any, retriever: Any, query_tokens: list[list[str]], runs: int) -> tuple[list[float], list[float], Any, Any]:
     """(ragline's seconds, bm25s's seconds, ragline's last (top, scores) per query, bm25s's last results): every query
     `runs` times, the two sides interleaved; bm25s only where there is a retriever."""
-    import ranking
+    from ragline import ranking
 
     tiebreak = np.arange(len(index.doc_len), dtype=np.int64)
 
@@ -75,20 +75,20 @@ def query_runs(index: Any, retriever: Any, query_tokens: list[list[str]], runs: 
 def run(sizes: dict[str, Any]) -> dict[str, Any]:
     """rag_index.build_bm25 + Bm25.scores + ranking.topk against bm25s (lucene, k1 1.2, b 0.75)."""
     import rag_index
-    import ragline
+    import ragline.text
 
     fig: dict[str, Any] = {}
     targets: list[dict[str, Any]] = []
     notes: list[str] = []
     docs, words = zipf_corpus(sizes["bm25_docs"])
     queries = zipf_queries(words, sizes["bm25_queries"])
-    query_tokens = [list(dict.fromkeys(ragline.tokenize(q))) for q in queries]  # distinct, as Bm25.term_ids
+    query_tokens = [list(dict.fromkeys(ragline.text.tokenize(q))) for q in queries]  # distinct, as Bm25.term_ids
     tok_s: list[float] = []
     build_s: list[float] = []
     bm25s_s: list[float] = []
     have_bm25s = importlib.util.find_spec("bm25s") is not None
     retriever = None
-    s, doc_tokens = quiet(lambda: [ragline.tokenize(d) for d in docs])  # once: it is the same work in every build
+    s, doc_tokens = quiet(lambda: [ragline.text.tokenize(d) for d in docs])  # once: it is the same work in every build
     tok_s.append(s)
     for _ in range(sizes["bm25_build_runs"]):
         s, index = quiet(lambda: rag_index.build_bm25(docs))

@@ -52,7 +52,7 @@ def sizes(quick: bool) -> dict[str, Any]:
 def searchers(engine: str, vectors_path: str) -> tuple[int, str | None, Any, Any]:
     """(rows, dtype, one query -> top ids, matrix of queries -> top ids per query) of one engine."""
     import rag_index
-    import ranking
+    from ragline import ranking
 
     vectors = np.load(vectors_path, mmap_mode="r")
     if engine.startswith("faiss"):

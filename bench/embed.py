@@ -26,10 +26,10 @@ from typing import Any
 
 import numpy as np
 
-import modelstore
 import rag_embed  # light: onnxruntime is imported only when a model loads
 from bench.harness import QUIET, child_env, fmt, median, quiet, target, timed
 from bench.workload import MODEL, embed_texts_of, workload
+from ragline import models
 
 HERE = Path(__file__).resolve().parent
 THREADS = 2  # onnxruntime and torch threads in the embedding comparison, for fairness
@@ -275,7 +275,7 @@ def run(sizes: dict[str, Any]) -> dict[str, Any]:
         notes.append(
             "no int8 kernel runs: the shipped file stores its weights as int8 and onnxruntime folds the dequantisation "
             "into float32 constants when it opens a session, so every MatMul runs in fp32. rag-embed loads the float32 "
-            "file derived from it at fetch time (modelstore.derive_fp32), which skips that folding at every start and "
+            "file derived from it at fetch time (models.derive_fp32), which skips that folding at every start and "
             "runs each layer's attention as one fused operator; the cosine gap to sentence-transformers is the int8 "
             "rounding of the weights, which the derived file keeps."
         )
@@ -362,7 +362,7 @@ def ablate(embedder: Any, texts: list[str], runs: int) -> dict[str, Any]:
     }
     batches = variant(embedder, spread="batches")
     unfused_dir = tempfile.TemporaryDirectory(prefix="ragline-bench-unfused-")
-    modelstore.dequantise(embedder.folder / modelstore.SOURCE_FILE, Path(unfused_dir.name) / "unfused.onnx")
+    models.dequantise(embedder.folder / models.SOURCE_FILE, Path(unfused_dir.name) / "unfused.onnx")
     unfused = variant(embedder, model_file=Path(unfused_dir.name) / "unfused.onnx")
     configs: dict[str, Callable[[], Any]] = {
         DEFAULT_LABEL: lambda: embedder.embed(texts),

@@ -172,16 +172,18 @@ def run(sizes: dict[str, Any]) -> dict[str, Any]:
     fig["imports"] = {m: import_ms(m, env) for m in ("rag_search", "rag_answer")}
     stages = (
         "ragline",
-        "modelstore",
-        "vectorcache",
-        "progress",
-        "ranking",
+        "ragline.records",
+        "ragline.text",
+        "ragline.models",
+        "ragline.vectorcache",
+        "ragline.progress",
+        "ragline.ranking",
         "rag_embed",
         "rag_index",
         "rag_search",
         "rag_chunk",
-        "citations",
-        "answercues",
+        "ragline.answer.citations",
+        "ragline.answer.cues",
         "rag_answer",
     )
     fig["without_bytecode"] = without_bytecode(stages)

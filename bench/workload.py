@@ -36,7 +36,7 @@ def workload(n: int) -> list[dict[str, Any]]:
     Copy c of a chunk rotates its sentences (citations.split_sentences) by c, so texts
     differ but keep their length and vocabulary, and ends with " (rev c)". Ids are `<id>~c`.
     """
-    import citations
+    from ragline.answer import citations
 
     base = chunk_records()
     out: list[dict[str, Any]] = []
@@ -74,7 +74,7 @@ def eval_embeds() -> list[tuple[int, str]]:
     one per run of evalruns.RUNS that embeds with the model (the hash runs embed nothing worth caching), the
     flags derived by evalruns.run_flags as `just eval` derives them. Most runs re-embed the default chunking
     unchanged (no-rerank, dense, rrf, bm25, answer-no-*)."""
-    import evalruns
+    from ragline.eval import runs as evalruns
 
     steps = []
     for run in evalruns.RUNS.values():
@@ -120,11 +120,12 @@ def zipf_corpus(n_docs: int, seed: int = 3, vocab: int = 50_000, mean_len: int =
     """(documents, vocabulary by rank): words drawn from a Zipf-Mandelbrot law, p(r) ~ 1 / (r + 2.7).
 
     Words are pronounceable letter strings (never stopwords, never plural-looking, so
-    ragline.tokenize keeps each as one term); document lengths are log-normal around
+    ragline.text.tokenize keeps each as one term); document lengths are log-normal around
     `mean_len`; a full stop ends a sentence every ~12 words and sentences start with
     a capital, so the tokeniser does its normal work.
     """
     import ragline
+    import ragline.text
 
     rng = np.random.default_rng(seed)
     consonants, vowels = "bcdfghjklmnprtvz", "aeiou"
@@ -133,7 +134,7 @@ def zipf_corpus(n_docs: int, seed: int = 3, vocab: int = 50_000, mean_len: int =
     while len(words) < vocab:
         syllables = int(rng.integers(2, 5))
         w = "".join(consonants[rng.integers(len(consonants))] + vowels[rng.integers(len(vowels))] for _ in range(syllables))
-        if w not in seen and w not in ragline.STOPWORDS:
+        if w not in seen and w not in ragline.text.STOPWORDS:
             seen.add(w)
             words.append(w)
     ranks = np.arange(1, vocab + 1)

@@ -34,8 +34,8 @@ COMMANDS = ["rag-chunk", "rag-embed", "rag-index", "rag-search", "rag-answer", "
 
 
 def chunk_stats() -> str:
-    import evalruns
     import rag_chunk
+    from ragline.eval import runs as evalruns
 
     rows = [
         "| corpus | documents | words | chunks | words per chunk: min | median | p90 | max | over the window |",
@@ -58,7 +58,7 @@ def chunk_stats() -> str:
 
 
 def runs_table() -> str:
-    import evalruns
+    from ragline.eval import runs as evalruns
 
     default = ", ".join(f"{k} {json.dumps(v)}" for k, v in evalruns.DEFAULT_RUN.items())
     rows = ["| run | flags (everything else as in `default`) |", "| --- | --- |", f"| `default` | none: the stages' defaults ({default}) |"]

@@ -33,7 +33,7 @@ def parse(output: bytes | str) -> list[dict]:
 def load_minilm(weights: str = "fp32"):
     """The real all-MiniLM-L6-v2 embedder with these weights. Missing model: skip locally, fail in CI."""
     import rag_embed
-    from ragline import StageError
+    from ragline.records import StageError
 
     try:
         embedder = rag_embed.load_embedder("all-MiniLM-L6-v2", weights=weights)
@@ -101,7 +101,7 @@ def build_index(tmp_path: Path, docs: dict[str, str] | None = None, model: str =
     import rag_chunk
     import rag_embed
     import rag_index
-    from ragline import Line
+    from ragline.records import Line
 
     corpus = tmp_path / "corpus"
     corpus.mkdir(exist_ok=True)

@@ -9,9 +9,9 @@ import pytest
 from conftest import jsonl
 
 import rag_eval
-from evalruns import RUNS
-from golden import ANSWERABLE_KINDS, Chunking, Golden, load_golden, parse_golden, read_chunking
-from ragline import Line
+from ragline.eval.golden import ANSWERABLE_KINDS, Chunking, Golden, load_golden, parse_golden, read_chunking
+from ragline.eval.runs import RUNS
+from ragline.records import Line
 
 # --------------------------------------------------------------------------- fixtures
 

@@ -10,15 +10,14 @@ from typing import ClassVar
 import pytest
 from conftest import build_index, jsonl, parse
 
-import answercues
-import citations
 import rag_answer
 import rag_index
 import rag_search
-from answercues import cue_match
-from citations import check_citations
 from rag_answer import REFUSAL, ContextBlock, Extractive, OpenAIChat, answer, candidates, main, question_cue
-from ragline import StageError
+from ragline.answer import citations, cues
+from ragline.answer.citations import check_citations
+from ragline.answer.cues import cue_match
+from ragline.records import StageError
 
 
 def hit(cid: str, text: str, headings=("Doc", "Section")) -> dict:
@@ -473,7 +472,7 @@ class TestAnswerChoice:
         out = answer(hits_record("delete fizzbuzz rpc guide", hit("a#x", text)), Extractive(self.FEATURES), 0.0)
         assert "Say Delete the FizzBuzz RPC, as the guide asks [1]." in out["answer"]
         assert "<%" not in out["answer"] and "**" not in out["answer"]
-        assert answercues.plain("snake_case and 2*3*4 and `a_b_c`") == "snake_case and 2*3*4 and `a_b_c`"
+        assert cues.plain("snake_case and 2*3*4 and `a_b_c`") == "snake_case and 2*3*4 and `a_b_c`"
 
     def test_a_number_question_without_a_number_in_context_is_refused(self):
         rec = hits_record("How many reviewers must approve a CL?", hit("a#x", "Reviewers approve CLs that improve code health."))

@@ -11,7 +11,7 @@ Usage errors are click's own: four lines (`Usage: rag-x ...`, `Try ...`, a blank
 `CASES` is the table's source: `python tests/bad_input_table.py` renders it for the README.
 
 Also here, because they are bad input too: hypothesis feeding arbitrary bytes to
-`ragline.parse_lines` and arbitrary markdown to `rag_chunk.chunk_document` (nothing but a
+`ragline.records.parse_lines` and arbitrary markdown to `rag_chunk.chunk_document` (nothing but a
 StageError may come out); a corpus chunk carrying `[7]` and an instruction to cite `[9]`,
 through the CLIs with the extractive and the LLM generator (no citation of a block that
 was not sent); and a scan of the sources for unsafe loading (eval, pickle, yaml.load).
@@ -41,12 +41,13 @@ from hypothesis import strategies as st
 from stagecli import ROOT, check, command, copy_workspace, shared_workspace, snapshot, stage_env
 from stagecli import run as run_stage
 
-import citations
-import mdsource
 import rag_answer
 import rag_chunk
 import ragline
-from ragline import StageError
+import ragline.records
+from ragline import markdown
+from ragline.answer import citations
+from ragline.records import StageError
 
 CASES: list[Case] = BUILD_CASES + QUERY_CASES
 
@@ -187,7 +188,7 @@ JSON_OBJECTS = st.dictionaries(
 @given(st.one_of(st.binary(max_size=3000), JSONISH))
 def test_parse_lines_arbitrary_bytes(data):
     try:
-        for where, record in ragline.parse_lines("f", io.BytesIO(data)):
+        for where, record in ragline.records.parse_lines("f", io.BytesIO(data)):
             assert isinstance(record, dict) and where.number >= 1
     except StageError as err:
         assert str(err).startswith("f:") and "\n" not in str(err)
@@ -198,7 +199,7 @@ def test_parse_lines_arbitrary_bytes(data):
 def test_parse_lines_reads_every_object(objects, bom, last_newline):
     data = b"".join(json.dumps(o).encode() + b"\n" for o in objects)
     data = (b"\xef\xbb\xbf" if bom else b"") + (data if last_newline else data.rstrip(b"\n"))
-    assert [r for _, r in ragline.parse_lines("f", io.BytesIO(data))] == objects
+    assert [r for _, r in ragline.records.parse_lines("f", io.BytesIO(data))] == objects
 
 
 MARKDOWN = st.lists(
@@ -291,7 +292,7 @@ def test_chunk_document_arbitrary_markdown(text, window, front):
 @given(st.one_of(st.binary(max_size=500), MARKDOWN.map(lambda t: t.encode("utf-8", "surrogatepass"))))
 def test_decode_then_chunk_arbitrary_bytes(data):
     with contextlib.suppress(StageError):
-        rag_chunk.chunk_document(rag_chunk.Doc("d", "d.md", mdsource.decode(data, "d.md")), 40)
+        rag_chunk.chunk_document(rag_chunk.Doc("d", "d.md", markdown.decode(data, "d.md")), 40)
 
 
 # --------------------------------------------------------------------------- hostile content, end to end
@@ -421,9 +422,10 @@ def unsafe(source: str, filename: str = "<src>") -> list[str]:
 
 
 def test_sources_load_nothing_unsafely():
-    sources = sorted(ROOT.glob("rag*.py"))
-    assert {p.name for p in sources} >= {"ragline.py", "rag_chunk.py", "rag_embed.py", "rag_index.py", "rag_search.py", "rag_answer.py"}
-    problems = [p for path in sources for p in unsafe(path.read_text(encoding="utf-8"), path.name)]
+    sources = sorted([*ROOT.glob("rag_*.py"), *ROOT.glob("ragline/**/*.py")])
+    names = {str(p.relative_to(ROOT)) for p in sources}
+    assert names >= {"ragline/records.py", "ragline/eval/golden.py", "rag_chunk.py", "rag_embed.py", "rag_index.py", "rag_search.py", "rag_answer.py"}
+    problems = [p for path in sources for p in unsafe(path.read_text(encoding="utf-8"), str(path.relative_to(ROOT)))]
     assert problems == []
 
 

@@ -12,10 +12,10 @@ from conftest import GDS_WAY, SHARED, parse
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import mdsource
 import rag_chunk
 from rag_chunk import Doc, chunk_document, main, slugify
-from ragline import StageError
+from ragline import markdown
+from ragline.records import StageError
 
 
 def chunks(text: str, window: int = 180, name: str = "doc") -> list[dict]:
@@ -165,7 +165,7 @@ WORDS = st.one_of(
 
 
 @st.composite
-def markdown(draw) -> str:
+def markdown_text(draw) -> str:
     parts = []
     for _ in range(draw(st.integers(1, 12))):
         kind = draw(st.sampled_from(["heading", "para", "para", "fence", "table", "list", "setext"]))
@@ -196,7 +196,7 @@ def nonblank(text: str) -> list[str]:
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(markdown(), st.sampled_from([15, 40, 180]))
+@given(markdown_text(), st.sampled_from([15, 40, 180]))
 def test_properties(text, window):
     got = chunks(text, window=window)
     # the same input gives the same output
@@ -225,7 +225,7 @@ def test_properties(text, window):
         assert len(fences) % 2 == 0, c["text"]
         # the window holds unless the chunk is one atomic block (after its heading lines)
         if c["words"] > window:
-            body = [b for b in rag_chunk.scan(Doc("x", "x", c["text"])) if b.kind != "heading"]
+            body = [b for b in markdown.scan(Doc("x", "x", c["text"])) if b.kind != "heading"]
             assert len(body) <= 1, c["text"]  # no body: a run of nested headings alone
             assert not body or body[0].kind in ("fence", "table", "list_item", "html", "code"), c["text"]
 
@@ -255,7 +255,7 @@ AWKWARD = [
 
 @st.composite
 def awkward_markdown(draw) -> bytes:
-    parts = draw(st.lists(st.one_of(markdown(), st.sampled_from(AWKWARD)), min_size=1, max_size=8))
+    parts = draw(st.lists(st.one_of(markdown_text(), st.sampled_from(AWKWARD)), min_size=1, max_size=8))
     text = "\n\n".join(parts) + draw(st.sampled_from(["\n", "", "\n\n\n"]))
     text = text.replace("\n", draw(st.sampled_from(["\n", "\r\n", "\r"])))
     return draw(st.sampled_from(["", "\ufeff"])).encode() + text.encode()
@@ -270,14 +270,14 @@ def outcome(run) -> list[dict] | str:
 
 def streamed(data: bytes, window: int, piece: int) -> list[dict] | str:
     """chunk_file over `data` in pieces of `piece` bytes: the window slides every few lines."""
-    with tempfile.TemporaryDirectory() as tmp, mock.patch.object(mdsource, "PIECE", piece):
+    with tempfile.TemporaryDirectory() as tmp, mock.patch.object(markdown, "PIECE", piece):
         path = Path(tmp) / "d.md"
         path.write_bytes(data)
         return outcome(lambda: list(rag_chunk.chunk_file("d", path, "d.md", window)))
 
 
 def whole(data: bytes, window: int) -> list[dict] | str:
-    return outcome(lambda: chunk_document(Doc("d", "d.md", mdsource.decode(data, "d.md")), window))
+    return outcome(lambda: chunk_document(Doc("d", "d.md", markdown.decode(data, "d.md")), window))
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -340,7 +340,7 @@ def test_a_block_longer_than_the_window_is_read_whole():
 def test_an_error_late_in_a_streamed_file_writes_nothing(runner, tmp_path):
     big = tmp_path / "big.md"
     big.write_text("".join(f"## S{n}\n\n{prose(20)}\n\n" for n in range(300)) + "```\nopen\n")
-    with mock.patch.object(mdsource, "PIECE", 256):
+    with mock.patch.object(markdown, "PIECE", 256):
         result = runner.invoke(main, [str(big)])
     assert (result.exit_code, result.stdout_bytes) == (1, b"")
     assert result.stderr == f"rag-chunk: {big}:{300 * 5 + 1}: code fence opened here is never closed\n"

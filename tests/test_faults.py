@@ -28,10 +28,10 @@ import pytest
 from killing import embedded_corpus
 from stagecli import command, copy_workspace, live_generation, run, shared_workspace, stage_env
 
-import modelstore
 import rag_embed
 import rag_index
-from ragline import StageError
+from ragline import models
+from ragline.records import StageError
 
 WRITERS = 4
 RECORDS = 4000  # ~0.5-1 s of rag-index: four at once overlap on two cores
@@ -386,7 +386,7 @@ def test_corrupt_model_says_how_to_fetch_it_again(tmp_path, monkeypatch):
     home = tmp_path / "models"
     folder = home / "all-MiniLM-L6-v2"
     folder.mkdir(parents=True)
-    real = modelstore.model_home() / "all-MiniLM-L6-v2"
+    real = models.model_home() / "all-MiniLM-L6-v2"
     if (real / "model.onnx").is_file():
         data = (real / "model.onnx").read_bytes()
         (folder / "tokenizer.json").write_bytes((real / "tokenizer.json").read_bytes())
@@ -407,7 +407,7 @@ def test_a_corrupt_model_outside_the_cache_says_what_fetching_does(tmp_path):
     folder.mkdir()
     (folder / "model.onnx").write_bytes(b"not the model")
     (folder / "tokenizer.json").write_text("{}")
-    spec = modelstore.KNOWN["all-MiniLM-L6-v2"]
+    spec = models.KNOWN["all-MiniLM-L6-v2"]
     (folder / "ragline-model.json").write_bytes(orjson.dumps(spec.description(spec.onnx_sha256)))
     with pytest.raises(StageError) as err:
         rag_embed.load_embedder(str(folder), home=tmp_path / "models")

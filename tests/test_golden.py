@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, SHARED
 
-import evalruns
 import rag_answer
 import rag_chunk
-from golden import Golden, load_golden
+from ragline.eval import runs as evalruns
+from ragline.eval.golden import Golden, load_golden
 
 GOLDEN = ROOT / "golden.yaml"
 KIND_COUNTS = {"identifier": 6, "semantic": 9, "procedural": 8, "factual": 12, "unanswerable": 7}

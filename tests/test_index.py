@@ -15,8 +15,9 @@ from hypothesis import strategies as st
 
 import rag_index
 import ragline
+import ragline.text
 from rag_index import build_bm25, load, main
-from ragline import StageError
+from ragline.records import StageError
 
 
 def rec(cid: str, vec, model="hash", text="some text", **extra):
@@ -51,6 +52,7 @@ class TestBm25:
     def test_agrees_with_bm25s(self):
         bm25s = pytest.importorskip("bm25s", reason="bm25s is the reference implementation (pip install -e '.[dev]')")
         import ragline
+        import ragline.text
 
         docs = [
             "The sweep runs nightly at 23:40 IST and closes the batch",
@@ -63,19 +65,19 @@ class TestBm25:
         queries = ["when does the sweep run", "NW-5001 retry", "settlement batch refunds", "webhook retry minutes"]
         ours = build_bm25(docs)
         ref = bm25s.BM25(method="lucene", k1=1.2, b=0.75)
-        ref.index([ragline.tokenize(d) for d in docs], show_progress=False)
+        ref.index([ragline.text.tokenize(d) for d in docs], show_progress=False)
         for q in queries:
-            terms = list(dict.fromkeys(ragline.tokenize(q)))
+            terms = list(dict.fromkeys(ragline.text.tokenize(q)))
             _, ids = ours.term_ids(terms)
             want = ref.get_scores(terms)
             assert np.allclose(ours.scores(ids), want, atol=1e-6), q
 
 
 def reference_bm25(texts: list[str]) -> dict[str, np.ndarray]:
-    """BM25's arrays counted the plain way: ragline.tokenize per document, a dict of term counts, a sort."""
+    """BM25's arrays counted the plain way: ragline.text.tokenize per document, a dict of term counts, a sort."""
     counts = [{} for _ in texts]
     for row, text in enumerate(texts):
-        for term in ragline.tokenize(text):
+        for term in ragline.text.tokenize(text):
             counts[row][term] = counts[row].get(term, 0) + 1
     terms = sorted({t for c in counts for t in c})
     postings = sorted((t, row, tf) for row, c in enumerate(counts) for t, tf in c.items())
@@ -98,7 +100,7 @@ def assert_same_as_reference(texts: list[str]) -> None:
 
 
 def test_memoised_build_counts_what_tokenize_gives_on_the_corpora():
-    """The word-by-word memoised build gives the arrays of a plain count over ragline.tokenize,
+    """The word-by-word memoised build gives the arrays of a plain count over ragline.text.tokenize,
     on every handbook the project evaluates on."""
     roots = [Path(__file__).resolve().parent.parent / "corpus", SHARED, GDS_WAY]
     texts = [p.read_text(encoding="utf-8") for root in roots if root.is_dir() for p in sorted(root.rglob("*.md"))]

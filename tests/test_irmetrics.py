@@ -14,8 +14,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-import irmetrics
-from irmetrics import (
+from ragline.eval import metrics as irmetrics
+from ragline.eval.metrics import (
     answer_ok,
     bootstrap_interval,
     choose_threshold,

@@ -1,4 +1,4 @@
-"""modelstore: the float32 file derived from the shipped int8 one, pinned, reproducible, same vectors."""
+"""models: the float32 file derived from the shipped int8 one, pinned, reproducible, same vectors."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import orjson
 import pytest
 from conftest import load_minilm
 
-import modelstore
 import rag_embed
-from ragline import StageError
+from ragline import models
+from ragline.records import StageError
 
 FIXTURE = Path(__file__).parent / "fixtures" / "minilm_reference.json"
 TOLERANCE = 0.9999  # cosine of the derived file's vectors with the source file's, every text
@@ -24,7 +24,7 @@ def test_fp32_file_gives_the_int8_files_vectors():
     """The derived float32 file computes what onnxruntime computes from the int8 file (its dequantisation,
     folded once): cosine >= TOLERANCE on every reference text, short, long and truncated."""
     fp32, int8 = load_minilm("fp32"), load_minilm("int8")
-    assert fp32.model_file.name == modelstore.FP32_FILE and int8.model_file.name == modelstore.SOURCE_FILE
+    assert fp32.model_file.name == models.FP32_FILE and int8.model_file.name == models.SOURCE_FILE
     assert fp32.sha256 != int8.sha256
     ref = json.loads(FIXTURE.read_text())
     texts = ref["sentences"] + ref["long_sentences"] + ["ok", "NW-4021", "when does the settlement sweep run"]
@@ -42,10 +42,10 @@ def test_derivation_is_reproducible_and_pinned(tmp_path):
     import onnxruntime
 
     folder = load_minilm("fp32").folder
-    description = orjson.loads((folder / modelstore.DESCRIPTION).read_bytes())
-    assert description["fp32_derivation"]["from_sha256"] == description["sha256"] == modelstore.KNOWN["all-MiniLM-L6-v2"].onnx_sha256
-    got = modelstore.derive_fp32(folder / modelstore.SOURCE_FILE, tmp_path / modelstore.FP32_FILE)
-    assert got["fp32_sha256"] == modelstore.sha256_file(tmp_path / modelstore.FP32_FILE)
+    description = orjson.loads((folder / models.DESCRIPTION).read_bytes())
+    assert description["fp32_derivation"]["from_sha256"] == description["sha256"] == models.KNOWN["all-MiniLM-L6-v2"].onnx_sha256
+    got = models.derive_fp32(folder / models.SOURCE_FILE, tmp_path / models.FP32_FILE)
+    assert got["fp32_sha256"] == models.sha256_file(tmp_path / models.FP32_FILE)
     if description["fp32_derivation"]["onnxruntime"] != onnxruntime.__version__:
         pytest.skip("the folder was derived by another onnxruntime: the bytes may differ")
     assert got["fp32_sha256"] == description["fp32_sha256"]
@@ -57,8 +57,8 @@ def fake_folder(folder: Path) -> tuple[Path, dict]:
     (folder / "model.onnx").write_bytes(b"source")
     (folder / "model.fp32.onnx").write_bytes(b"derived")
     (folder / "tokenizer.json").write_text("{}")
-    description = modelstore.KNOWN["all-MiniLM-L6-v2"].description(modelstore.sha256_file(folder / "model.onnx"))
-    description["fp32_sha256"] = modelstore.sha256_file(folder / "model.fp32.onnx")
+    description = models.KNOWN["all-MiniLM-L6-v2"].description(models.sha256_file(folder / "model.onnx"))
+    description["fp32_sha256"] = models.sha256_file(folder / "model.fp32.onnx")
     return folder, description
 
 
@@ -66,7 +66,7 @@ def test_fp32_file_is_checked_against_its_pin(tmp_path):
     """The derived file is loaded by default and checked against fp32_sha256; weights="int8" loads the
     source file; a wrong or missing derived file is an error naming the file and how to fetch again."""
     folder, description = fake_folder(tmp_path / "mine")
-    (folder / modelstore.DESCRIPTION).write_bytes(orjson.dumps(description))
+    (folder / models.DESCRIPTION).write_bytes(orjson.dumps(description))
     derived = rag_embed.load_embedder(str(folder))
     source = rag_embed.load_embedder(str(folder), weights="int8")
     assert derived.model_file == folder / "model.fp32.onnx" and derived.sha256 == description["fp32_sha256"]
@@ -86,8 +86,8 @@ def test_fp32_file_is_checked_against_its_pin(tmp_path):
 
 def test_a_folder_without_a_derived_file_loads_its_source():
     """A description without fp32_sha256 (a model of the user's own, or one fetched before) loads model.onnx."""
-    spec = modelstore.KNOWN["all-MiniLM-L6-v2"]
-    file, pinned = modelstore.weights_file(Path("/x"), spec.description(spec.onnx_sha256), "fp32")
+    spec = models.KNOWN["all-MiniLM-L6-v2"]
+    file, pinned = models.weights_file(Path("/x"), spec.description(spec.onnx_sha256), "fp32")
     assert file == Path("/x/model.onnx") and pinned == spec.onnx_sha256
 
 
@@ -98,8 +98,8 @@ def test_tokenizer_and_session_open_only_when_a_text_misses_the_cache(tmp_path):
     folder.mkdir()
     (folder / "model.onnx").write_bytes(b"not a model")
     (folder / "tokenizer.json").write_text("{}")
-    spec = modelstore.KNOWN["all-MiniLM-L6-v2"]
-    (folder / modelstore.DESCRIPTION).write_bytes(orjson.dumps(spec.description(modelstore.sha256_file(folder / "model.onnx"))))
+    spec = models.KNOWN["all-MiniLM-L6-v2"]
+    (folder / models.DESCRIPTION).write_bytes(orjson.dumps(spec.description(models.sha256_file(folder / "model.onnx"))))
     embedder = rag_embed.load_embedder(str(folder))
     cache = rag_embed.cache_for(embedder, str(tmp_path / "c.sqlite"))
     want = np.eye(384, dtype=np.float32)[:2]
@@ -138,8 +138,8 @@ def test_a_stamped_file_is_not_hashed_and_a_changed_one_is(tmp_path, monkeypatch
     """A file whose size and mtime match the stamp fetch_model wrote is taken as the pinned one without
     hashing it; rewritten with the same size (another mtime), or with another size, it is hashed and refused."""
     folder, description = fake_folder(tmp_path / "stamped")
-    description["stamps"] = {f: modelstore.stamp(folder / f) for f in ("model.onnx", "model.fp32.onnx")}
-    (folder / modelstore.DESCRIPTION).write_bytes(orjson.dumps(description))
+    description["stamps"] = {f: models.stamp(folder / f) for f in ("model.onnx", "model.fp32.onnx")}
+    (folder / models.DESCRIPTION).write_bytes(orjson.dumps(description))
     hashed = []
     real = rag_embed.sha256_file
     monkeypatch.setattr(rag_embed, "sha256_file", lambda p: hashed.append(Path(p).name) or real(p))
@@ -165,9 +165,9 @@ def test_a_description_of_other_dimensions_is_refused_at_the_first_miss(tmp_path
     folder.mkdir()
     for name in ("model.onnx", "model.fp32.onnx", "tokenizer.json"):
         (folder / name).symlink_to(real / name)
-    description = orjson.loads((real / modelstore.DESCRIPTION).read_bytes()) | {"dim": 383}
+    description = orjson.loads((real / models.DESCRIPTION).read_bytes()) | {"dim": 383}
     description.pop("stamps", None)
-    (folder / modelstore.DESCRIPTION).write_bytes(orjson.dumps(description))
+    (folder / models.DESCRIPTION).write_bytes(orjson.dumps(description))
     for weights in ("fp32", "int8"):
         embedder = rag_embed.load_embedder(str(folder), weights=weights)
         with pytest.raises(StageError, match="model gives 384 dimensions, its description says 383"):
@@ -182,11 +182,11 @@ def test_the_derived_file_runs_attention_fused(tmp_path):
     import onnx
 
     folder = load_minilm("fp32").folder
-    description = orjson.loads((folder / modelstore.DESCRIPTION).read_bytes())
+    description = orjson.loads((folder / models.DESCRIPTION).read_bytes())
     assert description["fp32_derivation"]["attention"] == "fused (6 layers, 12 heads)"
-    ops = [n.op_type for n in onnx.load(str(folder / modelstore.FP32_FILE)).graph.node]
+    ops = [n.op_type for n in onnx.load(str(folder / models.FP32_FILE)).graph.node]
     assert ops.count("Attention") == 6 and "Softmax" not in ops
-    got = modelstore.derive_fp32(folder / modelstore.SOURCE_FILE, tmp_path / "wrong.onnx", heads=6)
+    got = models.derive_fp32(folder / models.SOURCE_FILE, tmp_path / "wrong.onnx", heads=6)
     assert got["fp32_derivation"]["attention"] == "unfused: the fused graph's outputs differ from the unfused graph's"
     ops = [n.op_type for n in onnx.load(str(tmp_path / "wrong.onnx")).graph.node]
     assert "Attention" not in ops and ops.count("Softmax") == 6
@@ -204,5 +204,5 @@ def test_fuse_attention_leaves_a_graph_without_bert_layers_alone(tmp_path):
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])],
     )
     onnx.save(helper.make_model(graph), str(tmp_path / "tiny.onnx"))
-    assert modelstore.fuse_attention(tmp_path / "tiny.onnx", tmp_path / "out.onnx", 12) == (0, "no BERT-style attention layers found")
+    assert models.fuse_attention(tmp_path / "tiny.onnx", tmp_path / "out.onnx", 12) == (0, "no BERT-style attention layers found")
     assert not (tmp_path / "out.onnx").exists()

@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import io
 import os
+from pathlib import Path
 
 import pytest
 
 import ragline
-from ragline import StageError, tokenize
+import ragline.records
+import ragline.text
+from ragline.records import StageError
+from ragline.text import tokenize
 
 
 def lines(data: bytes):
-    return list(ragline.parse_lines("<stdin>", io.BytesIO(data)))
+    return list(ragline.records.parse_lines("<stdin>", io.BytesIO(data)))
 
 
 class TestParse:
@@ -44,27 +48,27 @@ class TestParse:
 
 class TestField:
     def test_present_and_typed(self):
-        assert ragline.field({"x": "a"}, "x", str, "f:1") == "a"
-        assert ragline.field({"x": 3}, "x", float, "f:1") == 3
+        assert ragline.records.field({"x": "a"}, "x", str, "f:1") == "a"
+        assert ragline.records.field({"x": 3}, "x", float, "f:1") == 3
 
     def test_missing_names_schema(self):
         with pytest.raises(StageError, match=r"^f:1: missing field 'hits' \(got a chunk/1 record\)$"):
-            ragline.field({"schema": "chunk/1"}, "hits", list, "f:1")
+            ragline.records.field({"schema": "chunk/1"}, "hits", list, "f:1")
 
     def test_mistyped(self):
         with pytest.raises(StageError, match="^f:2: field 'text' must be a string, got a number$"):
-            ragline.field({"text": 5}, "text", str, "f:2")
+            ragline.records.field({"text": 5}, "text", str, "f:2")
 
     def test_bool_is_not_a_number(self):
         with pytest.raises(StageError, match="must be a number, got a boolean"):
-            ragline.field({"x": True}, "x", float, "f:1")
+            ragline.records.field({"x": True}, "x", float, "f:1")
 
 
 class TestAtomic:
     def test_failure_leaves_old_file(self, tmp_path):
         target = tmp_path / "out.json"
         target.write_text("old")
-        with pytest.raises(RuntimeError), ragline.atomic_file(target) as handle:
+        with pytest.raises(RuntimeError), ragline.records.atomic_file(target) as handle:
             handle.write(b"new, half")
             raise RuntimeError
         assert target.read_text() == "old"
@@ -72,7 +76,7 @@ class TestAtomic:
 
     def test_success_replaces(self, tmp_path):
         target = tmp_path / "out.json"
-        with ragline.atomic_file(target) as handle:
+        with ragline.records.atomic_file(target) as handle:
             handle.write(b"new")
         assert target.read_bytes() == b"new"
 
@@ -80,7 +84,7 @@ class TestAtomic:
         target = tmp_path / "d"
         target.mkdir()
         (target / "f").write_text("old")
-        with pytest.raises(KeyboardInterrupt), ragline.atomic_dir(target) as build:
+        with pytest.raises(KeyboardInterrupt), ragline.records.atomic_dir(target) as build:
             (build / "f").write_text("new")
             raise KeyboardInterrupt
         assert (target / "f").read_text() == "old"
@@ -90,7 +94,7 @@ class TestAtomic:
         target = tmp_path / "d"
         target.mkdir()
         (target / "f").write_text("old")
-        with ragline.atomic_dir(target) as build:
+        with ragline.records.atomic_dir(target) as build:
             (build / "g").write_text("new")
         assert sorted(os.listdir(target)) == ["g"]
         assert sorted(os.listdir(tmp_path)) == ["d"]
@@ -142,19 +146,19 @@ class TestTokenize:
 
 def test_strip_templates_takes_tags_out_of_prose_but_not_code():
     text = "Use it <%= partial 'partials/banner' %>now.\n{% include x.html %}Then {{ site.name }} and {{< ref \"a\" >}}.\n```yaml\nrun: ${{ github.sha }}\n```\n"
-    assert ragline.strip_templates(text) == "Use it now.\nThen  and .\n```yaml\nrun: ${{ github.sha }}\n```\n"
+    assert ragline.text.strip_templates(text) == "Use it now.\nThen  and .\n```yaml\nrun: ${{ github.sha }}\n```\n"
 
 
 def test_strip_templates_keeps_a_quoted_phrase_and_returns_plain_text_untouched():
-    assert ragline.strip_templates("<%= warning_text('Do not log secrets') %>") == "Do not log secrets"
+    assert ragline.text.strip_templates("<%= warning_text('Do not log secrets') %>") == "Do not log secrets"
     plain = "No tags {here} at all."
-    assert ragline.strip_templates(plain) is plain
+    assert ragline.text.strip_templates(plain) is plain
 
 
 def test_retrieval_text_is_one_definition_for_dense_and_sparse():
     rec = {"text": "Keep <%= x %>logs.", "headings": ["Logging", "Storage"]}
-    assert ragline.retrieval_text(rec) == "Logging > Storage :: Keep logs."
-    assert ragline.retrieval_text(rec, headings=False) == "Keep logs."
+    assert ragline.text.retrieval_text(rec) == "Logging > Storage :: Keep logs."
+    assert ragline.text.retrieval_text(rec, headings=False) == "Keep logs."
 
 
 def test_ctrl_c_while_a_stage_is_still_importing_is_one_line_not_a_traceback(tmp_path):
@@ -162,13 +166,13 @@ def test_ctrl_c_while_a_stage_is_still_importing_is_one_line_not_a_traceback(tmp
     import sys
 
     (tmp_path / "slowstage.py").write_text("import os, signal\nos.kill(os.getpid(), signal.SIGINT)  # Ctrl-C mid-import\nmain = None\n")
-    code = "import ragline; ragline.launch('slowstage', 'rag-x')"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ragline.Path(ragline.__file__).parent)])}
+    code = "import ragline.records; ragline.records.launch('slowstage', 'rag-x')"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(Path(ragline.__file__).parent.parent)])}
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
     assert (done.returncode, done.stderr, done.stdout) == (130, "rag-x: interrupted\n", "")
 
 
-@pytest.mark.parametrize(("body", "status"), [("print('out', end='')", 0), ("raise ragline.StageError('bad')", 1)])
+@pytest.mark.parametrize(("body", "status"), [("print('out', end='')", 0), ("raise ragline.records.StageError('bad')", 1)])
 def test_what_the_imports_made_is_frozen_and_what_main_makes_still_collected(tmp_path, body, status):
     """launch freezes what the stage's imports made (gc.freeze: no collection walks it again), not
     what main makes: a cycle main leaves (as an sqlite connection is) is still collected at exit,
@@ -177,14 +181,14 @@ def test_what_the_imports_made_is_frozen_and_what_main_makes_still_collected(tmp
     import sys
 
     (tmp_path / "tinystage.py").write_text(
-        "import click, ragline, sys\n\n"
+        "import click, ragline.records, sys\n\n"
         "class Held:\n    def __del__(self):\n        sys.stderr.write('closed ')\n\n"
-        "@click.command()\n@ragline.stage_main('rag-x')\ndef main():\n"
+        "@click.command()\n@ragline.records.stage_main('rag-x')\ndef main():\n"
         "    cycle = Held()\n    cycle.me = cycle\n    " + body + "\n"
     )
-    code = "import atexit, gc, sys, ragline\natexit.register(lambda: sys.stderr.write(f'frozen {gc.get_freeze_count()} '))\n"
-    code += "sys.argv = ['rag-x']\nragline.launch('tinystage', 'rag-x')\n"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ragline.Path(ragline.__file__).parent)])}
+    code = "import atexit, gc, sys, ragline.records\natexit.register(lambda: sys.stderr.write(f'frozen {gc.get_freeze_count()} '))\n"
+    code += "sys.argv = ['rag-x']\nragline.records.launch('tinystage', 'rag-x')\n"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(Path(ragline.__file__).parent.parent)])}
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == status, done.stderr
     assert done.stdout == ("out" if status == 0 else "")

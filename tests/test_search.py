@@ -16,9 +16,9 @@ from hypothesis import strategies as st
 import rag_embed
 import rag_index
 import rag_search
-import ranking
 from rag_search import Config, Searcher, main, rrf, topk
-from ragline import StageError
+from ragline import ranking
+from ragline.records import StageError
 
 
 class TestRrf:

@@ -1,4 +1,4 @@
-"""What rag-serve hands out besides the records: the page at `/`, and the JSON schemas of its responses.
+"""page: what rag-serve hands out besides the records: the page at `/`, and the JSON schemas of its responses.
 
 Not a stage: rag_serve imports it. The page is one static HTML document, its style and
 script inline, no external assets. The page asks POST /answer (or GET /search in the

@@ -1,4 +1,4 @@
-"""irmetrics: the retrieval metrics, answer checks and statistics that rag-eval scores with.
+"""metrics: the retrieval metrics, answer checks and statistics that rag-eval scores with.
 
 A library, not a stage: pure functions over sequences and numpy arrays, with no I/O,
 no click, no environment and no clock; it imports numpy and the standard library only.

@@ -28,9 +28,10 @@ from typing import Any
 import orjson
 
 import ragline
-from ragline import Line, StageError, place
+import ragline.records
+from ragline.records import Line, StageError, place
 
-yaml = ragline.lazy_import("yaml")  # imported on first use: `rag-eval --help` stays fast
+yaml = ragline.records.lazy_import("yaml")  # imported on first use: `rag-eval --help` stays fast
 
 KINDS = ("identifier", "semantic", "procedural", "factual", "unanswerable")
 ANSWERABLE_KINDS = KINDS[:4]
@@ -108,7 +109,7 @@ def parse_golden(data: bytes | str, source: str) -> Golden:
     except yaml.YAMLError as err:
         raise _yaml_error(err, source) from None
     except Exception as err:  # the safe constructors raise more than YAMLError: !!timestamp 2020-99-99, deep nesting
-        raise StageError(f"not valid YAML: {ragline.one_line(str(err) or type(err).__name__, 200)}", source) from None
+        raise StageError(f"not valid YAML: {ragline.records.one_line(str(err) or type(err).__name__, 200)}", source) from None
     finally:
         if loader is not None:
             loader.dispose()
@@ -245,8 +246,8 @@ def read_chunking(records: Iterable[tuple[Line, dict[str, Any]]], source: str) -
     texts: dict[str, str] = {}
     windows = set()
     for where, record in records:
-        cid = ragline.field(record, "id", str, where)
-        text = ragline.field(record, "text", str, where)
+        cid = ragline.records.field(record, "id", str, where)
+        text = ragline.records.field(record, "text", str, where)
         if cid in texts:
             raise StageError(f"chunk id '{cid}' appears twice", str(where))
         docs[cid] = record.get("doc")

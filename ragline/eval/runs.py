@@ -1,4 +1,4 @@
-"""evalruns: what `just eval` runs and measures: the corpora, each run's configuration and flags, the metrics.
+"""runs: what `just eval` runs and measures: the corpora, each run's configuration and flags, the metrics.
 
 A library, not a stage (rag_eval alone uses it). Everything that names a run lives
 here, once: `rag-eval plan` prints CORPORA x RUNS with each run's flags, and the
@@ -25,8 +25,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from golden import show
-from ragline import ANSWER_FEATURES, Line, StageError, field
+from ragline.eval.golden import show
+from ragline.records import ANSWER_FEATURES, Line, StageError, field
 
 CUTOFF = 5  # every retrieval metric looks at the top 5 hits at most; runs must retrieve k >= 5
 RESAMPLES = 10_000  # bootstrap resamples and randomisation-test permutations

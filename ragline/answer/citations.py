@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-import ragline
+import ragline.text
 
 CITATION = re.compile(r"(?<!\\)\[(\d{1,3})\]")
 
@@ -25,7 +25,7 @@ def sentences(text: str) -> list[str]:
     abbreviation (`vs.`, `e.g.`, an initial)."""
     out: list[str] = []
     text = text.strip()
-    for a, b in ragline.sentence_spans(text):
+    for a, b in ragline.text.sentence_spans(text):
         piece = text[a:b]
         lead = re.match(r"^((?:\[\d{1,3}\]\s*)+)(.*)$", piece)
         if out and lead:  # markers opening a piece close the sentence before it

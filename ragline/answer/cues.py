@@ -1,4 +1,4 @@
-"""answercues: what a question asks for, and whether the handbook could hold it.
+"""cues: what a question asks for, and whether the handbook could hold it.
 
 A library, not a stage (rag_answer uses it): pure functions over strings.
 
@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-import ragline
+import ragline.text
 
 _CLOCK = re.compile(r"\b\d{1,2}:\d{2}\b|\bT\+\d+\b|\b(?:midnight|noon)\b", re.I)  # a time of day: the answer to "when"
 _PERIOD = re.compile(r"\b(?:daily|nightly|weekly|every (?:day|night|hour|week)|once a (?:day|week))\b", re.I)  # how often, not when
@@ -49,7 +49,7 @@ _DEFINITION_Q = re.compile(
 )
 
 
-# A name in a question: a word (as `ragline.tokenize` splits them) that is capitalised without
+# A name in a question: a word (as `ragline.text.tokenize` splits them) that is capitalised without
 # opening a sentence, or holds a digit, a capital inside or a joiner other than a hyphen
 # (NW-4021, dependabot.yml, S3, defaultBranch). Plain numbers
 # and quantities (50k, 200-line) are not names; neither are a few capitalised common words.
@@ -60,7 +60,7 @@ _QUANTITY = re.compile(r"\d[\d,.]*(?:[kKmM]|-\w+)?")
 def _is_name(word: str, before: str) -> bool:
     if word.casefold() in _NOT_NAMES or _QUANTITY.fullmatch(word):
         return False
-    if ragline.identifier_like(word, hyphen=False):
+    if ragline.text.identifier_like(word, hyphen=False):
         return True  # NW-4021, dependabot.yml, init.defaultBranch; not brand-new or top-level
     opens = not before.strip() or re.search(r"[.?!:][\s\"'(]*$", before) is not None
     return word[0].isupper() and not opens
@@ -75,9 +75,9 @@ def unknown_names(question: str, idf_source: Any) -> list[str]:
     though NW is not. A stopword (IT read as "it") is never indexed and never a name here.
     """
     unknown: list[str] = []
-    for match in ragline.words(question):
+    for match in ragline.text.words(question):
         name = match.group()
-        terms = ragline.tokenize(name)  # its whole form first
+        terms = ragline.text.tokenize(name)  # its whole form first
         if not terms or not _is_name(name, question[: match.start()]):
             continue
         _, ids = idf_source.term_ids(terms[:1])

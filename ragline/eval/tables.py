@@ -1,4 +1,4 @@
-"""evaltables: the README's result tables, from rag-eval's result and sweep files.
+"""tables: the README's result tables, from rag-eval's result and sweep files.
 
 A library, not a stage (rag_eval alone uses it). `compare` computes every number the
 tables show, p-values included; the `*_table` functions only format them, one function
@@ -17,11 +17,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import ragline
-from evalruns import CORPORA, CUTOFF, LEVEL, RUNS, SEED, check_config, corpus_order, metric_values
-from golden import ANSWERABLE_KINDS
-from ragline import StageError
+import ragline.records
+from ragline.eval.golden import ANSWERABLE_KINDS
+from ragline.eval.runs import CORPORA, CUTOFF, LEVEL, RUNS, SEED, check_config, corpus_order, metric_values
+from ragline.records import StageError
 
-irmetrics = ragline.lazy_import("irmetrics")  # the statistics (it imports numpy)
+irmetrics = ragline.records.lazy_import("ragline.eval.metrics")  # the statistics (it imports numpy)
 
 ALPHA = 0.05  # significance level of the paired test
 MARK = "†"  # differs from the default run at p < ALPHA

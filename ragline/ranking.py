@@ -7,11 +7,12 @@ function's docstring. numpy only, on arrays and an index's vectors.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from rag_index import Index
+if TYPE_CHECKING:
+    from rag_index import Index
 
 DEFAULT_RRF_K = 60  # the k of reciprocal rank fusion
 BLOCK = 1 << 15  # chunk rows dense retrieval scores at a time (`dense_top`): BATCH x BLOCK floats at most

@@ -1,4 +1,4 @@
-"""abstain: the abstain-threshold sweep over one run's results, one per corpus, and its plot.
+"""sweep: the abstain-threshold sweep over one run's results, one per corpus, and its plot.
 
 A library, not a stage (rag_eval's `sweep` command uses it). `sweep` walks the threshold
 over [0, 1] and picks the one to ship with the rule in its docstring, checked corpus by
@@ -11,13 +11,14 @@ from collections.abc import Sequence
 from typing import Any
 
 import ragline
-from evalruns import corpus_order, rounded
-from evaltables import corpus_of
-from golden import Golden
-from ragline import StageError
+import ragline.records
+from ragline.eval.golden import Golden
+from ragline.eval.runs import corpus_order, rounded
+from ragline.eval.tables import corpus_of
+from ragline.records import StageError
 
-np = ragline.lazy_import("numpy")
-irmetrics = ragline.lazy_import("irmetrics")
+np = ragline.records.lazy_import("numpy")
+irmetrics = ragline.records.lazy_import("ragline.eval.metrics")
 
 SWEEP_SCHEMA = "abstain-sweep/2"
 STEP = 0.01  # thresholds 0, 0.01, ..., 1
@@ -50,7 +51,7 @@ def sweep(runs: Sequence[tuple[Golden, dict[str, Any]]], step: float = STEP, bud
             )
     names = [corpus_of(result) for _, result in runs]
     if len(set(names)) != len(names) or len({result.get("label") for _, result in runs}) != 1:
-        raise StageError("a sweep takes one run's results, one per corpus", runs[0][0].source if runs else ragline.STDIN)
+        raise StageError("a sweep takes one run's results, one per corpus", runs[0][0].source if runs else ragline.records.STDIN)
     arrays = [_sweep_arrays(golden, result) for golden, result in runs]
     answerable, confidence, ran_ok, ran_refused = (np.concatenate([a[i] for a in arrays]) for i in range(4))
     groups = np.repeat(np.arange(len(runs)), [len(a[0]) for a in arrays])

@@ -14,7 +14,8 @@ from pathlib import Path
 import numpy as np
 
 import ragline
-from ragline import StageError
+import ragline.records
+from ragline.records import StageError
 
 
 class Cache:
@@ -26,7 +27,7 @@ class Cache:
 
     A file that is not an sqlite database, or a damaged one, is a StageError naming
     it and saying what to do; the file is never deleted or moved aside (`--cache`
-    may name a file that is not a cache at all). A full disk is a ragline.DiskFull:
+    may name a file that is not a cache at all). A full disk is a ragline.records.DiskFull:
     the failed write is rolled back and the cache keeps what it held.
     """
 
@@ -57,8 +58,8 @@ class Cache:
                 f"the vector cache is damaged ({err}): delete it and run again (it holds only vectors, which are computed again)", where
             )
         if name == "SQLITE_FULL":
-            return ragline.DiskFull(where, "the cache is untouched")
-        return StageError(f"cannot use the vector cache: {ragline.one_line(str(err))}", where)
+            return ragline.records.DiskFull(where, "the cache is untouched")
+        return StageError(f"cannot use the vector cache: {ragline.records.one_line(str(err))}", where)
 
     def key(self, text: str, query: bool) -> bytes:
         return hashlib.sha256(self.model_id + (b"\x00q\x00" if query else b"\x00d\x00") + text.encode("utf-8")).digest()

@@ -1,0 +1,448 @@
+"""markdown: the block scanner, and a markdown document as lines, whole or as a window over a file.
+
+`scan(doc)` / `blocks(doc)` cut a document into blocks (headings, paragraphs, fences,
+tables, HTML blocks, indented code, list items, quotes, rules); rag-chunk packs them
+into chunks and rag-answer quotes them. `Doc(name, path, text)` holds a whole text
+(what tests and rag-answer's quoting hand the scanner). `Doc(name, path, source=...)` holds a window onto a stream of lines:
+the scanner calls `need()` where it reaches the window's end, `more()` slides the window
+on, `release()` lets go of text already chunked. So rag-chunk's memory is a window and not
+the file, and every block is the one a whole-document scan finds (tests/test_chunk.py
+compares the two on generated markdown).
+
+Files are read in pieces cut just after a newline: `check` raises `decode`'s errors (a
+NUL byte anywhere first, then the first bytes that are not UTF-8) before a line is
+chunked, and `file_lines` gives what `decode(data).split("\n")` would, a piece at a time.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import ragline.records
+from ragline.records import StageError
+
+PIECE = 1 << 20  # bytes read from a file at a time; a window holds a few pieces' lines
+
+
+@dataclass
+class Block:
+    """A span of the document: [start, end) in characters, lines first..last (1-based)."""
+
+    kind: str  # heading, paragraph, fence, table, html, code, list_item, quote, rule
+    start: int
+    end: int
+    first: int
+    last: int
+    level: int = 0
+    title: str = ""
+    anchor: str | None = None
+
+
+class NeedMore(Exception):
+    """The scan of a block reached the end of a streamed document's window: slide it and scan the block again."""
+
+
+class Doc:
+    """One markdown document as lines with their character offsets.
+
+    `Doc(name, path, text)` holds the whole text. `Doc(name, path, source=...)` holds a
+    window onto a stream: `source()` gives the document's lines in batches, `more`
+    lets go of the lines before `keep` and reads further. `lines[0]` is the document's
+    line `base` (0-based); offsets and blocks count from the document's start.
+    """
+
+    def __init__(self, name: str, path: str, text: str | None = None, source: Callable[[], Iterator[list[str]]] | None = None):
+        self.name, self.path = name, path
+        self.base = 0
+        self.keep = 0
+        self.lines: list[str] = []
+        self.offsets: list[int] = []
+        self._end = 0  # the offset just past the window's last line and its newline
+        self._text: str | None = None
+        self._source = source
+        self._batches = source() if source is not None else None
+        self.final = text is not None  # the window holds the document's last line
+        if text is not None:
+            self._append(text.split("\n"))
+
+    def _append(self, lines: list[str]) -> None:
+        self.offsets.extend(itertools.accumulate((len(line) + 1 for line in lines), initial=self._end))
+        self._end = self.offsets.pop()
+        self.lines.extend(lines)
+        self._text = None
+
+    @property
+    def text(self) -> str:
+        """The window's text (the whole document's, for a `Doc` made from text)."""
+        if self._text is None:
+            self._text = "\n".join(self.lines)
+        return self._text
+
+    def slice(self, start: int, end: int) -> str:
+        """The document's characters [start, end), which must lie in the window."""
+        origin = self.offsets[0] if self.offsets else self._end
+        return self.text[start - origin : end - origin]
+
+    def all_lines(self) -> Iterator[str]:
+        """The document's lines from its first, whatever the window holds."""
+        if self._source is None:
+            return iter(self.lines)
+        return itertools.chain.from_iterable(self._source())
+
+    def need(self) -> None:
+        """Called where the scan reaches the window's end: more lines, unless there are none."""
+        if not self.final:
+            raise NeedMore
+
+    def more(self, resume: int) -> None:
+        """Let go of the lines before `keep` (and `resume`, where the scan goes on), then read
+        at least as many lines as are left, so a block longer than the window is read in a
+        number of passes logarithmic in its length."""
+        drop = min(self.keep, resume, self.base + len(self.lines)) - self.base
+        if drop > 0:
+            del self.lines[:drop], self.offsets[:drop]
+            self.base += drop
+            self._text = None
+        want = max(len(self.lines), 1)
+        while want > 0 and not self.final:
+            batch = next(self._batches, None) if self._batches is not None else None
+            if batch is None:
+                self.final = True
+            else:
+                self._append(batch)
+                want -= len(batch)
+
+    def release(self, offset: int) -> None:
+        """The text before `offset` (the end of a line) is no longer needed."""
+        self.keep = self.line_of(offset)
+
+    def line_of(self, offset: int) -> int:
+        """The 1-based line holding character `offset` (a binary search, not a count from the start)."""
+        return self.base + bisect.bisect_right(self.offsets, offset)
+
+    def span(self, kind: str, first: int, last: int, **extra: Any) -> Block:
+        """A block over window lines first..last (0-based indices)."""
+        base = self.base
+        return Block(kind, self.offsets[first], self.offsets[last] + len(self.lines[last]), base + first + 1, base + last + 1, **extra)
+
+
+def decode(data: bytes, path: str) -> str:
+    """Markdown bytes as text; binary or non-UTF-8 input is a StageError naming the line."""
+    if b"\x00" in data:
+        line = data.count(b"\n", 0, data.index(b"\x00")) + 1
+        raise StageError("binary file (NUL byte), not markdown", ragline.records.place(path, line))
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = data.count(b"\n", 0, err.start) + 1
+        raise StageError(f"not UTF-8 (byte 0x{data[err.start]:02x})", ragline.records.place(path, line)) from None
+    return text.removeprefix("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
+
+
+def pieces(file: Path, where: str) -> Iterator[bytes]:
+    """The file's bytes in pieces of about PIECE bytes, each ending just after a newline
+    (the last: at the file's end). A newline byte is never inside a UTF-8 character,
+    nor between the CR and LF of a CRLF, so pieces decode as the whole would."""
+    try:
+        with open(file, "rb") as f:
+            rest: list[bytes] = []
+            while block := f.read(PIECE):
+                cut = block.rfind(b"\n") + 1
+                if not cut:
+                    rest.append(block)  # a line longer than a piece
+                    continue
+                yield b"".join([*rest, block[:cut]])
+                rest = [block[cut:]]
+            if tail := b"".join(rest):
+                yield tail
+    except OSError as err:
+        raise StageError(err.strerror or str(err), where) from None
+
+
+def check(file: Path, where: str) -> None:
+    """`decode`'s errors for a file read in pieces: a NUL byte anywhere comes first, then
+    the first bytes that are not UTF-8."""
+    line, bad = 1, None
+    for piece in pieces(file, where):
+        if (nul := piece.find(b"\x00")) >= 0:
+            raise StageError("binary file (NUL byte), not markdown", ragline.records.place(where, line + piece.count(b"\n", 0, nul)))
+        if bad is None:
+            try:
+                piece.decode("utf-8")
+            except UnicodeDecodeError as err:
+                bad = StageError(
+                    f"not UTF-8 (byte 0x{piece[err.start]:02x})", ragline.records.place(where, line + piece.count(b"\n", 0, err.start))
+                )
+        line += piece.count(b"\n")
+    if bad is not None:
+        raise bad
+
+
+def file_lines(file: Path, where: str) -> Iterator[list[str]]:
+    """A checked file's lines (as `decode(data).split("\\n")`), a piece's worth at a time."""
+    tail = ""  # after a newline, "": only the last piece can end without one
+    for n, piece in enumerate(pieces(file, where)):
+        text = piece.decode("utf-8")
+        if n == 0:
+            text = text.removeprefix("\ufeff")
+        lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+        tail = lines.pop()
+        yield lines
+    yield [tail]
+
+
+# --------------------------------------------------------------------------- the block scanner
+
+_FENCE = re.compile(r"^( {0,3})(`{3,}|~{3,})(.*)$")
+_ATX = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
+_SETEXT = re.compile(r"^ {0,3}(=+|-+)[ \t]*$")
+_THEMATIC = re.compile(r"^ {0,3}([-*_])(?:[ \t]*\1){2,}[ \t]*$")
+_TABLE_DELIM = re.compile(r"^ {0,3}\|?[ \t]*:?-+:?[ \t]*(\|[ \t]*:?-+:?[ \t]*)*\|?[ \t]*$")
+_LIST_ITEM = re.compile(r"^( {0,3})([-*+]|\d{1,9}[.)])([ \t]+|$)")
+_HTML_OPEN = re.compile(r"^ {0,3}<(?:!--|/?[A-Za-z][A-Za-z0-9-]*(?:[\s/>]|$))")
+_HTML_RAW = re.compile(r"^ {0,3}<(script|pre|style|textarea)(?:[\s>]|$)", re.IGNORECASE)
+_ANCHOR = re.compile(r"\s*\{#([^}\s]+)\}\s*$")
+
+
+# --------------------------------------------------------------------------- blocks
+
+
+def _blank(line: str) -> bool:
+    return not line.strip()
+
+
+def _starts_block(doc: Doc, i: int) -> bool:
+    """Does line i start a block that interrupts a paragraph?"""
+    line = doc.lines[i]
+    return bool(
+        _FENCE.match(line)
+        or _ATX.match(line)
+        or _THEMATIC.match(line)
+        or _LIST_ITEM.match(line)
+        or _HTML_OPEN.match(line)
+        or line.lstrip().startswith(">")
+        or _is_table_start(doc, i)
+    )
+
+
+def _is_table_start(doc: Doc, i: int) -> bool:
+    lines = doc.lines
+    if "|" not in lines[i]:
+        return False
+    if i + 1 >= len(lines):
+        doc.need()  # each caller's own look past the window's end would also ask: kept so the rule has no exception
+        return False
+    return bool(_TABLE_DELIM.match(lines[i + 1])) and "-" in lines[i + 1]
+
+
+def _fence_end(doc: Doc, i: int, opener: re.Match[str]) -> int:
+    """The index of the line closing the fence opened at line i."""
+    char, size = opener.group(2)[0], len(opener.group(2))
+    closing = re.compile(r"^ {0,3}" + re.escape(char) + "{" + str(size) + r",}[ \t]*$")
+    for j in range(i + 1, len(doc.lines)):
+        if closing.match(doc.lines[j]):
+            return j
+    doc.need()
+    raise StageError("code fence opened here is never closed", ragline.records.place(doc.path, doc.base + i + 1))
+
+
+def scan(doc: Doc, start: int = 0) -> list[Block]:
+    """The blocks of a whole document (`Doc(name, path, text)`), in order, from line index `start`."""
+    return list(_scan(doc, start))
+
+
+def blocks(doc: Doc, start: int = 0) -> Iterator[Block]:
+    """The document's blocks, in order, from its line index `start`, sliding a streamed
+    document's window as the scan needs: a block that reaches the window's end is
+    scanned again once more lines are in, so every block is the whole document's."""
+    resume = start
+    while True:
+        try:
+            for block in _scan(doc, resume - doc.base):
+                resume = block.last  # the 1-based last line: the index of the line after it
+                yield block
+            if doc.final:
+                return
+        except NeedMore:
+            pass
+        doc.more(resume)
+
+
+def _scan(doc: Doc, start: int) -> Iterator[Block]:
+    """The blocks from window line `start` to the window's end.
+
+    One loop over the lines with one branch per CommonMark block start (fence, ATX and
+    setext heading, table, HTML, indented code, list item, quote, rule, paragraph): it
+    runs past 80 lines because the branches share the cursor and must be tried in this
+    order; each branch's own scanning lives in a helper (`_fence_end`, `_list_item_end`...).
+    Where a block's scan reaches the window's end, `doc.need()` stops it (a streamed
+    document not yet read to its end) or lets it end there (the document's end).
+    """
+    lines = doc.lines
+    i = start
+    n = len(lines)
+    while i < n:
+        line = lines[i]
+        if _blank(line):
+            i += 1
+            continue
+        if fence := _FENCE.match(line):
+            if fence.group(2)[0] == "`" and "`" in fence.group(3):
+                pass  # not a fence: an inline code span at line start
+            else:
+                j = _fence_end(doc, i, fence)
+                yield doc.span("fence", i, j)
+                i = j + 1
+                continue
+        if heading := _ATX.match(line):
+            title, anchor = _heading_text(heading.group(2) or "")
+            yield doc.span("heading", i, i, level=len(heading.group(1)), title=title, anchor=anchor)
+            i += 1
+            continue
+        if _is_table_start(doc, i):
+            j = i + 1
+            while j + 1 < n and not _blank(lines[j + 1]) and "|" in lines[j + 1] and not _FENCE.match(lines[j + 1]):
+                j += 1
+            if j + 1 >= n:
+                doc.need()
+            yield doc.span("table", i, j)
+            i = j + 1
+            continue
+        if _HTML_OPEN.match(line):
+            j = _html_end(doc, i)
+            yield doc.span("html", i, j)
+            i = j + 1
+            continue
+        if _THEMATIC.match(line):
+            yield doc.span("rule", i, i)
+            i += 1
+            continue
+        if line.startswith("    ") or line.startswith("\t"):
+            j = i
+            k = i + 1
+            while k < n and (_blank(lines[k]) or lines[k].startswith("    ") or lines[k].startswith("\t")):
+                if not _blank(lines[k]):
+                    j = k
+                k += 1
+            if k >= n:
+                doc.need()
+            yield doc.span("code", i, j)
+            i = j + 1
+            continue
+        if item := _LIST_ITEM.match(line):
+            j = _list_item_end(doc, i, item)
+            yield doc.span("list_item", i, j)
+            i = j + 1
+            continue
+        if line.lstrip().startswith(">"):
+            j = i
+            while j + 1 < n and not _blank(lines[j + 1]) and not _FENCE.match(lines[j + 1]) and not _ATX.match(lines[j + 1]):
+                j += 1
+            if j + 1 >= n:
+                doc.need()
+            yield doc.span("quote", i, j)
+            i = j + 1
+            continue
+        # a paragraph, or a setext heading
+        j = i
+        setext = None
+        while j + 1 < n and not _blank(lines[j + 1]):
+            nxt = lines[j + 1]
+            if _SETEXT.match(nxt) and not _LIST_ITEM.match(lines[j]):
+                setext = 1 if nxt.strip().startswith("=") else 2
+                break
+            if _starts_block(doc, j + 1):
+                break
+            j += 1
+        else:
+            if j + 1 >= n:
+                doc.need()
+        if setext:
+            title, anchor = _heading_text(" ".join(s.strip() for s in lines[i : j + 1]))
+            yield doc.span("heading", i, j + 1, level=setext, title=title, anchor=anchor)
+            i = j + 2
+        else:
+            yield doc.span("paragraph", i, j)
+            i = j + 1
+
+
+def _heading_text(raw: str) -> tuple[str, str | None]:
+    anchor = None
+    if m := _ANCHOR.search(raw):
+        anchor = m.group(1)
+        raw = raw[: m.start()]
+    return raw.strip(), anchor
+
+
+def _html_end(doc: Doc, i: int) -> int:
+    lines = doc.lines
+    line = lines[i]
+    if line.lstrip().startswith("<!--"):
+        for j in range(i, len(lines)):
+            if "-->" in lines[j]:
+                return j
+        doc.need()
+        return len(lines) - 1
+    if raw := _HTML_RAW.match(line):
+        closing = f"</{raw.group(1).lower()}>"
+        for j in range(i, len(lines)):
+            if closing in lines[j].lower():
+                return j
+        doc.need()
+        return len(lines) - 1
+    j = i
+    while j + 1 < len(lines) and not _blank(lines[j + 1]):
+        j += 1
+    if j + 1 >= len(lines):
+        doc.need()
+    return j
+
+
+def _list_item_end(doc: Doc, i: int, item: re.Match[str]) -> int:
+    """The last line of the list item starting at line i (nested content included).
+
+    Continuation: indented lines (blank lines allowed between them), lazy
+    paragraph lines, and fences opened inside the item (kept whole, whatever
+    the indentation of their lines).
+    """
+    lines = doc.lines
+    indent = len(item.group(1)) + len(item.group(2)) + 1
+    last = i
+    j = i
+    while j < len(lines):
+        line = lines[j]
+        if j > i:
+            if _blank(line):
+                j += 1
+                continue
+            lead = len(line) - len(line.lstrip(" "))
+            nested = lead >= indent or (lead >= 2 and not _LIST_ITEM.match(line))
+            lazy = j == last + 1 and not _starts_block(doc, j) and not _SETEXT.match(line)
+            if not (nested or lazy):
+                break
+        body = line[indent:] if j == i else line.lstrip(" ")
+        if (fence := _FENCE.match(body)) and not (fence.group(2)[0] == "`" and "`" in fence.group(3)):
+            last = j = _nested_fence_end(doc, j, fence)
+            j += 1
+            continue
+        last = j
+        j += 1
+    else:
+        doc.need()
+    return last
+
+
+def _nested_fence_end(doc: Doc, i: int, opener: re.Match[str]) -> int:
+    char, size = opener.group(2)[0], len(opener.group(2))
+    for j in range(i + 1, len(doc.lines)):
+        stripped = doc.lines[j].strip()
+        if len(stripped) >= size and set(stripped) == {char}:
+            return j
+    doc.need()
+    raise StageError("code fence opened here is never closed", ragline.records.place(doc.path, doc.base + i + 1))
