@@ -93,6 +93,10 @@ eval-corpus dir golden_file out="build/eval-corpus": model
     RAG_EMBED_CACHE="{{out}}/cache.sqlite" just _run "$(basename "{{golden_file}}" .golden.yaml)" default "{{dir}}" "{{golden_file}}" "" "" "" "" "" "{{out}}" "{{out}}/build"
     rag-eval table "{{out}}/$(basename "{{golden_file}}" .golden.yaml)/default.json"
 
+# Fit the extractive answer's sentence choice on the development corpora (results/answer-fit.json); then set rag_answer.FITTED to its chosen point.
+fit-answer: model
+    python3 scripts/fit_answer.py
+
 # Answers to four questions on the eng-practices index, for the README.
 examples idx=("build/eval/eng-practices/default/idx"):
     rag-answer --index {{idx}} --json "How quickly should I respond to a code review?" "What should I do when the author pushes back on my comment?" "Can I squash my commits before review?" "How do I configure Gerrit to require two approvals?" \

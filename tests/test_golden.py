@@ -184,3 +184,13 @@ def test_the_readmes_pipeline_runs_as_written_without_a_warning(tmp_path):
     assert [line.split(":")[0] for line in result.stderr.splitlines()] in ([], ["rag-embed"]), result.stderr  # its count of long texts
     scored = json.loads((tmp_path / "build" / "default.json").read_text())
     assert scored["gold_checked"] is True and scored["label"] == "default"
+
+
+def test_the_answer_choice_ships_the_fitted_weights():
+    """rag_answer.FITTED is the grid point scripts/fit_answer.py chose (results/answer-fit.json), and the
+    fit reports leave-one-corpus-out for every development corpus, beside the hand-set weights."""
+    import dataclasses
+
+    fit = json.loads((ROOT / "results" / "answer-fit.json").read_text())
+    assert fit["chosen"]["weights"] == dataclasses.asdict(rag_answer.FITTED), "rerun 'just fit-answer' and update rag_answer.FITTED"
+    assert set(fit["leave_one_corpus_out"]) == set(fit["corpora"]) == {"northwind", "eng-practices", "gds-way"}
