@@ -188,7 +188,11 @@ def candidates(block: ContextBlock, unwrap: bool = True) -> list[Candidate]:
 
 
 _NESTED_ITEM = re.compile(r"^\s+(?:[-*+]|\d{1,9}[.)])\s")
-_FRAGMENT = re.compile(r"^\W*(?:see (?:below|above|here|there|also)\b[^.]*|e\.g|i\.e|etc|note|tip)\W*$", re.I)
+_FRAGMENT = re.compile(
+    r"^\W*(?:see (?:below|above|here|there|also)\b[^.]*|e\.g|i\.e|etc|note|tip)\W*$"
+    r"|^(?:next|previous|prev|back|up|back to top)\s*:",  # a page's navigation line: "Next: Speed of Code Reviews"
+    re.I,
+)
 
 
 def _list_items(body: str, unwrap: bool) -> list[str]:

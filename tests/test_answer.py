@@ -718,7 +718,7 @@ class TestAnswersRead:
         )
 
     def test_orphan_fragments_are_never_quoted(self):
-        text = "Cards are retried twice. (See below.) Note: Retries stop after a decline."
+        text = "Cards are retried twice. (See below.) Note: Retries stop after a decline.\n\nNext: Speed of Code Reviews"
         got = [c.text for c in candidates(ContextBlock(1, hit("a#x", text)))]
         assert got == ["Cards are retried twice.", "Note: Retries stop after a decline."]
 
