@@ -728,3 +728,9 @@ class TestAnswersRead:
         out = answer(hits_record("When do payouts run?", hit("a#x", text)), Extractive(self.FEATURES), 0.0)
         _lead, *rest = out["answer"].split("\n")
         assert len(out["answer"].replace("[1]", "").split()) <= weights.budget and rest  # more than one, within the budget
+
+    def test_a_shortcut_link_reads_as_its_label(self):
+        assert (
+            cues.plain("we recommend using [Amazon CloudWatch] to collect logs") == "we recommend using Amazon CloudWatch to collect logs"
+        )
+        assert cues.plain("cite [7], a[i], - [x] done, - [ ] todo") == "cite [7], a[i], - [x] done, - [ ] todo"

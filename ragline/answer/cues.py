@@ -212,10 +212,17 @@ _STRONG = re.compile(r"(\*\*|__)(?=\S)(.+?)(?<=\S)\1")
 _EMPHASIS = re.compile(r"(?<![\w*\\])([*_])(?=[^\s*_])(.+?)(?<=[^\s*_])\1(?![\w*])")
 
 
+_SHORTCUT_LINK = re.compile(
+    r"(?<![\w\\!\]])\[([^\]\n]*[^\W\d_][^\]\n]+|[^\]\n]+[^\W\d_][^\]\n]*)\](?![(\[:])"
+)  # [Amazon CloudWatch]: a link by its label
+
+
 def plain(text: str) -> str:
-    """Prose markup a reader should not see in a quote: `[text](url)` and `[text][ref]` become
-    text, `**strong**`, `*emphasis*` and `_emphasis_` lose their marks. Inline code, and
-    underscores inside words (`snake_case`), stay. Code blocks are not passed here."""
+    """Prose markup a reader should not see in a quote: `[text](url)`, `[text][ref]` and the
+    shortcut `[text]` become text, `**strong**`, `*emphasis*` and `_emphasis_` lose their
+    marks. Inline code, underscores inside words (`snake_case`), a citation-like `[7]` and a
+    task box `[ ]` stay. Code blocks are not passed here."""
     text = _LINK.sub(r"\1", text)
+    text = _SHORTCUT_LINK.sub(r"\1", text)
     text = _STRONG.sub(r"\2", text)
     return _EMPHASIS.sub(r"\2", text)
