@@ -40,6 +40,7 @@ import click
 import orjson
 
 import ragline
+import ragline.answer.citations
 import ragline.records
 from ragline.eval import runs as evalruns
 from ragline.eval.golden import (
@@ -275,6 +276,7 @@ def score_question(
         "answer_ok": irmetrics.answer_ok(answer, refused, q.answer_contains, q.answerable),
         "citations": len(citations),
         "citations_on_target": rounded(on_target),
+        "answer_words": None if refused else len(ragline.answer.citations.CITATION.sub("", answer).split()),
         "refused": refused,
         "reason": record.get("reason"),
         "confidence": confidence,
@@ -318,6 +320,9 @@ def aggregate(rows: list[dict[str, Any]]) -> dict[str, Any]:
         overall[f"{name}_p50"] = rounded(np.percentile(values, 50))
         if name == "ms":
             overall["ms_p95"] = rounded(np.percentile(values, 95))
+    words = np.array([r["answer_words"] for r in rows if r.get("answer_words") is not None], dtype=np.float64)
+    for q in (50, 90):  # the length of the answers given (refusals aside), markers not counted
+        overall[f"words_p{q}"] = rounded(np.percentile(words, q)) if len(words) else None
     by_kind = {}
     for kind in ANSWERABLE_KINDS:
         n = sum(r["kind"] == kind for r in rows)

@@ -228,8 +228,15 @@ class TestScore:
         }  # fmt: skip
         assert list(result["questions"][0]) == [
             "id", "kind", "answerable", "gold", "refound", "ranked", "recall@1", "recall@3", "recall@5", "rr", "ndcg@5",
-            "answer_ok", "citations", "citations_on_target", "refused", "reason", "confidence", "signals", "ms", "search_ms", "answer_ms",
+            "answer_ok", "citations", "citations_on_target", "answer_words", "refused", "reason", "confidence", "signals", "ms", "search_ms",
+            "answer_ms",
         ]  # fmt: skip
+        assert [q["answer_words"] for q in result["questions"]] == [
+            None if q["refused"] else len(q_record["answer"].replace("[1]", "").replace("[2]", "").split())
+            for q, q_record in zip(result["questions"], perfect_run(), strict=True)
+        ]
+        overall = result["aggregates"]["overall"]
+        assert overall["answer_ok_answerable"] == 1.0 and overall["words_p50"] is not None and overall["words_p90"] >= overall["words_p50"]
         assert set(result["intervals"]["overall"]) == set(evalruns.INTERVAL_METRICS)
         assert orjson.loads(rag_eval.dump_json(result)) == result
 

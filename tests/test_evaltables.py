@@ -263,3 +263,27 @@ def test_signal_auc_by_hand():
     assert evaltables.signal_auc(rows, "top RRF score") == pytest.approx(0.25)
     assert evaltables.signal_auc(rows, "missing") is None
     assert evaltables.signal_auc(rows[:2], "confidence") is None
+
+
+def test_the_answer_targets_table_says_met_or_missed_by_how_much():
+    t = evaltables.Tables(
+        (),
+        (),
+        (
+            {
+                "corpora": [
+                    {"name": "a", "loco": {"refused_when_unanswerable": 0.5, "refused_when_answerable": 0.2}},
+                    {"name": "b", "loco": None},
+                ]
+            },
+        ),
+        (
+            ("a", {"recall@1": 0.5, "answer_ok_answerable": 0.7, "words_p50": 40.0, "words_p90": 130.0}),
+            ("b", {"recall@1": 0.6, "answer_ok_answerable": 0.6, "words_p50": 61.0, "words_p90": 90.0}),
+        ),
+    )
+    lines = evaltables.answer_targets_table(t)
+    assert "| a | 0.50 | 0.70 ✓ | 40 ✓ | 130 (missed by 10) | 0.50 ✓ | 0.20 (missed by 0.07) |" in lines
+    assert "| b | 0.60 | 0.60 (missed by 0.10) | 61 (missed by 1) | 90 ✓ | – | – |" in lines
+    assert "| mean |  | 0.65 ✓ |  |  |  |  |" in lines
+    assert evaltables.answer_targets_table(evaltables.Tables((), (), (), ())) == []

@@ -162,6 +162,7 @@ METRICS: dict[str, tuple[str, str]] = {
     "mrr": ("rr", "answerable"),
     "ndcg@5": ("ndcg@5", "answerable"),
     "answer_ok": ("answer_ok", "all"),
+    "answer_ok_answerable": ("answer_ok", "answerable"),
     "citations_on_target": ("citations_on_target", "answerable"),
     "refused_when_unanswerable": ("refused", "unanswerable"),
     "refused_when_answerable": ("refused", "answerable"),
