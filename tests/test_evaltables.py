@@ -283,7 +283,7 @@ def test_the_answer_targets_table_says_met_or_missed_by_how_much():
         ),
     )
     lines = evaltables.answer_targets_table(t)
-    assert "| a | 0.50 | 0.70 ✓ | 40 ✓ | 130 (missed by 10) | 0.50 ✓ | 0.20 (missed by 0.07) |" in lines
+    assert "| a | 0.50 | 0.70 ✓ | 40 ✓ | 130 (missed by 10) | 0.50 ✓ | 0.20 (missed by 0.08) |" in lines
     assert "| b | 0.60 | 0.60 (missed by 0.10) | 61 (missed by 1) | 90 ✓ | – | – |" in lines
     assert "| mean |  | 0.65 ✓ |  |  |  |  |" in lines
     assert evaltables.answer_targets_table(evaltables.Tables((), (), (), ())) == []
