@@ -52,6 +52,7 @@ from ragline.eval.golden import (
     load_golden,
     query_records,
     read_chunking,
+    relabelled,
     resolve_gold,
     show,
 )
@@ -473,6 +474,8 @@ def score_command(answers: tuple[str, ...], golden: str, label: str, out: str, c
     configuration the records show (retrieval and generator fields) is stored in the
     result; a RUNS label must match it. Gold chunk ids are checked against the chunks the
     run's index was built from: --corpus-chunks, else the index named in the records.
+    A labelled id those chunks lack is found again through its evidence and scored; under
+    the default window each such id is named on stderr with the id found (a label to fix).
     A run that is incomplete, empty, mixes configurations or searched another handbook
     is an error, not a row of zeros.
     """
@@ -487,6 +490,10 @@ def score_command(answers: tuple[str, ...], golden: str, label: str, out: str, c
         handle.write(dump_json(result))
     if label not in RUNS and (same := matching_labels(result["actual"])):
         ragline.records.note(f"{STAGE}: '{label}' is a label of your own; this run's configuration is the built-in '{same[0]}' run's")
+    if chunking is not None and _labels_chunking(chunking):
+        resolved = {row["id"]: row["gold"] for row in result["questions"] if row["refound"]}
+        for relabel in relabelled(gold, chunking, resolved):
+            ragline.records.note(f"{STAGE}: {relabel.message(gold, chunking)}")
     if chunking is None:
         index = result["run"].get("index")
         ragline.records.note(
@@ -495,6 +502,14 @@ def score_command(answers: tuple[str, ...], golden: str, label: str, out: str, c
     if sys.stderr.isatty():
         o = result["aggregates"]["overall"]
         ragline.records.note(f"{STAGE}: {label}: MRR {o['mrr']:.3f}, answer ok {o['answer_ok']:.3f} -> {out}")
+
+
+def _labels_chunking(chunking: Chunking) -> bool:
+    """Was `chunking` cut as golden labels are (rag-chunk's default window, or no window
+    recorded)? Under another window a gold id that is gone has moved, not been mistyped."""
+    import rag_chunk
+
+    return chunking.windows <= {rag_chunk.DEFAULT_WORDS}
 
 
 def _check_label(label: str) -> str:

@@ -20,9 +20,7 @@ from typing import Any
 # Hugo shortcodes `{{< ... >}}` and `{{% ... %}}`. One tag; a tag may run over lines, not over a
 # blank line.
 _IN_PARAGRAPH = r"(?:[^\n]|\n(?![ \t]*\n))*?"
-TEMPLATE_TAG = re.compile(
-    rf"<%{_IN_PARAGRAPH}%>|\{{\{{[<%]{_IN_PARAGRAPH}[%>]\}}\}}|\{{%{_IN_PARAGRAPH}%\}}|\{{\{{{_IN_PARAGRAPH}\}}\}}"
-)
+TEMPLATE_TAG = re.compile(rf"<%{_IN_PARAGRAPH}%>|\{{\{{[<%]{_IN_PARAGRAPH}[%>]\}}\}}|\{{%{_IN_PARAGRAPH}%\}}|\{{\{{{_IN_PARAGRAPH}\}}\}}")
 # What `strip_templates` scans prose for: an inline code span (code: kept as it is), a Liquid
 # comment block (renders nothing), a raw block (renders its content as written), or a tag.
 _TEMPLATE_SCAN = re.compile(

@@ -117,7 +117,12 @@ def test_retrieval_text_and_explain_sentences_show_the_channel():
 def test_the_answer_quotes_the_channel():
     import rag_answer
 
-    hit = {"chunk_id": "help#ask", "doc": "help", "headings": ["Help"], "text": 'Ask in {% slack_channel "team-x" %} and name your project.'}
+    hit = {
+        "chunk_id": "help#ask",
+        "doc": "help",
+        "headings": ["Help"],
+        "text": 'Ask in {% slack_channel "team-x" %} and name your project.',
+    }
     quoted = [c.text for c in rag_answer.candidates(rag_answer.ContextBlock(1, hit))]
     assert quoted == ["Ask in #team-x and name your project."]
 
@@ -135,7 +140,7 @@ def test_inline_markdown_in_a_heading_is_its_text_in_the_path_slug_and_id():
     source = (
         "# Guide\n\n## Reporting [Incidents](https://intranet.example.org/a/long/path?with=query&and=more)\n\nText.\n\n"
         "## Use `git push --force-with-lease`, **not** _force_\n\nText.\n\n"
-        "## ![logo](img/x.png) Ask in {% slack_channel \"team-x\" %}\n\nText.\n\n"
+        '## ![logo](img/x.png) Ask in {% slack_channel "team-x" %}\n\nText.\n\n'
         "## [Snyk][]\n\nText.\n\n[Snyk]: https://snyk.io\n"
     )
     records = rag_chunk.chunk_document(Doc("guide", "guide.md", source))
@@ -154,7 +159,7 @@ def test_inline_markdown_in_a_heading_is_its_text_in_the_path_slug_and_id():
 
 
 def test_inline_text():
-    assert inline_text("[a (b)](http://x/a_(b) \"t\") and <https://x.example> in <kbd>Ctrl</kbd>") == "a (b) and https://x.example in Ctrl"
+    assert inline_text('[a (b)](http://x/a_(b) "t") and <https://x.example> in <kbd>Ctrl</kbd>') == "a (b) and https://x.example in Ctrl"
     assert inline_text("`a *b* [c](d)` and \\*e\\* and ~~f~~ and snake_case") == "a *b* [c](d) and *e* and f and snake_case"
     assert inline_text("Plain [brackets] stay") == "Plain [brackets] stay"
 
