@@ -136,7 +136,7 @@ def strip_templates(text: str) -> str:
     or an inline code span a tag is code (`${{ github.sha }}` in a workflow file) and
     stays. Text without tags is returned unchanged (the same object).
     """
-    if "{" not in text and "<%" not in text:
+    if "{{" not in text and "{%" not in text and "<%" not in text:
         return text
     out: list[str] = []
     prose: list[str] = []
