@@ -29,13 +29,16 @@ of anything else become `-`). Where two sections of one document would share a
 slug, each is qualified by its parent's slug (`parent--child`), and so on up the
 path until they differ. Text before the first heading is `DOC#top`. The second and
 later parts of a split section get `-2`, `-3`, ... So an edit renames only the
-chunks of the section it touches.
+chunks of the section it touches. An id stays under ID_MAX + 1 characters: a longer
+slug is cut at a word boundary (`chunk_id`).
 
 Pages from site generators: a top heading that is only a template expression
 (`# <%= current_page.data.title %>`) takes the front-matter `title`; a page that
-opens with text gets that title as the root of its heading paths. Template tags
-(ERB, Liquid/Jinja, Hugo) are left out of headings and slugs; `text` keeps them,
-and `ragline.text.retrieval_text` leaves them out of what is embedded and indexed.
+opens with text gets that title as the root of its heading paths. A heading is what a
+reader sees in headings and slugs: template tags (ERB, Liquid/Jinja, Hugo) as they
+render (`ragline.text.strip_templates`), inline markdown as its text (links, images,
+code, emphasis: `markdown.inline_text`). `text` keeps the source as it is, and
+`ragline.text.retrieval_text` renders its tags for what is embedded and indexed.
 """
 
 from __future__ import annotations

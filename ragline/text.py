@@ -18,15 +18,25 @@ from typing import Any
 
 # Template tags of site generators: ERB `<%= ... %>`, Liquid/Jinja `{% ... %}` and `{{ ... }}`,
 # Hugo shortcodes `{{< ... >}}` and `{{% ... %}}`. One tag; a tag may run over lines, not over a
-# blank line.
-_IN_PARAGRAPH = r"(?:[^\n]|\n(?![ \t]*\n))*?"
-TEMPLATE_TAG = re.compile(rf"<%{_IN_PARAGRAPH}%>|\{{\{{[<%]{_IN_PARAGRAPH}[%>]\}}\}}|\{{%{_IN_PARAGRAPH}%\}}|\{{\{{{_IN_PARAGRAPH}\}}\}}")
+# blank line, and holds no opener of its own kind (so an unclosed `{{` costs a scan to the next
+# one, not to the paragraph's end).
+_IN_PARAGRAPH = r"(?:[^\n]|\n(?![ \t]*\n))"
+
+
+def _body(opener: str) -> str:
+    return rf"(?:(?!{opener}){_IN_PARAGRAPH})*?"
+
+
+_ERB_BODY, _LIQUID_BODY, _OUTPUT_BODY = _body("<%"), _body(r"\{%"), _body(r"\{\{")
+TEMPLATE_TAG = re.compile(rf"<%{_ERB_BODY}%>|\{{\{{[<%]{_OUTPUT_BODY}[%>]\}}\}}|\{{%{_LIQUID_BODY}%\}}|\{{\{{{_OUTPUT_BODY}\}}\}}")
 # What `strip_templates` scans prose for: an inline code span (code: kept as it is), a Liquid
 # comment block (renders nothing), a raw block (renders its content as written), or a tag.
+_COMMENT, _END_COMMENT = r"\{%-?\s*comment\s*-?%\}", r"\{%-?\s*endcomment\s*-?%\}"
+_RAW, _END_RAW = r"\{%-?\s*raw\s*-?%\}", r"\{%-?\s*endraw\s*-?%\}"
 _TEMPLATE_SCAN = re.compile(
-    rf"(?P<code>(?P<ticks>`+){_IN_PARAGRAPH}(?<!`)(?P=ticks)(?!`))"
-    r"|(?P<comment>\{%-?\s*comment\s*-?%\}.*?\{%-?\s*endcomment\s*-?%\})"
-    r"|\{%-?\s*raw\s*-?%\}(?P<raw>.*?)\{%-?\s*endraw\s*-?%\}"
+    rf"(?P<code>(?P<ticks>`(?<!``)`*)(?!`){_IN_PARAGRAPH}*?(?<!`)(?P=ticks)(?!`))"  # each branch opens with a literal: re skips ahead
+    rf"|(?P<comment>{_COMMENT}(?:(?!{_COMMENT}).)*?{_END_COMMENT})"
+    rf"|{_RAW}(?P<raw>(?:(?!{_RAW}).)*?){_END_RAW}"
     rf"|(?P<tag>{TEMPLATE_TAG.pattern})",
     re.S,
 )
