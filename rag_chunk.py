@@ -337,6 +337,17 @@ def chunk_id(name: str, slug: str, suffix: str = "") -> str:
     return f"{name}#{slug}{suffix}"
 
 
+def cut_ids(cid: str) -> list[str]:
+    """What an id written before ids were cut at ID_MAX (a golden label) may be called now, likelier
+    first: where its slug ends in `-N`, `chunk_id` of the rest with `-N` as the part's suffix;
+    then `chunk_id` of the whole slug. An id of at most ID_MAX characters is itself."""
+    name, hash_, slug = cid.rpartition("#")
+    if len(cid) <= ID_MAX or not hash_:
+        return [cid]
+    part = re.fullmatch(r"(.+)(-\d+)", slug)
+    return ([chunk_id(name, part.group(1), part.group(2))] if part else []) + [chunk_id(name, slug)]
+
+
 def _with_ids(name: str, paths: list[list[str]], parts: Iterable[tuple[int, int, dict[str, Any]]]) -> Iterator[dict[str, Any]]:
     """The records with their ids (`chunk_id`): `DOC#SLUG`, `-PART` after the first part, `~N`
     where ids would clash (two slugs cut to one, or a heading `Step 2` beside part 2 of `Step`)."""

@@ -124,6 +124,8 @@ def score_run(
     Retrieval metrics and citations_on_target average over answerable questions,
     answer_ok over all; a metric with nothing to average is null.
     """
+    if chunking is not None:
+        golden = cut_labels(golden, chunking.texts)
     seen, actual, run = _one_run(golden, records, label, chunking, inputs)
     rows = []
     for q in golden.questions:
@@ -230,6 +232,21 @@ def _run_info(record: dict[str, Any], where: Line) -> dict[str, Any]:
         "index": retrieval.get("index"),
         "generator": generator.get("name"),
     }
+
+
+def cut_labels(golden: Golden, ids: Collection[str]) -> Golden:
+    """`golden` with each gold id that is not in `ids` and is longer than rag_chunk.ID_MAX read
+    as rag-chunk cuts it now (`rag_chunk.cut_ids`, the first of them in `ids`): labels written
+    before ids were cut stand without an edit, and are not re-found or reported as typos."""
+    import dataclasses
+
+    import rag_chunk
+
+    def now(cid: str) -> str:
+        return cid if cid in ids else next((c for c in rag_chunk.cut_ids(cid) if c in ids), cid)
+
+    questions = tuple(dataclasses.replace(q, gold=tuple(now(g) for g in q.gold)) for q in golden.questions)
+    return dataclasses.replace(golden, questions=questions)
 
 
 def score_question(
@@ -485,6 +502,8 @@ def score_command(answers: tuple[str, ...], golden: str, label: str, out: str, c
         chunking: Chunking | None = read_chunking(ragline.records.read_records([corpus_chunks]), corpus_chunks)
     else:
         records, chunking = index_chunking(records)
+    if chunking is not None:
+        gold = cut_labels(gold, chunking.texts)
     result = score_run(gold, records, label, chunking, inputs=", ".join(answers) or ragline.records.STDIN, corpus=corpus_name)
     with ragline.records.atomic_file(out) as handle:
         handle.write(dump_json(result))
