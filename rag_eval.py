@@ -53,6 +53,7 @@ from ragline.eval.golden import (
     load_golden,
     query_records,
     read_chunking,
+    relabelled,
     resolve_gold,
     show,
 )
@@ -124,6 +125,8 @@ def score_run(
     Retrieval metrics and citations_on_target average over answerable questions,
     answer_ok over all; a metric with nothing to average is null.
     """
+    if chunking is not None:
+        golden = cut_labels(golden, chunking.texts)
     seen, actual, run = _one_run(golden, records, label, chunking, inputs)
     rows = []
     for q in golden.questions:
@@ -230,6 +233,21 @@ def _run_info(record: dict[str, Any], where: Line) -> dict[str, Any]:
         "index": retrieval.get("index"),
         "generator": generator.get("name"),
     }
+
+
+def cut_labels(golden: Golden, ids: Collection[str]) -> Golden:
+    """`golden` with each gold id that is not in `ids` and is longer than rag_chunk.ID_MAX read
+    as rag-chunk cuts it now (`rag_chunk.cut_ids`, the first of them in `ids`): labels written
+    before ids were cut stand without an edit, and are not re-found or reported as typos."""
+    import dataclasses
+
+    import rag_chunk
+
+    def now(cid: str) -> str:
+        return cid if cid in ids else next((c for c in rag_chunk.cut_ids(cid) if c in ids), cid)
+
+    questions = tuple(dataclasses.replace(q, gold=tuple(now(g) for g in q.gold)) for q in golden.questions)
+    return dataclasses.replace(golden, questions=questions)
 
 
 def score_question(
@@ -478,6 +496,8 @@ def score_command(answers: tuple[str, ...], golden: str, label: str, out: str, c
     configuration the records show (retrieval and generator fields) is stored in the
     result; a RUNS label must match it. Gold chunk ids are checked against the chunks the
     run's index was built from: --corpus-chunks, else the index named in the records.
+    A labelled id those chunks lack is found again through its evidence and scored; under
+    the default window each such id is named on stderr with the id found (a label to fix).
     A run that is incomplete, empty, mixes configurations or searched another handbook
     is an error, not a row of zeros.
     """
@@ -487,11 +507,17 @@ def score_command(answers: tuple[str, ...], golden: str, label: str, out: str, c
         chunking: Chunking | None = read_chunking(ragline.records.read_records([corpus_chunks]), corpus_chunks)
     else:
         records, chunking = index_chunking(records)
+    if chunking is not None:
+        gold = cut_labels(gold, chunking.texts)
     result = score_run(gold, records, label, chunking, inputs=", ".join(answers) or ragline.records.STDIN, corpus=corpus_name)
     with ragline.records.atomic_file(out) as handle:
         handle.write(dump_json(result))
     if label not in RUNS and (same := matching_labels(result["actual"])):
         ragline.records.note(f"{STAGE}: '{label}' is a label of your own; this run's configuration is the built-in '{same[0]}' run's")
+    if chunking is not None and _labels_chunking(chunking):
+        resolved = {row["id"]: row["gold"] for row in result["questions"] if row["refound"]}
+        for relabel in relabelled(gold, chunking, resolved):
+            ragline.records.note(f"{STAGE}: {relabel.message(gold, chunking)}")
     if chunking is None:
         index = result["run"].get("index")
         ragline.records.note(
@@ -500,6 +526,14 @@ def score_command(answers: tuple[str, ...], golden: str, label: str, out: str, c
     if sys.stderr.isatty():
         o = result["aggregates"]["overall"]
         ragline.records.note(f"{STAGE}: {label}: MRR {o['mrr']:.3f}, answer ok {o['answer_ok']:.3f} -> {out}")
+
+
+def _labels_chunking(chunking: Chunking) -> bool:
+    """Was `chunking` cut as golden labels are (rag-chunk's default window, or no window
+    recorded)? Under another window a gold id that is gone has moved, not been mistyped."""
+    import rag_chunk
+
+    return chunking.windows <= {rag_chunk.DEFAULT_WORDS}
 
 
 def _check_label(label: str) -> str:

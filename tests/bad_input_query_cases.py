@@ -301,7 +301,8 @@ QUERY_CASES: list[Case] = [
         "rag-eval",
         (*SCORE[:2], "moved.yaml", *SCORE[3:], "answers.jsonl"),
         0,
-        "",
+        "rag-eval: moved.yaml:3: question 't-01': gold chunk 'settlement#no-such-section' is not in chunks.jsonl; "
+        "its evidence is in 'settlement#the-nightly-sweep', scored as gold",
         golden_edit(*UNKNOWN_GOLD, "moved.yaml"),
         outputs=("result.json",),
         verify=lambda d, out: json.loads((d / "result.json").read_bytes())["counts"]["refound"] == 1 or pytest.fail("not re-found"),

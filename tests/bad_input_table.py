@@ -24,7 +24,7 @@ def cell(text: str) -> str:
 
 def stderr(case: Case) -> str:
     if case.code == 0:
-        return "(nothing)"
+        return f"(a notice) {cell(case.expect)}" if case.expect else "(nothing)"
     return cell(case.expect)
 
 

@@ -107,8 +107,11 @@ def test_bad_input(case: Case, outcomes: dict[str, Future[Outcome]]) -> None:
     got = outcomes[case.name].result()
     assert "Traceback" not in got.stderr, got.stderr
     assert got.code == case.code, f"exit {got.code}, stderr: {got.stderr!r}"
-    if case.code == 0:
-        assert got.stderr == ""
+    if case.code == 0:  # accepted: stderr empty, or the one notice the case expects
+        if case.expect:
+            assert got.stderr.count("\n") == 1 and case.regex().fullmatch(got.stderr[:-1]), f"{got.stderr!r} is not {case.expect!r}"
+        else:
+            assert got.stderr == ""
         moved = [k for k in changed(got.before, got.after) if not k.startswith(case.outputs or ("\0",))]
         assert moved == [], f"files changed that are not outputs: {moved}"
         if case.verify:
