@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 import threading
+import time
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from typing import ClassVar
 
+import click
 import pytest
 from conftest import build_index, jsonl, parse
 
@@ -261,6 +264,15 @@ class TestHostileContent:
 # --------------------------------------------------------------------------- the LLM test server
 
 
+@dataclass
+class Stream:
+    """A streamed reply: server-sent events, one piece every `pause` seconds, then `stall` seconds before [DONE]."""
+
+    pieces: list[str]
+    pause: float = 0.0
+    stall: float = 0.0
+
+
 @pytest.fixture
 def llm_server():
     """A chat-completions server on 127.0.0.1 replying with queued texts (or raw bytes)."""
@@ -278,6 +290,18 @@ def llm_server():
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             seen.append((self.path, self.headers.get("Authorization"), body))
             reply = replies.pop(0)
+            if isinstance(reply, Stream):
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.end_headers()
+                for piece in reply.pieces:
+                    time.sleep(reply.pause)
+                    chunk = {"choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}]}
+                    self.wfile.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
+                    self.wfile.flush()
+                time.sleep(reply.stall)
+                self.wfile.write(b"data: [DONE]\n\n")
+                return
             if isinstance(reply, tuple):
                 code, raw = reply
                 self.send_response(code)
@@ -341,6 +365,45 @@ class TestLlm:
         system, user = body["messages"]
         assert system["role"] == "system" and "[2]" in system["content"] and REFUSAL in system["content"]
         assert user["content"].startswith("Blocks:\n\n[1] ") and user["content"].endswith("Question: when")
+
+    def test_the_request_bounds_the_answer_and_streams_it(self, llm_server):
+        url, replies = llm_server
+        replies.append("x [1].")
+        OpenAIChat(url=url, max_tokens=99).generate("when", [ContextBlock(1, self.BLOCKS[0])])
+        body = replies.seen[0][2]
+        assert body["max_tokens"] == 99 and body["stream"] is True and "\nQuestion:" in body["stop"]
+
+    def test_a_streamed_reply_is_read_piece_by_piece(self, llm_server):
+        url, replies = llm_server
+        replies.append(Stream(["The sweep runs ", "at 23:40 IST [1].", " Refunds go", " out weekly [1]."]))
+        out = answer(hits_record("when", *self.BLOCKS), OpenAIChat(url=url), 0.0)
+        assert out["answer"] == "The sweep runs at 23:40 IST [1]." and out["dropped"] == 1  # the block says nothing of refunds
+
+    def test_a_slow_steady_stream_is_timed_per_piece_not_per_reply(self, llm_server):
+        url, replies = llm_server
+        replies.append(Stream(["The sweep ", "runs ", "at 23:40 ", "IST [1]."], pause=0.3))  # 1.2 s in all, 0.3 s a piece
+        assert OpenAIChat(url=url, timeout=0.8).generate("when", [ContextBlock(1, self.BLOCKS[0])]) == "The sweep runs at 23:40 IST [1]."
+
+    def test_a_stalled_stream_times_out_and_says_what_to_raise(self, llm_server):
+        url, replies = llm_server
+        replies.append(Stream(["The sweep "], stall=1.5))
+        with pytest.raises(StageError, match=r"did not answer within 0\.5 s .*raise RAG_LLM_TIMEOUT"):
+            OpenAIChat(url=url, timeout=0.5).generate("when", [ContextBlock(1, self.BLOCKS[0])])
+
+    @pytest.mark.parametrize("tail", ["/", "/chat/completions", "/chat/completions/"])
+    def test_a_trailing_slash_reaches_the_same_route(self, llm_server, tail):
+        url, replies = llm_server
+        replies.append("x [1].")
+        OpenAIChat(url=url + tail).generate("when", [ContextBlock(1, self.BLOCKS[0])])
+        assert replies.seen[0][0] == "/v1/chat/completions"
+
+    def test_max_tokens_comes_from_the_environment_and_must_be_positive(self, monkeypatch):
+        monkeypatch.setenv("RAG_LLM_URL", "http://127.0.0.1:9/v1")
+        monkeypatch.setenv("RAG_LLM_MAX_TOKENS", "40")
+        assert rag_answer.openai_from_env().max_tokens == 40
+        monkeypatch.setenv("RAG_LLM_MAX_TOKENS", "0")
+        with pytest.raises(click.UsageError, match="RAG_LLM_MAX_TOKENS=0"):
+            rag_answer.openai_from_env()
 
     def test_no_key_sends_no_authorization(self, llm_server):
         url, replies = llm_server
