@@ -51,7 +51,7 @@ import rag_search
 import ragline
 import ragline.records
 import ragline.text
-from ragline import markdown, progress
+from ragline import markdown, progress, terminal
 from ragline.answer.citations import Source, check_citations, escape_markers, sentences
 from ragline.answer.cues import ANNOUNCES, LINK_DEFINITION, cue_match, plain, question_cue, unknown_names
 from ragline.records import StageError
@@ -541,15 +541,30 @@ def _check_same_chunks(record: dict[str, Any], index: rag_index.Index, where: ra
         )
 
 
-def render(record: dict[str, Any]) -> str:
-    """An answer with numbered footnotes, for a terminal."""
+def render(record: dict[str, Any], width: int | None = None) -> str:
+    """An answer with numbered footnotes, for a terminal; with `width`, every line fits it:
+    prose and footnotes are wrapped (a footnote's further lines indented), a line of quoted
+    code is cut. Without, lines are as long as they are (the README's examples)."""
     lines = [record["answer"], ""]
     if record["refused"]:
         lines.append(f"({record['reason']})")
     for c in record["citations"]:
         where = f" ({c['path']}:{c['start_line']}-{c['end_line']})" if c.get("path") else ""
         lines.append(f"[{c['n']}] {c['doc']} :: {' > '.join(c['headings'])}{where}")
-    return "\n".join(lines) + "\n"
+    if width is None:
+        return "\n".join(lines) + "\n"
+    fitted: list[str] = []
+    fence = False
+    for line in "\n".join(lines).split("\n"):
+        if line.lstrip().startswith(("```", "~~~")):
+            fence = not fence
+        if fence or line.lstrip().startswith(("```", "~~~")):
+            fitted.append(terminal.cut(line, width))
+        elif line.startswith("[") and " :: " in line:  # a footnote
+            fitted += terminal.wrap(line, width, indent="    ")
+        else:
+            fitted += terminal.wrap(line, width)
+    return "\n".join(fitted) + "\n"
 
 
 # --------------------------------------------------------------------------- the command
@@ -674,11 +689,12 @@ def main(
             [hits_path or "-"], usage="no input: pipe rag-search output into rag-answer, or give questions as arguments"
         )
     human = sys.stdout.isatty() and not as_json
+    columns = terminal.width()
     if not questions and not human:
         records = progress.Progress(STAGE, "questions", lambda: progress.count_lines([hits_path or "-"])).track(records)
     out = sys.stdout.buffer
     for record in answer_records(records, generator, threshold, size, None if searching else index):
-        out.write(render(record).encode() if human else ragline.records.dumps(record))
+        out.write(render(record, columns).encode() if human else ragline.records.dumps(record))
         out.flush()
 
 
