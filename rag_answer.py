@@ -689,7 +689,7 @@ def main(
             [hits_path or "-"], usage="no input: pipe rag-search output into rag-answer, or give questions as arguments"
         )
     human = sys.stdout.isatty() and not as_json
-    columns = terminal.width()
+    columns = terminal.width() if human else 0
     if not questions and not human:
         records = progress.Progress(STAGE, "questions", lambda: progress.count_lines([hits_path or "-"])).track(records)
     out = sys.stdout.buffer

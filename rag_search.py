@@ -695,7 +695,7 @@ def main(
         questions, queries, 'no input: pipe query records ({"id","question"}) into rag-search, or give questions as arguments', raw
     )
     human = sys.stdout.isatty() and not as_json
-    columns = terminal.width()
+    columns = terminal.width() if human else 0
     if not questions and not human:
         records = progress.Progress(STAGE, "questions", lambda: progress.count_lines([queries or "-"])).track(records)
     out = sys.stdout.buffer

@@ -166,6 +166,19 @@ class TestSupport:
         assert checked.kept == ["NW-5001 means the acquirer timed out [1]."]
         assert checked.dropped == [("[1] Error codes > Why NW-5001 is different", "repeats a heading path")]
 
+    def test_a_quote_of_the_blocks_prose_is_kept_though_another_block_has_it_as_a_heading(self):
+        steps = Source("1. Prioritise your most important user journeys.\n2. Map your user journeys.", ("SLI workshop", "Run it"))
+        other = Source(
+            "## 1. Prioritise your most important user journeys\n\nList them first.",
+            ("SLI workshop", "1. Prioritise your most important user journeys"),
+        )
+        checked = check_citations(
+            "1. Prioritise your most important user journeys [1].", [steps, other], ("Prioritise your most important user journeys?",)
+        )
+        assert checked.kept == ["1. Prioritise your most important user journeys [1]."]
+        echoed = check_citations("1. Prioritise your most important user journeys [2].", [steps, other])
+        assert echoed.dropped == [("1. Prioritise your most important user journeys [2].", "repeats a heading path")]
+
     def test_a_piece_of_the_prompt_is_no_answer(self):
         prompt = ("Cite only the numbers shown.", "Question: When does the sweep run?")
         checked = check_citations("Question: When does the sweep run [1]? The sweep runs at 23:40 IST [1].", [self.SWEEP], prompt)

@@ -78,6 +78,7 @@ def split_sentences(text: str) -> list[str]:
 SUPPORT = 0.5
 _OPENS = re.compile(r"(?:^|[.!?:|>*+-])[\s\"'(\[*_`]*$")  # before a word that opens a sentence, a cell or an item
 _NOT_NAMES = frozenset({"i", "ok", "okay"})
+_ATX = re.compile(r"^ {0,3}#{1,6}(?:[ \t].*)?$", re.M)  # a markdown heading line: the heading path, not the block's prose
 
 
 @dataclass(frozen=True)
@@ -131,14 +132,16 @@ def unsupported(sentence: str, sources: Sequence[Source], cited: Sequence[int], 
 
     In order: the sentence's words are a run of a block's heading path (an echoed heading,
     "[1] Error codes > Why NW-5001 is different") or of a prompt text (the instructions, the
-    question); a fact it states (`stated`) is in none of the cited blocks; fewer than
-    SUPPORT of its terms are in them.
+    question), and not of a cited block's prose (a list item that is also another block's
+    heading is a quote); a fact it states (`stated`) is in none of the cited blocks; fewer
+    than SUPPORT of its terms are in them.
     """
     body = CITATION.sub(" ", sentence)
     words = _words(body)
-    if any(_within(words, _words(" > ".join(s.headings))) for s in sources):
+    quoted = any(_within(words, _words(_ATX.sub("", sources[n - 1].text))) for n in cited)  # a quote of the block's own prose
+    if not quoted and any(_within(words, _words(" > ".join(s.headings))) for s in sources):
         return "repeats a heading path"
-    if any(_within(words, _words(p)) for p in prompt):
+    if not quoted and any(_within(words, _words(p)) for p in prompt):
         return "repeats the prompt"
     held: set[str] = set().union(*(sources[n - 1].terms() for n in cited))
     missing = [t for t in stated(body) if t not in held]
