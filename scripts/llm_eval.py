@@ -146,9 +146,9 @@ def check_structure(answers: list[dict], ids: list[str]) -> None:
         raise SystemExit("llm-eval: " + "; ".join(problems))
 
 
-def record_replies(hits: Path, out: Path, url: str) -> list[dict]:
+def record_replies(hits: Path, out: Path, url: str, timeout: float) -> list[dict]:
     """Each question's blocks and the raw reply, asked again as rag-answer asks it."""
-    chat = rag_answer.OpenAIChat(url, MODEL_ALIAS, timeout=float(os.environ.get("RAG_LLM_TIMEOUT", "60")))
+    chat = rag_answer.OpenAIChat(url, MODEL_ALIAS, timeout=timeout)
     rows = []
     for line in hits.read_text().splitlines():
         rec = json.loads(line)
@@ -219,7 +219,8 @@ def main() -> None:
     model = assemble(ROOT / ".cache" / "llm")
     port = free_port()
     url = f"http://127.0.0.1:{port}/v1"
-    env = {**os.environ, "RAG_LLM_URL": url, "RAG_LLM_MODEL": MODEL_ALIAS}
+    # a shared or small machine reads a prompt of five blocks slowly: the first piece of a reply may take minutes
+    env = {"RAG_LLM_TIMEOUT": "300", **os.environ, "RAG_LLM_URL": url, "RAG_LLM_MODEL": MODEL_ALIAS}
     golden = work / "golden.yaml"
     ids = subset(Path(args.golden), golden)
     start = time.monotonic()
@@ -227,7 +228,7 @@ def main() -> None:
     try:
         print(f"llm-eval: server up on {url} in {time.monotonic() - start:.0f} s; {len(ids)} questions", file=sys.stderr)
         hits, answers_path = pipeline(golden, Path(args.index), env, work)
-        replies = record_replies(hits, Path(args.record), url) if args.record else []
+        replies = record_replies(hits, Path(args.record), url, float(env["RAG_LLM_TIMEOUT"])) if args.record else []
     finally:
         stop(server)
     answers = [json.loads(line) for line in answers_path.read_text().splitlines()]
