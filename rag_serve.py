@@ -644,6 +644,30 @@ def mcp_tools(live: Live) -> list[ragline.mcpserver.Tool]:
     ]
 
 
+DOC_URI = "ragline://doc/"
+
+
+def mcp_documents(live: Live) -> ragline.mcpserver.Documents:
+    """The handbook's documents as MCP resources, `ragline://doc/DOC`: a document is its chunks in
+    line order (rag-chunk's chunks do not overlap), as the index of the moment holds them."""
+    from urllib.parse import quote, unquote
+
+    def listing() -> list[ragline.mcpserver.Document]:
+        paths = {c["doc"]: c.get("path") or c["doc"] for c in live.current().index.chunks}
+        return [
+            ragline.mcpserver.Document(DOC_URI + quote(doc, safe=""), doc, f"{path}, as the index holds it") for doc, path in paths.items()
+        ]
+
+    def read(uri: str) -> str | None:
+        if not uri.startswith(DOC_URI):
+            return None
+        doc = unquote(uri[len(DOC_URI) :])
+        chunks = sorted((c for c in live.current().index.chunks if c["doc"] == doc), key=lambda c: c.get("start_line") or 0)
+        return "\n\n".join(c["text"] for c in chunks) if chunks else None
+
+    return ragline.mcpserver.Documents(listing, read)
+
+
 def serve_mcp(settings: Settings) -> None:
     """Load the index (before any protocol: a missing one is the usual one line and exit 1), then serve MCP on stdio."""
     with contextlib.redirect_stdout(sys.stderr):  # stdout is the protocol's
@@ -660,6 +684,7 @@ def serve_mcp(settings: Settings) -> None:
         "Search and answer questions over a markdown handbook, with citations to its files and lines.",
         (RequestError, StageError),
         problem,
+        mcp_documents(live),
     )
     sys.stderr.write(f"{STAGE}: MCP host closed the connection after {live.served} calls\n")
 

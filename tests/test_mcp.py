@@ -172,3 +172,26 @@ def test_a_rebuilt_index_is_served_without_a_restart(tmp_path: Path) -> None:
     assert "23:40" in before["answer"] and "22:15" in after["answer"] and "23:40" not in after["answer"]
     log = (tmp_path / "mcp-stderr.log").read_text()
     assert f"now serving generation {(index / 'CURRENT').read_text().strip()}" in log
+
+
+def test_the_handbook_documents_are_resources(index: Path) -> None:
+    import rag_index
+
+    async def calls(s: ClientSession) -> tuple[Any, Any, Any]:
+        listed = await s.list_resources()
+        read = await s.read_resource(next(r.uri for r in listed.resources if r.name == "errors"))
+        try:
+            await s.read_resource("ragline://doc/nothing")
+        except Exception as err:  # the SDK raises the server's error
+            missing = err
+        else:
+            missing = None
+        return listed, read, missing
+
+    listed, read, missing = with_session(index, calls)
+    docs = {c["doc"] for c in rag_index.load(index).chunks}
+    assert {r.name for r in listed.resources} == docs and all(str(r.uri).startswith("ragline://doc/") for r in listed.resources)
+    (content,) = read.contents
+    chunks = sorted((c for c in rag_index.load(index).chunks if c["doc"] == "errors"), key=lambda c: c["start_line"])
+    assert content.text == "\n\n".join(c["text"] for c in chunks) and "NW-4021" in content.text and content.mime_type == "text/markdown"
+    assert missing is not None and "no document ragline://doc/nothing in the index" in str(missing)
