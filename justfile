@@ -8,6 +8,7 @@ export PATH := justfile_directory() / ".venv/bin" + ":" + env_var("PATH")
 
 corpus := "corpus"
 export RAG_EMBED_CACHE := env_var_or_default("RAG_EMBED_CACHE", ".cache/embed-cache.sqlite")
+export RAG_WHEEL_CACHE := env_var_or_default("RAG_WHEEL_CACHE", ".cache/wheels")
 cache := RAG_EMBED_CACHE
 
 # The main job, end to end: fetch the model, chunk, embed, index, ask.
@@ -40,6 +41,13 @@ index: model
 # Serve the Northwind index over HTTP (the API and the page) on 127.0.0.1:8000; needs `pip install -e '.[serve]'`. Extra arguments go to rag-serve.
 serve *args: index
     rag-serve --index build/idx {{args}}
+
+# rag-answer --llm openai on a real local server (llama-cpp-python, Gemma 3 270M) on 127.0.0.1: install the llm extra (the server's wheel built once into $RAG_WHEEL_CACHE, minutes), start it, answer the first golden question of each kind, score them (results/llm-eval.json and .md), stop it. `just llm-eval --record tests/fixtures/llm/gemma-3-270m.jsonl` also records the raw replies.
+llm-eval *args: index
+    mkdir -p "$RAG_WHEEL_CACHE"
+    if ! ls "$RAG_WHEEL_CACHE"/llama_cpp_python-0.3.36-*.whl >/dev/null 2>&1; then echo "just llm-eval: building llama-cpp-python (minutes; once, into $RAG_WHEEL_CACHE)" >&2; CMAKE_BUILD_PARALLEL_LEVEL=2 pip wheel --quiet --no-deps --wheel-dir "$RAG_WHEEL_CACHE" 'llama-cpp-python==0.3.36'; fi
+    pip install --quiet --prefer-binary --find-links "$RAG_WHEEL_CACHE" -e '.[llm]'
+    python3 scripts/llm_eval.py {{args}}
 
 # The README's picture of the page answering a Northwind question, results/serve-page.png: rag-serve and Debian's headless chromium (chromium, chromium-driver).
 screenshot: index

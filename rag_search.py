@@ -44,7 +44,7 @@ import ragline
 import ragline.records
 import ragline.text
 from rag_index import Bm25, Index
-from ragline import progress
+from ragline import progress, terminal
 from ragline.ranking import DEFAULT_RRF_K, DenseTop, dense_top, rrf, score_fusion, topk
 from ragline.records import StageError
 
@@ -423,19 +423,24 @@ def _search_batch(searcher: Searcher, records: list[dict[str, Any]], explain_id:
 
 
 def render(record: dict[str, Any], width: int = 100, lines_per_hit: int = 2) -> str:
-    """A readable ranking for a terminal: each hit with its place, heading path and the
-    lines of its text that hold the most of the question's terms; --explain's BM25 terms
-    and dense side."""
+    """A readable ranking for a terminal `width` columns wide: each hit with its place, heading
+    path and the lines of its text that hold the most of the question's terms; --explain's
+    BM25 terms and dense side. Every line fits: ids, paths and quoted lines are cut, the
+    question and heading paths wrapped (the JSON keeps them whole)."""
     r = record["retrieval"]
     mode = "+".join([n for n, on in (("dense", r["dense"]), ("bm25", r["sparse"])) if on]) + ("+rerank" if r["rerank"] != "none" else "")
-    lines = [f"{record['question']}", f"  confidence {record['confidence']:.2f} · {mode} · {r['model']} · {record['ms']:.0f} ms", ""]
+    lines = [*terminal.wrap(record["question"], width)]
+    lines += [f"  confidence {record['confidence']:.2f} · {mode} · {r['model']} · {record['ms']:.0f} ms", ""]
     terms = set(ragline.text.tokenize(record["question"]))
     for hit in record["hits"]:
         where = f"{hit['path']}:{hit['start_line']}-{hit['end_line']}" if hit.get("path") else ""
-        lines.append(f"{hit['rank']:>3}  {hit['score']:.3f}  {hit['chunk_id']}   {where}")
-        lines.append(f"       {' > '.join(hit['headings'])}")
-        for text in best_lines(hit["text"], terms, lines_per_hit):
-            lines.append(f"       {text[: width - 10]}{'...' if len(text) > width - 10 else ''}")
+        head = f"{hit['rank']:>3}  {hit['score']:.3f}  {hit['chunk_id']}"
+        if where and len(head) + 3 + len(where) <= width:
+            lines.append(f"{head}   {where}")
+        else:
+            lines += [head, f"       {where}"] if where else [head]
+        lines += terminal.wrap(" > ".join(hit["headings"]), width, indent="       ")
+        lines += [f"       {text}" for text in best_lines(hit["text"], terms, lines_per_hit)]
     if "explain" in record:
         e = record["explain"]
         lines += ["", f"  BM25 explain for {e['chunk_id']} (doc length {e['doc_len']}, average {e['avgdl']}, k1 {e['k1']}, b {e['b']})"]
@@ -448,8 +453,8 @@ def render(record: dict[str, Any], width: int = 100, lines_per_hit: int = 2) -> 
             passage = "" if d.get("passage_cosine") is None else f", its best passage {d['passage_cosine']:.3f}"
             lines += ["", f"  Dense: the chunk's cosine with the question {d['cosine']:.3f}{passage}"]
             if d.get("sentence"):
-                lines.append(f"  closest sentence ({d['sentence_cosine']:.3f}): {d['sentence'][: width - 30]}")
-    return "\n".join(lines) + "\n"
+                lines.append(f"  closest sentence ({d['sentence_cosine']:.3f}): {d['sentence']}")
+    return "\n".join(terminal.cut(line, width) for line in lines) + "\n"
 
 
 def best_lines(text: str, terms: set[str], n: int) -> list[str]:
@@ -690,11 +695,12 @@ def main(
         questions, queries, 'no input: pipe query records ({"id","question"}) into rag-search, or give questions as arguments', raw
     )
     human = sys.stdout.isatty() and not as_json
+    columns = terminal.width() if human else 0
     if not questions and not human:
         records = progress.Progress(STAGE, "questions", lambda: progress.count_lines([queries or "-"])).track(records)
     out = sys.stdout.buffer
     for record in search_records(searcher, records, explain_id):
-        out.write(render(record).encode() if human else ragline.records.dumps(record))
+        out.write(render(record, columns).encode() if human else ragline.records.dumps(record))
     out.flush()
 
 

@@ -45,6 +45,7 @@ import asyncio
 import contextlib
 import dataclasses
 import errno
+import functools
 import hmac
 import ipaddress
 import signal
@@ -52,6 +53,7 @@ import socket
 import sys
 import threading
 import time
+import types
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -66,6 +68,7 @@ import rag_embed
 import rag_index
 import rag_search
 import ragline
+import ragline.mcpserver
 import ragline.records
 from ragline.records import StageError
 
@@ -77,6 +80,7 @@ MAX_ID = 500  # characters of a chunk or query id
 SEARCHERS = 16  # retrieval configurations kept ready per generation
 GRACE = 30.0  # seconds the requests in flight get to finish at SIGTERM
 EXTRA = "rag-serve needs the serve extra: pip install 'ragline[serve]' (FastAPI and uvicorn)"
+HTTP_ONLY = ("host", "port", "token", "is_open", "cors", "max_body", "quiet")  # the options --mcp has no use for
 OPTIONS = ("k", "dense", "sparse", "rerank", "rrf_k", "candidates", "fusion", "dense_weight", "passages", "exact")
 
 
@@ -289,27 +293,11 @@ def bind(host: str, port: int) -> socket.socket:
 # --------------------------------------------------------------------------- HTTP
 
 
-def make_app(
-    live: Live, token: str | None = None, cors: tuple[str, ...] = (), log: Callable[[str], None] | None = None, max_body: int = MAX_BODY
-) -> Any:
-    """The ASGI application: FastAPI routes over `live`, inside the gate (token, body limit, access log)."""
-    from fastapi import FastAPI, Query
-    from fastapi.exceptions import RequestValidationError
+@functools.cache
+def models() -> types.SimpleNamespace:
+    """The request models: each parameter's type, range and help declared once, for the HTTP routes
+    (`make_app`) and the MCP tools (`mcp_tools`). Needs pydantic (the serve or the mcp extra)."""
     from pydantic import BaseModel, ConfigDict, Field
-    from starlette.exceptions import HTTPException
-    from starlette.requests import Request
-    from starlette.responses import HTMLResponse, Response
-
-    from ragline import page as servepage
-
-    async def work(fn: Callable[[Engine], Any]) -> Any:
-        """Run fn on the engine of the moment, on the one worker thread."""
-
-        def job() -> Any:
-            live.served += 1
-            return fn(live.current())
-
-        return await asyncio.get_running_loop().run_in_executor(live.pool, job)
 
     Question = Annotated[str, Field(min_length=1, max_length=MAX_QUESTION, pattern=r"\S", description="A question (not blank).")]
 
@@ -350,17 +338,76 @@ def make_app(
             None, min_length=1, max_length=MAX_ID, description="A chunk id: add each query term's BM25 contribution to it."
         )
 
-    class AnswerBody(Asked):
+    class Answering(BaseModel):
+        """rag-answer's options a request may set; left out, the server's default."""
+
         threshold: float = Field(None, ge=0.0, le=1.0, description="The abstain threshold.")
         context: int = Field(None, ge=1, le=50, description="Hits sent as context blocks.")
+
+    class AnswerBody(Answering, Asked):
+        pass
 
     class ExplainQuery(BaseModel):
         model_config = ConfigDict(extra="forbid")
         q: Question
         chunk_id: str = Field(min_length=1, max_length=MAX_ID, description="The chunk to explain.")
 
-    def options(model: BaseModel) -> dict[str, Any]:
-        return {name: getattr(model, name) for name in OPTIONS}
+    class SearchTool(Options):
+        """The MCP tool `search`: one question and the retrieval options."""
+
+        question: Question
+
+    class AnswerTool(Answering, Options):
+        """The MCP tool `answer`: one question, the retrieval options, the threshold and the context size."""
+
+        question: Question
+
+    class ExplainTool(BaseModel):
+        """The MCP tool `explain`: one question and the chunk whose BM25 score to explain."""
+
+        model_config = ConfigDict(extra="forbid")
+        question: Question
+        chunk_id: str = Field(min_length=1, max_length=MAX_ID, description="The chunk to explain.")
+
+    return types.SimpleNamespace(**{name: value for name, value in locals().items() if isinstance(value, type)})
+
+
+def options(model: Any) -> dict[str, Any]:
+    """rag-search's option values a request model holds (None: the server's default)."""
+    return {name: getattr(model, name) for name in OPTIONS}
+
+
+def problem(problems: list[Any]) -> str:
+    """One line for a list of pydantic validation errors: where, what, and how many more."""
+    first = problems[0] if problems else {"loc": (), "msg": "invalid request"}
+    where = ".".join(str(part) for part in first.get("loc", ()))
+    more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+    return f"{where}: {first.get('msg')}{more}"
+
+
+def make_app(
+    live: Live, token: str | None = None, cors: tuple[str, ...] = (), log: Callable[[str], None] | None = None, max_body: int = MAX_BODY
+) -> Any:
+    """The ASGI application: FastAPI routes over `live`, inside the gate (token, body limit, access log)."""
+    from fastapi import FastAPI, Query
+    from fastapi.exceptions import RequestValidationError
+    from starlette.exceptions import HTTPException
+    from starlette.requests import Request
+    from starlette.responses import HTMLResponse, Response
+
+    from ragline import page as servepage
+
+    async def work(fn: Callable[[Engine], Any]) -> Any:
+        """Run fn on the engine of the moment, on the one worker thread."""
+
+        def job() -> Any:
+            live.served += 1
+            return fn(live.current())
+
+        return await asyncio.get_running_loop().run_in_executor(live.pool, job)
+
+    m = models()
+    SearchQuery, SearchBody, AnswerBody, ExplainQuery = m.SearchQuery, m.SearchBody, m.AnswerBody, m.ExplainQuery
 
     def record(body: Any) -> Response:
         return Response(ragline.records.dumps(body) if isinstance(body, dict) else orjson.dumps(body), media_type="application/json")
@@ -436,10 +483,7 @@ def make_app(
         problems = err.errors()
         if any(p.get("type") == "json_invalid" for p in problems):
             return error(400, "the body is not valid JSON")
-        first = problems[0] if problems else {"loc": (), "msg": "invalid request"}
-        where = ".".join(str(part) for part in first.get("loc", ()))
-        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-        return error(422, f"{where}: {first.get('msg')}{more}")
+        return error(422, problem(problems))
 
     @app.exception_handler(HTTPException)
     async def http_error(request: Request, err: HTTPException) -> Response:
@@ -558,6 +602,93 @@ def serve(app: Any, sock: socket.socket) -> str | None:
     return server.stopped_by
 
 
+# --------------------------------------------------------------------------- MCP
+
+
+def mcp_tools(live: Live) -> list[ragline.mcpserver.Tool]:
+    """The MCP tools: the records GET /search, POST /answer and GET /explain return, one question a call.
+
+    Each call runs on the engine of the moment (`Live.current`), so a rebuilt index is
+    served as over HTTP; its arguments are the request models' (`models`)."""
+    m = models()
+
+    def on_live(fn: Callable[[Engine, Any], dict[str, Any]]) -> Callable[[Any], dict[str, Any]]:
+        def call(arguments: Any) -> dict[str, Any]:
+            live.served += 1
+            return fn(live.current(), arguments)
+
+        return call
+
+    Tool = ragline.mcpserver.Tool
+    return [
+        Tool(
+            "search",
+            "Search the handbook for one question: its hits (chunk text, document, path, lines, heading path, score) "
+            "and the confidence that the handbook covers it, as `rag-search --json` writes them.",
+            m.SearchTool,
+            on_live(lambda e, a: e.search(query_records(a.question, None), options(a))[0]),
+        ),
+        Tool(
+            "answer",
+            "Answer one question from the handbook: every sentence cites a numbered block, checked against it; "
+            "or a refusal (refused: true, and why) when the handbook does not cover it. The record `rag-answer --json` writes.",
+            m.AnswerTool,
+            on_live(lambda e, a: e.answer(query_records(a.question, None), options(a), a.threshold, a.context)[0]),
+        ),
+        Tool(
+            "explain",
+            "Why a chunk scored as it did for a question: each query term's BM25 contribution (tf, df, idf) and the dense similarity.",
+            m.ExplainTool,
+            on_live(lambda e, a: e.explain(a.question, a.chunk_id)),
+        ),
+    ]
+
+
+DOC_URI = "ragline://doc/"
+
+
+def mcp_documents(live: Live) -> ragline.mcpserver.Documents:
+    """The handbook's documents as MCP resources, `ragline://doc/DOC`: a document is its chunks in
+    line order (rag-chunk's chunks do not overlap), as the index of the moment holds them."""
+    from urllib.parse import quote, unquote
+
+    def listing() -> list[ragline.mcpserver.Document]:
+        paths = {c["doc"]: c.get("path") or c["doc"] for c in live.current().index.chunks}
+        return [
+            ragline.mcpserver.Document(DOC_URI + quote(doc, safe=""), doc, f"{path}, as the index holds it") for doc, path in paths.items()
+        ]
+
+    def read(uri: str) -> str | None:
+        if not uri.startswith(DOC_URI):
+            return None
+        doc = unquote(uri[len(DOC_URI) :])
+        chunks = sorted((c for c in live.current().index.chunks if c["doc"] == doc), key=lambda c: c.get("start_line") or 0)
+        return "\n\n".join(c["text"] for c in chunks) if chunks else None
+
+    return ragline.mcpserver.Documents(listing, read)
+
+
+def serve_mcp(settings: Settings) -> None:
+    """Load the index (before any protocol: a missing one is the usual one line and exit 1), then serve MCP on stdio."""
+    with contextlib.redirect_stdout(sys.stderr):  # stdout is the protocol's
+        live = Live(settings, note=lambda message: sys.stderr.write(message + "\n"))
+    e = live.engine
+    sys.stderr.write(
+        f"{STAGE}: serving {settings.search.index_path} (generation {e.generation}, {len(e.index.chunks)} chunks) over MCP on stdio\n"
+    )
+    ragline.mcpserver.serve_stdio(
+        mcp_tools(live),
+        live.pool,
+        "ragline",
+        ragline.__version__,
+        "Search and answer questions over a markdown handbook, with citations to its files and lines.",
+        (RequestError, StageError),
+        problem,
+        mcp_documents(live),
+    )
+    sys.stderr.write(f"{STAGE}: MCP host closed the connection after {live.served} calls\n")
+
+
 # --------------------------------------------------------------------------- the command
 
 
@@ -590,6 +721,12 @@ def serve(app: Any, sock: socket.socket) -> str | None:
 )
 @rag_answer.generator_options
 @click.option("--quiet", "-q", is_flag=True, help="No access log.")
+@click.option(
+    "--mcp",
+    "over_mcp",
+    is_flag=True,
+    help="Serve the tools search, answer and explain over MCP on stdio (what an MCP host starts) instead of HTTP; needs the mcp extra.",
+)
 @ragline.records.stage_main(STAGE)
 def main(
     search: rag_search.SearchArgs,
@@ -604,8 +741,14 @@ def main(
     threshold: float,
     size: int,
     quiet: bool,
+    over_mcp: bool,
 ) -> None:
-    """Serve /health, /search, /answer, /explain and a page to ask the handbook, over HTTP."""
+    """Serve /health, /search, /answer, /explain and a page to ask the handbook, over HTTP (or the same over MCP)."""
+    if over_mcp:
+        if given := rag_search.given_on_command_line(HTTP_ONLY):
+            raise click.UsageError(f"{', '.join(given)}: HTTP options; --mcp serves stdio")
+        serve_mcp(Settings(search, llm, rag_answer.features_from(off), threshold, size))
+        return
     if not is_loopback(host) and not token and not is_open:
         sys.stderr.write(
             f"{STAGE}: binding {host} serves the handbook beyond this machine: give --token (or RAG_SERVE_TOKEN), or --open to mean it\n"
