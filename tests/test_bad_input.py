@@ -8,7 +8,7 @@ a case that succeeds may change only the files it names as its outputs).
 Usage errors are click's own: four lines (`Usage: rag-x ...`, `Try ...`, a blank line,
 `Error: ...`); the case pins the `Error:` line. Everything else on exit 1 is exactly one line.
 
-`CASES` is the table's source: `python tests/bad_input_table.py` renders it for the README.
+`CASES` is the table's source: `python tests/bad_input_table.py` renders it for docs/reliability.md.
 
 Also here, because they are bad input too: hypothesis feeding arbitrary bytes to
 `ragline.records.parse_lines` and arbitrary markdown to `rag_chunk.chunk_document` (nothing but a
@@ -424,7 +424,15 @@ def unsafe(source: str, filename: str = "<src>") -> list[str]:
 def test_sources_load_nothing_unsafely():
     sources = sorted([*ROOT.glob("rag_*.py"), *ROOT.glob("ragline/**/*.py")])
     names = {str(p.relative_to(ROOT)) for p in sources}
-    assert names >= {"ragline/records.py", "ragline/eval/golden.py", "rag_chunk.py", "rag_embed.py", "rag_index.py", "rag_search.py", "rag_answer.py"}
+    assert names >= {
+        "ragline/records.py",
+        "ragline/eval/golden.py",
+        "rag_chunk.py",
+        "rag_embed.py",
+        "rag_index.py",
+        "rag_search.py",
+        "rag_answer.py",
+    }
     problems = [p for path in sources for p in unsafe(path.read_text(encoding="utf-8"), str(path.relative_to(ROOT)))]
     assert problems == []
 
