@@ -5,7 +5,7 @@
     rag-eval score --golden golden.yaml --corpus northwind --label default \\
         --corpus-chunks build/chunks.jsonl --out results/northwind/default.json build/default.jsonl
     rag-eval sweep results/*/default.json --out results/abstain-sweep.json
-    rag-eval table results/*/*.json results/abstain-sweep.json --readme README.md   # --check in CI
+    rag-eval table results/*/*.json results/abstain-sweep.json --into docs/evaluation.md   # --check in CI
 
 `plan` prints the runs `just eval` makes: each RUNS label (evalruns: a label and the
 configuration its records must show, so a result can never be filed under the wrong
@@ -17,8 +17,8 @@ from `rag-search | rag-answer`: `id`, `question`, `hits`, `confidence`, `retriev
 result file, `"schema": "eval-result/1"` (its layout is in `score_run`). `sweep` reads
 one run's result files, one per corpus, and writes the abstain curves and the one
 threshold to ship, `"schema": "abstain-sweep/2"` (layout in `sweep`). `table` reads
-result and sweep files and writes markdown (`evaltables`), to stdout or between
-`<!-- tables:begin -->` and `<!-- tables:end -->` in a README.
+result and sweep files and writes markdown (`ragline.eval.tables`), to stdout or between
+`<!-- tables:begin -->` and `<!-- tables:end -->` in a markdown file (docs/evaluation.md).
 
 The formulas (recall@k, MRR, nDCG, the answer checks, the bootstrap intervals, the
 paired randomisation test, macro averages, ROC AUC, the abstain threshold rule) live in
@@ -434,7 +434,7 @@ def main() -> None:
       rag-eval questions golden.yaml | rag-search --index IDX | rag-answer --index IDX \\
         | rag-eval score --golden golden.yaml --corpus northwind --label default --out results/northwind/default.json
       rag-eval sweep results/*/default.json --out results/abstain-sweep.json
-      rag-eval table results/*/*.json results/abstain-sweep.json --readme README.md
+      rag-eval table results/*/*.json results/abstain-sweep.json --into docs/evaluation.md
     """
 
 
@@ -611,34 +611,41 @@ def sweep_command(result_paths: tuple[str, ...], goldens: tuple[str, ...], out: 
 
 @main.command("table")
 @click.argument("results", nargs=-1, required=True, type=click.Path(dir_okay=False))
-@click.option("--readme", type=click.Path(dir_okay=False), help=f"Write the tables into this file, between {BEGIN} and {END}.")
-@click.option("--check", is_flag=True, help="With --readme: exit 1 if its tables differ from what RESULTS give.")
+@click.option(
+    "--into",
+    "--readme",
+    "into",
+    metavar="FILE",
+    type=click.Path(dir_okay=False),
+    help=f"Write the tables into this markdown file, between {BEGIN} and {END} (--readme: the old name).",
+)
+@click.option("--check", is_flag=True, help="With --into: exit 1 if its tables differ from what RESULTS give.")
 @ragline.records.stage_main(STAGE)
-def table_command(results: tuple[str, ...], readme: str | None, check: bool) -> None:
+def table_command(results: tuple[str, ...], into: str | None, check: bool) -> None:
     """Markdown tables from result and sweep files.
 
-    To stdout, or with --readme between the README's tables markers. Results group by
+    To stdout, or with --into between the file's tables markers. Results group by
     corpus; with more than one, a table of the mean across corpora leads. A row whose
     run is not what RUNS says its label is, is refused.
     """
-    if check and not readme:
-        raise click.UsageError("--check needs --readme")
+    if check and not into:
+        raise click.UsageError("--check needs --into")
     files = [(path, load_result(path, (RESULT_SCHEMA, SWEEP_SCHEMA))) for path in results]
     scored = [(path, r) for path, r in files if r["schema"] == RESULT_SCHEMA]
     tables = render_tables(compare(scored, [(path, r) for path, r in files if r["schema"] == SWEEP_SCHEMA]))
-    if readme is None:
+    if into is None:
         sys.stdout.write(tables)
         return
     try:
-        current = Path(readme).read_text(encoding="utf-8")
+        current = Path(into).read_text(encoding="utf-8")
     except OSError as err:
-        raise StageError(err.strerror or str(err), readme) from None
-    updated = replace_tables(current, tables, readme)
+        raise StageError(err.strerror or str(err), into) from None
+    updated = replace_tables(current, tables, into)
     if check:
         if updated != current:
-            raise StageError(f"the tables are out of date with the {len(results)} files given: run 'just tables'", readme)
+            raise StageError(f"the tables are out of date with the {len(results)} files given: run 'just tables'", into)
     elif updated != current:
-        with ragline.records.atomic_file(readme, "w") as handle:
+        with ragline.records.atomic_file(into, "w") as handle:
             handle.write(updated)
 
 

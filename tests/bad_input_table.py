@@ -1,4 +1,4 @@
-"""Print the bad-input table for the README, from the cases test_bad_input.py runs.
+"""Print the bad-input table for docs/reliability.md, from the cases test_bad_input.py runs.
 
     python tests/bad_input_table.py > /tmp/table.md
 

@@ -1,4 +1,4 @@
-"""Print the machine-faults table for the README, from the faults tests/test_faults.py injects.
+"""Print the machine-faults table for docs/reliability.md, from the faults tests/test_faults.py injects.
 
     python tests/fault_table.py > /tmp/faults.md
 

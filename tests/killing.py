@@ -12,7 +12,7 @@ loads (`rag_index.load`: every file against the manifest's sizes and sha256s), i
 corpus or the new one, answers a query through `rag-search`, and that no more than
 `rag_index.DEAD_BOUND` dead generations (and one `.CURRENT.*.tmp`) lie beside the live one.
 Every query of the reader must answer. The figures go to results/sigkill.json, whose
-`markdown` the README's reliability section shows (`just readme`).
+`markdown` the reliability section of docs/reliability.md shows (`just docs`).
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ a case that succeeds may change only the files it names as its outputs).
 Usage errors are click's own: four lines (`Usage: rag-x ...`, `Try ...`, a blank line,
 `Error: ...`); the case pins the `Error:` line. Everything else on exit 1 is exactly one line.
 
-`CASES` is the table's source: `python tests/bad_input_table.py` renders it for the README.
+`CASES` is the table's source: `python tests/bad_input_table.py` renders it for docs/reliability.md.
 
 Also here, because they are bad input too: hypothesis feeding arbitrary bytes to
 `ragline.records.parse_lines` and arbitrary markdown to `rag_chunk.chunk_document` (nothing but a

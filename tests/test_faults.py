@@ -2,7 +2,7 @@
 a full disk, a corrupt embedding cache, a corrupt model file.
 
 Each fault in FAULTS pins the exit code, the one stderr line (`…` stands for any text) and
-what is left on disk; `python tests/fault_table.py` renders FAULTS for the README. The
+what is left on disk; `python tests/fault_table.py` renders FAULTS for docs/reliability.md. The
 concurrent writers are real processes; the full disk is a small tmpfs that the test mounts
 (as root; skipped with the reason otherwise) and fills; the corrupt files are real files
 (a text file named as the cache, a truncated cache, a cache with a damaged page, a truncated

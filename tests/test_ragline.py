@@ -212,8 +212,8 @@ def test_every_command_says_its_version(module):
 @pytest.mark.parametrize(
     ("command", "typed", "offered"), [("rag-search", "--ra", "plain,--raw-input"), ("rag-eval", "co", "plain,compare")]
 )
-def test_shell_completion_works_as_the_readme_says(command, typed, offered):
-    """The README's completion recipe: click's `_RAG_..._COMPLETE` protocol through the console scripts."""
+def test_shell_completion_works_as_the_docs_say(command, typed, offered):
+    """The completion recipe of docs/options.md: click's `_RAG_..._COMPLETE` protocol through the console scripts."""
     import os
     import shutil
     import subprocess

@@ -1,4 +1,4 @@
-"""tables: the README's result tables, from rag-eval's result and sweep files.
+"""tables: the result tables of docs/evaluation.md, from rag-eval's result and sweep files.
 
 A library, not a stage (rag_eval alone uses it). `compare` computes every number the
 tables show, p-values included; the `*_table` functions only format them, one function
@@ -695,9 +695,9 @@ def table_notes(t: Tables) -> list[list[str]]:
     return [[note] for note in notes]
 
 
-def replace_tables(readme: str, tables: str, source: str) -> str:
-    """The README with the text between BEGIN and END replaced by `tables`."""
-    start, end = readme.find(BEGIN), readme.find(END)
-    if start < 0 or end < start or readme.count(BEGIN) != 1 or readme.count(END) != 1:
+def replace_tables(page: str, tables: str, source: str) -> str:
+    """The markdown `page` with the text between BEGIN and END replaced by `tables`."""
+    start, end = page.find(BEGIN), page.find(END)
+    if start < 0 or end < start or page.count(BEGIN) != 1 or page.count(END) != 1:
         raise StageError(f"needs one '{BEGIN}' line and one '{END}' line after it", source)
-    return readme[: start + len(BEGIN)] + "\n" + tables + readme[end:]
+    return page[: start + len(BEGIN)] + "\n" + tables + page[end:]
