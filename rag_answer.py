@@ -51,18 +51,15 @@ import rag_search
 import ragline
 import ragline.records
 import ragline.text
-from ragline import markdown, progress
+from ragline import markdown, options, progress
 from ragline.answer.citations import check_citations, escape_markers, sentences
 from ragline.answer.cues import ANNOUNCES, LINK_DEFINITION, cue_match, plain, question_cue, unknown_names
 from ragline.records import StageError
 
 STAGE = "rag-answer"
 REFUSAL = "I could not find that in the handbook."
-# Read off results/abstain-sweep.json (`just eval`, its `chosen.threshold`): within one wrongly
-# refused answerable question in eight, the threshold that refuses the most unanswerable ones.
-# tests/test_golden.py checks it against the committed sweep, so the two cannot drift apart.
-DEFAULT_ABSTAIN = 0.23
-CONTEXT = 5  # blocks sent to the generator
+DEFAULT_ABSTAIN = options.default("threshold")  # the sweep's choice (its declaration says how)
+CONTEXT = options.default("context")  # blocks sent to the generator
 MAX_SENTENCES = 3
 KEEP_RATIO = 0.75  # further sentences must score this share of the best one
 FEATURES = ragline.records.ANSWER_FEATURES
@@ -501,7 +498,7 @@ def openai_from_env() -> OpenAIChat:
 
 def features_from(off: tuple[str, ...]) -> tuple[str, ...]:
     """The extractive features left on by --off and RAG_ANSWER_OFF; an unknown name is a usage error."""
-    env_off = [f.strip() for f in os.environ.get("RAG_ANSWER_OFF", "").split(",") if f.strip()]
+    env_off = [f.strip() for f in os.environ.get(options.get("off").env or "", "").split(",") if f.strip()]
     bad = [f for f in (*off, *env_off) if f not in FEATURES]
     if bad:
         raise click.UsageError(f"unknown feature {bad[0]!r} (features: {', '.join(FEATURES)})")
@@ -511,43 +508,7 @@ def features_from(off: tuple[str, ...]) -> tuple[str, ...]:
 def generator_options(f: Any) -> Any:
     """The answer options (--llm, --off, --threshold, --context as `size`), shared with
     rag-serve, whose defaults they are there."""
-    options = [
-        click.option(
-            "--llm",
-            type=click.Choice(["extractive", "openai"]),
-            envvar="RAG_LLM",
-            default="extractive",
-            show_default=True,
-            help="The generator. Env: RAG_LLM.",
-        ),
-        click.option(
-            "--off",
-            "off",
-            multiple=True,
-            metavar="FEATURE",
-            help=f"Switch off an extractive feature ({', '.join(FEATURES)}); repeatable. Env: RAG_ANSWER_OFF (comma-separated).",
-        ),
-        click.option(
-            "--threshold",
-            envvar="RAG_ABSTAIN_CONFIDENCE",
-            type=click.FloatRange(0, 1),
-            default=DEFAULT_ABSTAIN,
-            show_default=True,
-            help="The abstain threshold: refuse a question whose confidence is under it (0: never on confidence). Env: RAG_ABSTAIN_CONFIDENCE.",
-        ),
-        click.option(
-            "--context",
-            "size",
-            envvar="RAG_CONTEXT",
-            default=CONTEXT,
-            show_default=True,
-            type=click.IntRange(1, 50),
-            help="Hits sent as context blocks. Env: RAG_CONTEXT.",
-        ),
-    ]
-    for option in reversed(options):
-        f = option(f)
-    return f
+    return options.decorate(options.declared_for(options.ANSWERING))(f)
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -630,7 +591,7 @@ def _searched(
 
 
 # The search options that only searching uses (not --index, --model, --threads, which answering needs too).
-RETRIEVAL_OPTIONS = ("dense", "sparse", "rerank", "k", "rrf_k", "candidates", "fusion", "dense_weight", "passages", "exact")
+RETRIEVAL_OPTIONS = tuple(o.name for o in options.retrieval())
 
 
 if __name__ == "__main__":

@@ -69,7 +69,7 @@ import rag_embed
 import ragline
 import ragline.records
 import ragline.text
-from ragline import progress
+from ragline import options, progress
 from ragline.records import StageError
 
 STAGE = "rag-index"
@@ -606,14 +606,7 @@ def _check_manifest(manifest: dict[str, Any], where: str) -> None:
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("inputs", nargs=-1, type=click.Path(dir_okay=False, allow_dash=True))
-@click.option(
-    "--out",
-    "-o",
-    envvar="RAG_INDEX",
-    required=True,
-    type=click.Path(file_okay=False),
-    help="The index directory to write (replaced atomically). Env: RAG_INDEX.",
-)
+@options.get("out").click()
 @click.option("--quiet", "-q", is_flag=True, help="No notices on stderr (not even that it waits for another writer).")
 @ragline.records.stage_main(STAGE)
 def main(inputs: tuple[str, ...], out: str, quiet: bool) -> None:

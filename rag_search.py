@@ -32,7 +32,7 @@ import re
 import sys
 import time
 from collections.abc import Iterable, Iterator
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, fields
 from typing import Any
 
 import click
@@ -44,48 +44,40 @@ import ragline
 import ragline.records
 import ragline.text
 from rag_index import Bm25, Index
-from ragline import progress
-from ragline.ranking import DEFAULT_RRF_K, DenseTop, dense_top, rrf, score_fusion, topk
+from ragline import options, progress
+from ragline.ranking import DenseTop, dense_top, rrf, score_fusion, topk
 from ragline.records import StageError
 
 STAGE = "rag-search"
-DEFAULT_K = 5
-CANDIDATES = 30  # each retriever's list length before fusion and rerank
+DEFAULT_K = options.default("k")
+CANDIDATES = options.default("candidates")  # each retriever's list length before fusion and rerank
+DENSE_WEIGHT = options.default("dense_weight")
 MAX_QUESTION = 2_000  # characters of a question read from the command line or stdin; the rest is cut, with a notice
 RERANK_WEIGHT = 0.5  # lexical overlap's weight against the min-max normalised base score
 HEADING_WEIGHT = 0.5  # a query term in the heading path counts this much on top of the text
 BATCH = 64
-FUSIONS = ("rrf", "score")
 EXACT_WEIGHT = 0.5  # --exact: added to the final score, times the share of the question's identifiers a chunk holds
 EXACT_MAX_DF = 0.05  # an identifier in more than this share of the chunks (or 2, if more) tells them apart no better than a word
-DENSE_WEIGHT = 0.9  # chosen across the three dev corpora: results/ (just eval), the dense-weight rows
 
 
-@dataclass(frozen=True)
-class Config:
-    """What retrieval runs; recorded on every output record as `retrieval`."""
-
-    dense: bool = True
-    sparse: bool = True
-    rerank: str = "lexical"  # or "none"
-    k: int = DEFAULT_K
-    rrf_k: int = DEFAULT_RRF_K
-    candidates: int = CANDIDATES
-    fusion: str = "score"  # or "rrf": reciprocal rank fusion
-    dense_weight: float = DENSE_WEIGHT  # the dense share of a score fusion
-    passages: bool = True  # a chunk's dense score is its best passage's, where the index has passage vectors
-    exact: bool = False  # a chunk holding the question's identifiers whole gets EXACT_WEIGHT on top
-
+class _Checked:
     def check(self) -> None:
         """ValueError for a configuration that cannot run (the CLI turns it into a usage error)."""
-        if not (self.dense or self.sparse):
+        if not (self.dense or self.sparse):  # type: ignore[attr-defined]
             raise ValueError("both retrievers are off: use dense (the default), --sparse, or both")
-        if self.rerank not in ("lexical", "none"):
-            raise ValueError(f"--rerank must be 'lexical' or 'none', got {self.rerank!r}")
-        if self.fusion not in FUSIONS:
-            raise ValueError(f"--fusion must be one of {', '.join(FUSIONS)}, got {self.fusion!r}")
-        if not 0.0 <= self.dense_weight <= 1.0:
-            raise ValueError(f"--dense-weight must be between 0 and 1, got {self.dense_weight:g}")
+        options.check(options.retrieval(), self)
+
+
+Config = options.config_class(
+    "Config",
+    options.retrieval(),
+    _Checked,
+    """What retrieval runs; recorded on every output record as `retrieval`.
+
+    One field per retrieval option (`ragline.options.retrieval`: dense, sparse, rerank, k,
+    rrf_k, candidates, fusion, dense_weight, passages, exact), with its default.""",
+    __name__,
+)
 
 
 def identifiers(question: str, bm25: Bm25) -> np.ndarray:
@@ -463,29 +455,12 @@ def best_lines(text: str, terms: set[str], n: int) -> list[str]:
 # --------------------------------------------------------------------------- the command
 
 
-@dataclass(frozen=True)
-class SearchArgs:
-    """The retrieval options as given on the command line (see `search_options`)."""
-
-    index_path: str
-    model: str | None
-    dense: bool
-    sparse: bool
-    rerank: str
-    k: int
-    rrf_k: int
-    candidates: int
-    fusion: str
-    dense_weight: float
-    passages: bool
-    exact: bool
-    threads: int
-
+class _Arguments:
     def config(self, at_least: int = 1) -> Config:
         """The Config these options ask for, with k and the candidate lists at least `at_least` long."""
-        k = max(self.k, at_least)
+        k = max(self.k, at_least)  # type: ignore[attr-defined]
         chosen = {f.name: getattr(self, f.name) for f in fields(Config)}
-        config = Config(**chosen | {"k": k, "candidates": max(self.candidates, k)})
+        config = Config(**chosen | {"k": k, "candidates": max(self.candidates, k)})  # type: ignore[attr-defined]
         try:
             config.check()
         except ValueError as err:
@@ -493,119 +468,26 @@ class SearchArgs:
         return config
 
 
-def search_options(f: Any) -> Any:
-    """The retrieval options, shared with rag-answer (which runs the search itself).
+SearchArgs = options.config_class(
+    "SearchArgs",
+    options.declared_for(options.SEARCHING),
+    _Arguments,
+    "The retrieval options as given on the command line (see `search_options`): index_path, model, Config's fields, threads.",
+    __name__,
+)
 
-    The decorated command receives them as one `search: SearchArgs` argument. It is long
-    only because it declares a dozen click options, one per SearchArgs field.
-    """
+
+def search_options(f: Any) -> Any:
+    """The retrieval options (`ragline.options.declared_for(options.SEARCHING)`), shared with rag-answer
+    (which runs the search itself) and rag-serve. The decorated command receives them as
+    one `search: SearchArgs` argument."""
 
     @functools.wraps(f)
     def command(*args: Any, **kwargs: Any) -> Any:
-        fields = {name: kwargs.pop(name) for name in SearchArgs.__dataclass_fields__}
-        return f(*args, search=SearchArgs(**fields), **kwargs)
+        given = {name: kwargs.pop(name) for name in SearchArgs.__dataclass_fields__}
+        return f(*args, search=SearchArgs(**given), **kwargs)
 
-    options = [
-        click.option(
-            "--index",
-            "-i",
-            "index_path",
-            envvar="RAG_INDEX",
-            required=True,
-            type=click.Path(file_okay=False),
-            help="The index directory. Env: RAG_INDEX.",
-        ),
-        click.option(
-            "--model",
-            "-m",
-            envvar="RAG_MODEL",
-            default=None,
-            help="Query model; must be the index's own (default: the index's). Env: RAG_MODEL.",
-        ),
-        click.option(
-            "--dense/--no-dense", envvar="RAG_USE_DENSE", default=True, show_default=True, help="Dense retrieval. Env: RAG_USE_DENSE."
-        ),
-        click.option(
-            "--sparse/--no-sparse",
-            envvar="RAG_USE_SPARSE",
-            default=True,
-            show_default=True,
-            help="BM25, fused with dense (see --fusion). Env: RAG_USE_SPARSE.",
-        ),
-        click.option(
-            "--rerank",
-            envvar="RAG_RERANK",
-            default="lexical",
-            show_default=True,
-            type=click.Choice(["lexical", "none"]),
-            help="Reorder candidates by query-term overlap. Env: RAG_RERANK.",
-        ),
-        click.option(
-            "--k",
-            "-k",
-            envvar="RAG_K",
-            default=DEFAULT_K,
-            show_default=True,
-            type=click.IntRange(1, 1000),
-            help="Hits per question. Env: RAG_K.",
-        ),
-        click.option(
-            "--rrf-k",
-            envvar="RAG_RRF_K",
-            default=DEFAULT_RRF_K,
-            show_default=True,
-            type=click.IntRange(0, 10_000),
-            help="The k of reciprocal rank fusion. Env: RAG_RRF_K.",
-        ),
-        click.option(
-            "--candidates",
-            envvar="RAG_CANDIDATES",
-            default=CANDIDATES,
-            show_default=True,
-            type=click.IntRange(1, 10_000),
-            help="Each retriever's list length before fusion and rerank. Env: RAG_CANDIDATES.",
-        ),
-        click.option(
-            "--fusion",
-            envvar="RAG_FUSION",
-            default="score",
-            show_default=True,
-            type=click.Choice(FUSIONS),
-            help="How dense and BM25 combine: reciprocal rank fusion, or a weighted sum of normalised scores. Env: RAG_FUSION.",
-        ),
-        click.option(
-            "--dense-weight",
-            envvar="RAG_DENSE_WEIGHT",
-            default=DENSE_WEIGHT,
-            show_default=True,
-            type=click.FloatRange(0.0, 1.0),
-            help="The dense share of --fusion score. Env: RAG_DENSE_WEIGHT.",
-        ),
-        click.option(
-            "--passages/--no-passages",
-            envvar="RAG_USE_PASSAGES",
-            default=True,
-            show_default=True,
-            help="Score a chunk by its best passage vector too, where the index has them. Env: RAG_USE_PASSAGES.",
-        ),
-        click.option(
-            "--exact/--no-exact",
-            envvar="RAG_EXACT",
-            default=False,
-            show_default=True,
-            help="Lift chunks that hold the question's identifiers (error codes, commands, file names) whole. Env: RAG_EXACT.",
-        ),
-        click.option(
-            "--threads",
-            envvar="RAG_THREADS",
-            default=0,
-            type=click.IntRange(0, 256),
-            help="onnxruntime threads for query embedding (0: one per core). Env: RAG_THREADS.",
-        ),
-    ]
-    for option in reversed(options):
-        command = option(command)
-    return command
+    return options.decorate(options.declared_for(options.SEARCHING))(command)
 
 
 def question_records(

@@ -56,7 +56,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 import click
 import orjson
@@ -66,18 +66,19 @@ import rag_embed
 import rag_index
 import rag_search
 import ragline
+import ragline.options
 import ragline.records
 from ragline.records import StageError
 
 STAGE = "rag-serve"
-MAX_BODY = 64 * 1024  # bytes of a request body
+MAX_BODY = ragline.options.default("max_body")  # bytes of a request body
 MAX_QUESTION = rag_search.MAX_QUESTION  # characters of one question (the CLI cuts longer ones; here they are a 422)
 MAX_BATCH = 64  # questions in one POST
 MAX_ID = 500  # characters of a chunk or query id
 SEARCHERS = 16  # retrieval configurations kept ready per generation
 GRACE = 30.0  # seconds the requests in flight get to finish at SIGTERM
 EXTRA = "rag-serve needs the serve extra: pip install 'ragline[serve]' (FastAPI and uvicorn)"
-OPTIONS = ("k", "dense", "sparse", "rerank", "rrf_k", "candidates", "fusion", "dense_weight", "passages", "exact")
+OPTIONS = tuple(o.name for o in ragline.options.served("retrieval"))  # what a request may set of rag-search's options
 
 
 class RequestError(Exception):
@@ -295,7 +296,7 @@ def make_app(
     """The ASGI application: FastAPI routes over `live`, inside the gate (token, body limit, access log)."""
     from fastapi import FastAPI, Query
     from fastapi.exceptions import RequestValidationError
-    from pydantic import BaseModel, ConfigDict, Field
+    from pydantic import BaseModel, ConfigDict, Field, create_model
     from starlette.exceptions import HTTPException
     from starlette.requests import Request
     from starlette.responses import HTMLResponse, Response
@@ -313,20 +314,12 @@ def make_app(
 
     Question = Annotated[str, Field(min_length=1, max_length=MAX_QUESTION, pattern=r"\S", description="A question (not blank).")]
 
-    class Options(BaseModel):
-        """rag-search's retrieval options; an option left out takes the server's default."""
-
-        model_config = ConfigDict(extra="forbid")
-        k: int = Field(None, ge=1, le=1000, description="Hits per question.")
-        dense: bool = Field(None, description="Dense retrieval.")
-        sparse: bool = Field(None, description="BM25, fused with dense.")
-        rerank: Literal["lexical", "none"] = Field(None, description="Reorder candidates by query-term overlap.")
-        rrf_k: int = Field(None, ge=0, le=10_000, description="The k of reciprocal rank fusion.")
-        candidates: int = Field(None, ge=1, le=10_000, description="Each retriever's list length before fusion and rerank.")
-        fusion: Literal["rrf", "score"] = Field(None, description="How dense and BM25 combine.")
-        dense_weight: float = Field(None, ge=0.0, le=1.0, description="The dense share of fusion 'score'.")
-        passages: bool = Field(None, description="Score a chunk by its best passage vector too.")
-        exact: bool = Field(None, description="Lift chunks that hold the question's identifiers whole.")
+    Options = create_model(
+        "Options",
+        __config__=ConfigDict(extra="forbid"),
+        __doc__="rag-search's retrieval options; an option left out takes the server's default.",
+        **ragline.options.request_fields("retrieval"),
+    )
 
     class SearchQuery(Options):
         q: Question
@@ -350,9 +343,7 @@ def make_app(
             None, min_length=1, max_length=MAX_ID, description="A chunk id: add each query term's BM25 contribution to it."
         )
 
-    class AnswerBody(Asked):
-        threshold: float = Field(None, ge=0.0, le=1.0, description="The abstain threshold.")
-        context: int = Field(None, ge=1, le=50, description="Hits sent as context blocks.")
+    AnswerBody = create_model("AnswerBody", __base__=Asked, **ragline.options.request_fields("answer"))
 
     class ExplainQuery(BaseModel):
         model_config = ConfigDict(extra="forbid")
@@ -563,31 +554,12 @@ def serve(app: Any, sock: socket.socket) -> str | None:
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @rag_search.search_options
-@click.option("--host", envvar="RAG_SERVE_HOST", default="127.0.0.1", show_default=True, help="The address to bind. Env: RAG_SERVE_HOST.")
-@click.option(
-    "--port",
-    envvar="RAG_SERVE_PORT",
-    default=8000,
-    show_default=True,
-    type=click.IntRange(0, 65535),
-    help="The port (0: any free one). Env: RAG_SERVE_PORT.",
-)
-@click.option(
-    "--token",
-    envvar="RAG_SERVE_TOKEN",
-    default=None,
-    help="Require 'Authorization: Bearer TOKEN' on every route but the page. Env: RAG_SERVE_TOKEN.",
-)
+@ragline.options.get("host").click()
+@ragline.options.get("port").click()
+@ragline.options.get("token").click()
 @click.option("--open", "is_open", is_flag=True, help="Serve a non-loopback address without a token, on purpose.")
 @click.option("--cors", multiple=True, metavar="ORIGIN", help="Allow browser requests from this origin (repeatable; none by default).")
-@click.option(
-    "--max-body",
-    envvar="RAG_SERVE_MAX_BODY",
-    default=MAX_BODY,
-    show_default=True,
-    type=click.IntRange(1024, 64 << 20),
-    help="The largest request body, in bytes. Env: RAG_SERVE_MAX_BODY.",
-)
+@ragline.options.get("max_body").click()
 @rag_answer.generator_options
 @click.option("--quiet", "-q", is_flag=True, help="No access log.")
 @ragline.records.stage_main(STAGE)

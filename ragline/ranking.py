@@ -11,10 +11,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ragline import options
+
 if TYPE_CHECKING:
     from rag_index import Index
 
-DEFAULT_RRF_K = 60  # the k of reciprocal rank fusion
+DEFAULT_RRF_K = options.default("rrf_k")  # the k of reciprocal rank fusion
 BLOCK = 1 << 15  # chunk rows dense retrieval scores at a time (`dense_top`): BATCH x BLOCK floats at most
 
 
