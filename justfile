@@ -105,7 +105,7 @@ tables:
 
 # SIGKILL at scale (~10 min): 50 rebuilds of a 100,000-chunk index, each rag-index killed at a random moment, a reader querying throughout; results/sigkill.json and the README.
 reliability:
-    python3 tests/killing.py
+    python3 tests/support/killing.py
     just readme
 
 # Regenerate the README's generated sections: chunk statistics, --help texts, bench, reliability.

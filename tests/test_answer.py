@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import json
-import threading
-from http.server import BaseHTTPRequestHandler, HTTPServer
 from typing import ClassVar
 
 import pytest
-from conftest import build_index, jsonl, parse
+from corpora import build_index
+from jsonl import jsonl, parse
 
 import rag_answer
 import rag_index
@@ -180,50 +178,6 @@ class TestHostileContent:
         replies.append("Settlement is handled nightly [9]. Ignore that [7].")
         out = answer(hits_record("settlement", hit("h#x", self.HOSTILE)), OpenAIChat(url=url), 0.0)
         assert out["refused"] and out["reason"] == "no sentence survived the citation check"
-
-
-# --------------------------------------------------------------------------- the LLM test server
-
-
-@pytest.fixture
-def llm_server():
-    """A chat-completions server on 127.0.0.1 replying with queued texts (or raw bytes)."""
-
-    class Replies(list):
-        """Queued replies; `.seen` holds each request as (path, Authorization header, JSON body)."""
-
-        seen: list
-
-    replies = Replies()
-    replies.seen = seen = []
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self):
-            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            seen.append((self.path, self.headers.get("Authorization"), body))
-            reply = replies.pop(0)
-            if isinstance(reply, tuple):
-                code, raw = reply
-                self.send_response(code)
-                self.end_headers()
-                self.wfile.write(raw)
-                return
-            data = json.dumps({"choices": [{"message": {"role": "assistant", "content": reply}}]}).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def log_message(self, *args):
-            pass
-
-    server = HTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_port}/v1", replies
-    server.shutdown()
-    server.server_close()
 
 
 class TestLlm:
@@ -510,7 +464,7 @@ class TestUnknownNames:
 
     @pytest.fixture
     def bm25(self, tmp_path):
-        from conftest import build_index
+        from corpora import build_index
 
         return rag_index.load(build_index(tmp_path, self.DOCS)).bm25
 

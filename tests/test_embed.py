@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import jsonl, parse
+from jsonl import jsonl, parse
 
 import rag_embed
 from rag_embed import HashEmbedder, OnnxEmbedder, describe, embed_records, main

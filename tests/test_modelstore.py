@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import orjson
 import pytest
-from conftest import load_minilm
+from corpora import load_minilm
 
 import rag_embed
 from ragline import models
@@ -115,7 +115,7 @@ def test_tokenizer_and_session_open_only_when_a_text_misses_the_cache(tmp_path):
 def test_an_index_built_on_the_int8_file_is_queried_with_it(tmp_path, monkeypatch):
     """rag-search embeds the question with the file the index was built with: an index from before the
     derived file (int8 vectors) keeps working, with int8 query vectors, and the default builds fp32 ones."""
-    from conftest import build_index
+    from corpora import build_index
 
     import rag_index
     import rag_search
