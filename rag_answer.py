@@ -273,8 +273,8 @@ class Extractive:
         """Cosine of the question with each candidate; candidate vectors memoised by text."""
         todo = list(dict.fromkeys(c.text for c in cands if c.text not in self._memo))
         if todo:
-            self._memo.update(zip(todo, rag_embed.embed_texts(self.embedder, todo, False, self.cache), strict=True))
-        q = rag_embed.embed_texts(self.embedder, [question], True, self.cache)[0]
+            self._memo.update(zip(todo, rag_embed.embed_texts(self.embedder, todo, query=False, cache=self.cache), strict=True))
+        q = rag_embed.embed_texts(self.embedder, [question], query=True, cache=self.cache)[0]
         return np.array([self._memo[c.text] @ q for c in cands])
 
 
@@ -439,8 +439,8 @@ def answer_records(
     for where, record in records:
         if index is not None:
             _check_same_chunks(record, index, where)
-        ragline.records.field(record, "question", str, where)
-        hits = ragline.records.field(record, "hits", list, where)
+        ragline.records.require_field(record, "question", str, where)
+        hits = ragline.records.require_field(record, "hits", list, where)
         for i, hit in enumerate(hits):
             if not isinstance(hit, dict) or not isinstance(hit.get("chunk_id"), str) or not isinstance(hit.get("text"), str):
                 raise StageError(f"hit {i + 1} must be an object with 'chunk_id' and 'text' strings", str(where))
@@ -454,7 +454,7 @@ def answer_records(
                     + (f" ({searched})" if isinstance(searched, str) else ""),
                     str(where),
                 )
-        ragline.records.field(record, "confidence", float, where)
+        ragline.records.require_field(record, "confidence", float, where)
         record.update(answer(record, generator, threshold, size))
         record["schema"] = "answer/1"
         yield record

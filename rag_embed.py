@@ -404,15 +404,15 @@ def cache_for(embedder: Embedder, path: str | None = None) -> Cache | None:
 # --------------------------------------------------------------------------- the core
 
 
-def record_text(record: dict[str, Any], where: ragline.records.Line, text_field: str, query: bool, headings: bool) -> str:
+def record_text(record: dict[str, Any], where: ragline.records.Line, text_field: str, *, query: bool, headings: bool) -> str:
     """The text to embed for one record (heading path joined for documents)."""
-    text = ragline.records.field(record, text_field, str, where)
+    text = ragline.records.require_field(record, text_field, str, where)
     if query:
         return text
     return ragline.text.retrieval_text(record, headings, text_field)
 
 
-def embed_texts(embedder: Embedder, texts: list[str], query: bool, cache: Cache | None = None) -> np.ndarray:
+def embed_texts(embedder: Embedder, texts: list[str], *, query: bool, cache: Cache | None = None) -> np.ndarray:
     """Vectors for texts, through the cache where there is one.
 
     The texts the cache lacks are embedded CACHE_COMMIT at a time, longest first (so
@@ -494,7 +494,7 @@ def embed_records(
     batch: list[dict[str, Any]] = []
     texts: list[str] = []
     for where, record in records:
-        texts.append(record_text(record, where, text_field, query, headings))
+        texts.append(record_text(record, where, text_field, query=query, headings=headings))
         batch.append(record)
         if len(batch) >= window:
             yield from _finish(batch, texts, embedder, query, headings, passages and not query, text_field, cache)
@@ -515,7 +515,7 @@ def _finish(
 ) -> Iterator[dict[str, Any]]:
     parts = [passage_texts(r, headings, text_field) if passages else [] for r in batch]
     flat = [p for ps in parts for p in ps]
-    vectors = embed_texts(embedder, texts + flat, query, cache)
+    vectors = embed_texts(embedder, texts + flat, query=query, cache=cache)
     if not np.isfinite(vectors).all():
         raise StageError(f"{embedder.name} produced a non-finite vector")
     start = len(texts)

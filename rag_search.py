@@ -10,7 +10,7 @@ arguments, and writes each query back with:
     hits        ranked [{rank, chunk_id, doc, path, start_line, end_line, headings,
                 text, score, signals}]; signals holds each retriever's own score and
                 rank, the fused score (`fused`, or `rrf`) and the lexical overlap
-    confidence  the abstain signal in [0, 1] (see `blend`)
+    confidence  the abstain signal in [0, 1] (`ragline.abstain.blend`)
     confidence_parts  its parts: best, coverage (BM25 statistics), dense (best cosine)
     retrieval   the configuration that ran and the index it ran on (`Searcher.retrieval`)
     ms          time spent on this query, its share of the batch's embedding included
@@ -44,7 +44,7 @@ import ragline
 import ragline.records
 import ragline.text
 from rag_index import Bm25, Index
-from ragline import options, progress
+from ragline import abstain, options, progress
 from ragline.ranking import DenseTop, dense_top, rrf, score_fusion, topk
 from ragline.records import StageError
 
@@ -139,49 +139,6 @@ def heading_overlap(chunks: list[dict[str, Any]], terms: list[str], weights: np.
     return out
 
 
-def confidence_parts(
-    bm25: Bm25, ids: np.ndarray, weights: np.ndarray, scores: np.ndarray, tiebreak: np.ndarray, depth: int = 3
-) -> dict[str, float]:
-    """The lexical parts of the abstain signal, from BM25 statistics alone:
-
-      best     = max_d BM25(q, d) / sum_t idf(t): the best chunk's share of the score
-                 a chunk holding every query term at saturation would get
-      coverage = sum of idf(t) over query terms found in the top `depth` BM25 chunks
-                 / sum_t idf(t). Terms absent from the corpus have df = 0 and so the
-                 largest idf: a question about something the handbook never names
-                 loses most of its mass.
-    A question with no terms (only stopwords) gets 0.0 for both.
-    """
-    total = float(weights.sum())
-    if total <= 0 or not len(scores):
-        return {"best": 0.0, "coverage": 0.0}
-    best = float(scores.max()) / total
-    top = topk(scores, depth, tiebreak)
-    top = top[scores[top] > 0]
-    found = 0.0
-    for tid, w in zip(ids, weights, strict=True):
-        if tid >= 0 and len(top) and bm25.contains(int(tid), top).any():
-            found += float(w)
-    return {"best": round(min(1.0, best), 6), "coverage": round(found / total, 6)}
-
-
-def blend(parts: dict[str, float]) -> float:
-    """The abstain signal in [0, 1]: half lexical, half dense.
-
-        confidence = (best + coverage) / 4 + dense / 2
-
-    `best` and `coverage` come from `confidence_parts`; `dense` is the best dense
-    score of any chunk under the index's own model (`dense_scores`: with passage vectors,
-    a chunk's best passage counts, so the signal moves with --passages), computed
-    whichever retrievers run (so the signal is the same with and without --sparse
-    or --no-dense). results/abstain-sweep.json gives each part's and each blend's
-    power to tell answerable from unanswerable questions (ROC AUC); the blend is
-    the one that earned its place there.
-    """
-    value = (parts["best"] + parts["coverage"]) / 4 + max(0.0, parts.get("dense", 0.0)) / 2
-    return round(min(1.0, max(0.0, value)), 6)
-
-
 def explain(index: Index, question: str, chunk_id: str) -> dict[str, Any]:
     """Every query term's BM25 contribution to one chunk: tf, df, idf, contribution, and the total."""
     try:
@@ -217,7 +174,7 @@ def explain_dense(searcher: Searcher, question: str, chunk_id: str) -> dict[str,
         row = index.ids.index(chunk_id)
     except ValueError:
         raise StageError(f"--explain: no chunk '{chunk_id}' in the index") from None
-    query = rag_embed.embed_texts(searcher.embedder, [question], True, searcher.cache)[0]
+    query = rag_embed.embed_texts(searcher.embedder, [question], query=True, cache=searcher.cache)[0]
     out: dict[str, Any] = {"cosine": round(float(np.asarray(index.vectors[row]) @ query), 6), "passage_cosine": None}
     if index.passages is not None and index.passage_rows is not None:
         mine = np.flatnonzero(index.passage_rows == row)
@@ -225,7 +182,7 @@ def explain_dense(searcher: Searcher, question: str, chunk_id: str) -> dict[str,
             out["passage_cosine"] = round(float((np.asarray(index.passages[mine]) @ query).max()), 6)
     sentences = rag_embed.chunk_sentences(index.chunks[row]["text"])
     if sentences:
-        cosines = rag_embed.embed_texts(searcher.embedder, sentences, False, searcher.cache) @ query
+        cosines = rag_embed.embed_texts(searcher.embedder, sentences, query=False, cache=searcher.cache) @ query
         best = int(cosines.argmax())
         out |= {"sentence": sentences[best], "sentence_cosine": round(float(cosines[best]), 6)}
     return out
@@ -259,7 +216,7 @@ class Searcher:
         built = index.manifest["model"]
         if model is not None and model != built and rag_embed.Path(model).name != built:
             raise StageError(f"the index was built with model '{built}', not '{model}': rebuild it or drop --model")
-        # The query is embedded even with --no-dense: the abstain signal's dense part needs it (see `blend`).
+        # The query is embedded even with --no-dense: the abstain signal's dense part needs it (see `abstain.blend`).
         self.embedder = embedder if embedder is not None else rag_embed.load_embedder(model or built, threads=threads)
         if self.embedder.name != built:
             raise StageError(f"the index was built with model '{built}', the query model is '{self.embedder.name}'")
@@ -298,8 +255,8 @@ class Searcher:
     def search(self, questions: list[str]) -> list[dict[str, Any]]:
         """Hits, confidence and timing for a batch of questions."""
         start = time.perf_counter()
-        qvecs = rag_embed.embed_texts(self.embedder, questions, True, self.cache)
-        dense_all = dense_top(self.index, qvecs, self.config.candidates, self.tiebreak, self.config.passages)
+        qvecs = rag_embed.embed_texts(self.embedder, questions, query=True, cache=self.cache)
+        dense_all = dense_top(self.index, qvecs, self.config.candidates, self.tiebreak, passages=self.config.passages)
         share = (time.perf_counter() - start) / max(1, len(questions))
         out = []
         for i, question in enumerate(questions):
@@ -310,60 +267,108 @@ class Searcher:
         return out
 
     def _one(self, question: str, dense: DenseTop) -> dict[str, Any]:
-        cfg, bm25, chunks = self.config, self.index.bm25, self.index.chunks
+        """One question's hits, confidence and retrieval, in five steps: each retriever's candidates,
+        their fusion, the lexical rerank, the lift of chunks holding the question's identifiers, and
+        the top k as hits. `signals` gathers, per chunk row, what each step made of it."""
+        bm25 = self.index.bm25
         terms, ids, weights = query_terms(bm25, question)
-        sparse = bm25.scores(ids)
+        bm25_scores = bm25.scores(ids)
+        idents = identifiers(question, bm25) if self.config.exact else np.zeros(0, dtype=np.int64)
         signals: dict[int, dict[str, Any]] = {}
-        lists: dict[str, list[int]] = {}
+        rankings = self._candidates(dense, bm25_scores, idents, signals)
+        rows, scores = self._fuse(rankings, dense, bm25_scores, signals)
+        scores = self._rerank(rows, scores, terms, ids, weights, signals)
+        scores = self._lift_identifiers(rows, scores, idents, signals)
+        hits = self._hits(rows, scores, signals)
+        parts = abstain.confidence_parts(bm25, ids, weights, bm25_scores, self.tiebreak)
+        parts["dense"] = round(float(dense.max()), 6) if len(dense) else 0.0
+        return {"hits": hits, "confidence": abstain.blend(parts), "confidence_parts": parts, "retrieval": self.retrieval()}
+
+    def _candidates(
+        self, dense: DenseTop, bm25_scores: np.ndarray, idents: np.ndarray, signals: dict[int, dict[str, Any]]
+    ) -> dict[str, list[int]]:
+        """Each retriever's ranking of its `candidates` best rows (BM25's: those scoring above 0),
+        by name ("dense", "bm25"); with --exact under score fusion, every row holding one of the
+        question's identifiers joins each ranking, whatever its rank."""
+        cfg = self.config
+        rankings: dict[str, list[int]] = {}
         if cfg.dense:
-            lists["dense"] = dense.top(cfg.candidates).tolist()
-            for rank, row in enumerate(lists["dense"], 1):
+            rankings["dense"] = dense.top(cfg.candidates).tolist()
+            for rank, row in enumerate(rankings["dense"], 1):
                 signals.setdefault(row, {})["dense"] = {"score": round(float(dense[row]), 6), "rank": rank}
         if cfg.sparse:
-            ranked = topk(sparse, cfg.candidates, self.tiebreak)
-            lists["bm25"] = [int(r) for r in ranked if sparse[r] > 0]
-            for rank, row in enumerate(lists["bm25"], 1):
-                signals.setdefault(row, {})["bm25"] = {"score": round(float(sparse[row]), 6), "rank": rank}
-        idents = identifiers(question, bm25) if cfg.exact else np.zeros(0, dtype=np.int64)
-        if len(idents) and cfg.fusion == "score":  # a chunk holding an identifier is a candidate, whatever its rank
-            held = holders(bm25, idents)
-            lists = {name: ranking + sorted(set(held) - set(ranking)) for name, ranking in lists.items()}
-        if len(lists) > 1 and cfg.fusion == "score":
-            rows = np.array(sorted(set(lists["dense"]) | set(lists["bm25"])), dtype=np.int64)
-            base = score_fusion(dense, sparse, rows, cfg.dense_weight)
-            for r, value in zip(rows, base, strict=True):
+            ranked = topk(bm25_scores, cfg.candidates, self.tiebreak)
+            rankings["bm25"] = [int(r) for r in ranked if bm25_scores[r] > 0]
+            for rank, row in enumerate(rankings["bm25"], 1):
+                signals.setdefault(row, {})["bm25"] = {"score": round(float(bm25_scores[row]), 6), "rank": rank}
+        if len(idents) and cfg.fusion == "score":
+            held = holders(self.index.bm25, idents)
+            rankings = {name: ranking + sorted(set(held) - set(ranking)) for name, ranking in rankings.items()}
+        return rankings
+
+    def _fuse(
+        self, rankings: dict[str, list[int]], dense: DenseTop, bm25_scores: np.ndarray, signals: dict[int, dict[str, Any]]
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The candidate rows and their one score: the weighted sum of normalised scores
+        (`score_fusion`), reciprocal rank fusion (`rrf`), or the one retriever's own score."""
+        cfg = self.config
+        if len(rankings) > 1 and cfg.fusion == "score":
+            rows = np.array(sorted(set(rankings["dense"]) | set(rankings["bm25"])), dtype=np.int64)
+            scores = score_fusion(dense, bm25_scores, rows, cfg.dense_weight)
+            for r, value in zip(rows, scores, strict=True):
                 signals.setdefault(int(r), {})["fused"] = round(float(value), 6)
-        elif len(lists) > 1:
-            fused = rrf(lists, cfg.rrf_k)
+        elif len(rankings) > 1:
+            fused = rrf(rankings, cfg.rrf_k)
             rows = np.array(list(fused), dtype=np.int64)
-            base = np.array([fused[r] for r in rows])
+            scores = np.array([fused[r] for r in rows])
             for r in rows:
                 signals[int(r)]["rrf"] = round(fused[int(r)], 6)
         else:
-            ((name, ranking),) = lists.items()
+            ((name, ranking),) = rankings.items()
             rows = np.array(ranking, dtype=np.int64)
-            base = dense[rows] if name == "dense" else sparse[rows]
-        final = base.astype(np.float64)
-        if cfg.rerank == "lexical" and len(rows):
-            lex_text = overlap(bm25, ids, weights, rows)
-            lex_head = heading_overlap(chunks, terms, weights, rows)
-            lex = (lex_text + HEADING_WEIGHT * lex_head) / (1 + HEADING_WEIGHT)
-            spread = final.max() - final.min()
-            normed = (final - final.min()) / spread if spread > 0 else np.ones_like(final)
-            final = normed + RERANK_WEIGHT * lex
-            for r, value in zip(rows, lex, strict=True):
-                signals.setdefault(int(r), {})["lexical"] = round(float(value), 6)
-        if len(idents) and len(rows):
-            share = overlap(bm25, idents, np.ones(len(idents)), rows)  # the share of the identifiers each row holds
-            final = final + EXACT_WEIGHT * share
-            for r, value in zip(rows, share, strict=True):
-                if value:
-                    signals.setdefault(int(r), {})["exact"] = round(float(value), 6)
-        order = topk(final, cfg.k, self.tiebreak[rows]) if len(rows) else np.zeros(0, dtype=np.int64)
+            scores = dense[rows] if name == "dense" else bm25_scores[rows]
+        return rows, scores.astype(np.float64)
+
+    def _rerank(
+        self,
+        rows: np.ndarray,
+        scores: np.ndarray,
+        terms: list[str],
+        ids: np.ndarray,
+        weights: np.ndarray,
+        signals: dict[int, dict[str, Any]],
+    ) -> np.ndarray:
+        """With --rerank lexical: the min-max normalised scores plus RERANK_WEIGHT times the
+        idf-weighted query-term overlap of text and headings (HEADING_WEIGHT)."""
+        if self.config.rerank != "lexical" or not len(rows):
+            return scores
+        bm25 = self.index.bm25
+        lex_text = overlap(bm25, ids, weights, rows)
+        lex_head = heading_overlap(self.index.chunks, terms, weights, rows)
+        lex = (lex_text + HEADING_WEIGHT * lex_head) / (1 + HEADING_WEIGHT)
+        spread = scores.max() - scores.min()
+        normed = (scores - scores.min()) / spread if spread > 0 else np.ones_like(scores)
+        for r, value in zip(rows, lex, strict=True):
+            signals.setdefault(int(r), {})["lexical"] = round(float(value), 6)
+        return normed + RERANK_WEIGHT * lex
+
+    def _lift_identifiers(self, rows: np.ndarray, scores: np.ndarray, idents: np.ndarray, signals: dict[int, dict[str, Any]]) -> np.ndarray:
+        """With --exact: EXACT_WEIGHT times the share of the question's identifiers each row holds, on top."""
+        if not (len(idents) and len(rows)):
+            return scores
+        share = overlap(self.index.bm25, idents, np.ones(len(idents)), rows)
+        for r, value in zip(rows, share, strict=True):
+            if value:
+                signals.setdefault(int(r), {})["exact"] = round(float(value), 6)
+        return scores + EXACT_WEIGHT * share
+
+    def _hits(self, rows: np.ndarray, scores: np.ndarray, signals: dict[int, dict[str, Any]]) -> list[dict[str, Any]]:
+        """The k best rows as hits, best first (ties broken by chunk id)."""
+        order = topk(scores, self.config.k, self.tiebreak[rows]) if len(rows) else np.zeros(0, dtype=np.int64)
         hits = []
         for rank, i in enumerate(order, 1):
             row = int(rows[i])
-            c = chunks[row]
+            c = self.index.chunks[row]
             hits.append(
                 {
                     "rank": rank,
@@ -374,13 +379,11 @@ class Searcher:
                     "end_line": c.get("end_line"),
                     "headings": c.get("headings") or [],
                     "text": c["text"],
-                    "score": round(float(final[i]), 6),
+                    "score": round(float(scores[i]), 6),
                     "signals": signals[row],
                 }
             )
-        parts = confidence_parts(bm25, ids, weights, sparse, self.tiebreak)
-        parts["dense"] = round(float(dense.max()), 6) if len(dense) else 0.0
-        return {"hits": hits, "confidence": blend(parts), "confidence_parts": parts, "retrieval": self.retrieval()}
+        return hits
 
 
 def search_records(
@@ -389,7 +392,7 @@ def search_records(
     """Query records with hits added, `batch` questions per model call, input order kept."""
     pending: list[dict[str, Any]] = []
     for where, record in records:
-        question = ragline.records.field(record, "question", str, where)
+        question = ragline.records.require_field(record, "question", str, where)
         if not question.strip():
             raise StageError("field 'question' is empty", str(where))
         pending.append(record)

@@ -51,7 +51,7 @@ def rrf(rankings: dict[str, list[int]], k: int = DEFAULT_RRF_K) -> dict[int, flo
     return fused
 
 
-def dense_scores(index: Index, queries: np.ndarray, passages: bool = True) -> np.ndarray:
+def dense_scores(index: Index, queries: np.ndarray, *, passages: bool = True) -> np.ndarray:
     """Cosine of each query (unit rows) with each chunk: (queries, chunks).
 
     With `passages` and an index that has passage vectors (rag-embed --passages), a
@@ -138,7 +138,7 @@ class _DenseViews:
 
 
 def dense_top(
-    index: Index, queries: np.ndarray, k: int, tiebreak: np.ndarray, passages: bool = True, block: int | None = None
+    index: Index, queries: np.ndarray, k: int, tiebreak: np.ndarray, *, passages: bool = True, block: int | None = None
 ) -> list[DenseTop]:
     """Per query, the k best chunks by `dense_scores` (ties by `tiebreak`), and the extremes of its scores,
     scoring `block` chunk rows at a time (BLOCK by default).

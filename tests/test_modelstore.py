@@ -104,11 +104,11 @@ def test_tokenizer_and_session_open_only_when_a_text_misses_the_cache(tmp_path):
     cache = rag_embed.cache_for(embedder, str(tmp_path / "c.sqlite"))
     want = np.eye(384, dtype=np.float32)[:2]
     cache.put([(cache.key("a", True), want[0]), (cache.key("b", True), want[1])])
-    got = rag_embed.embed_texts(embedder, ["a", "b", "a"], True, cache)
+    got = rag_embed.embed_texts(embedder, ["a", "b", "a"], query=True, cache=cache)
     assert np.array_equal(got, want[[0, 1, 0]])
     assert "session" not in vars(embedder) and "tokenizer" not in vars(embedder)
     with pytest.raises(StageError, match="cannot load"):
-        rag_embed.embed_texts(embedder, ["a", "c"], True, cache)
+        rag_embed.embed_texts(embedder, ["a", "c"], query=True, cache=cache)
 
 
 @pytest.mark.model

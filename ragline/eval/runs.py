@@ -28,7 +28,7 @@ from typing import Any
 
 from ragline import options
 from ragline.eval.golden import show
-from ragline.records import ANSWER_FEATURES, Line, StageError, field
+from ragline.records import ANSWER_FEATURES, Line, StageError, require_field
 
 CUTOFF = 5  # every retrieval metric looks at the top 5 hits at most; runs must retrieve k >= 5
 RESAMPLES = 10_000  # bootstrap resamples and randomisation-test permutations
@@ -240,8 +240,8 @@ def run_config(record: dict[str, Any], where: Line | str) -> dict[str, Any]:
     """The configuration an answer record shows: the CONFIG_KEYS in its `retrieval`, and
     its `generator.features` (in FEATURES order, unknown names after them, sorted). A key
     the record lacks is its `absent` value, or a StageError where it is REQUIRED."""
-    retrieval = field(record, "retrieval", dict, where)
-    generator = field(record, "generator", dict, where)
+    retrieval = require_field(record, "retrieval", dict, where)
+    generator = require_field(record, "generator", dict, where)
     config = {}
     for key in CONFIG_KEYS:
         name, holder = key.holder, generator if key.holder == "generator" else retrieval
