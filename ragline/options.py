@@ -12,8 +12,10 @@ else is derived from OPTIONS:
 - the configuration keys rag-eval records and checks (`ragline.eval.runs.CONFIG_KEYS`, from
   `recorded`): each key's default, the flags that ask for a value (`Option.args`), the value
   an older record without it means (`absent`)
-- the options table of the documentation (`markdown_table`; `python3 -m ragline.options`
-  prints it, `scripts/readme.py` renders it between its markers)
+- the options table of the documentation (`markdown_table`): `python3 -m ragline.options`
+  prints it, `python3 -m ragline.options docs/options.md [--check]` writes (or checks) it
+  between `<!-- BEGIN options -->` and `<!-- END options -->`, and `scripts/readme.py`
+  renders it into the README's `options` section
 
 A stage's own switches that configure nothing (--json, --quiet, --raw-input, --explain,
 --open, ...) stay plain click options in the stage.
@@ -610,5 +612,46 @@ def markdown_table() -> str:
     return "\n".join(rows)
 
 
+BEGIN, END = "<!-- BEGIN options -->", "<!-- END options -->"
+
+
+def render_into(text: str) -> str:
+    """`text` with the table between its BEGIN and END markers (a ValueError without them)."""
+    start, end = text.find(BEGIN), text.find(END)
+    if start < 0 or end < start:
+        raise ValueError(f"no {BEGIN} ... {END} markers")
+    return text[: start + len(BEGIN)] + "\n" + markdown_table() + "\n" + text[end:]
+
+
+def main(argv: list[str]) -> int:
+    """`python3 -m ragline.options` prints the table; `... FILE` writes it into FILE between the
+    markers (atomically); `... FILE --check` exits 1 when FILE's table is stale."""
+    import os
+    import sys
+
+    files = [a for a in argv if a != "--check"]
+    if not files:
+        sys.stdout.write(markdown_table() + "\n")
+        return 0
+    for name in files:
+        with open(name, encoding="utf-8") as f:
+            old = f.read()
+        try:
+            new = render_into(old)
+        except ValueError as err:
+            sys.stderr.write(f"options: {name}: {err}\n")
+            return 1
+        if "--check" in argv and new != old:
+            sys.stderr.write(f"options: {name}: the options table is stale: run 'python3 -m ragline.options {name}'\n")
+            return 1
+        if new != old and "--check" not in argv:
+            with open(name + ".tmp", "w", encoding="utf-8") as out:
+                out.write(new)
+            os.replace(name + ".tmp", name)
+    return 0
+
+
 if __name__ == "__main__":
-    print(markdown_table())
+    import sys
+
+    raise SystemExit(main(sys.argv[1:]))

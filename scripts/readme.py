@@ -7,6 +7,7 @@ Sections are delimited by `<!-- NAME:begin -->` and `<!-- NAME:end -->`:
   chunks      chunk count and size distribution of each corpus `just eval` runs on (evalruns.CORPORA), where present
   runs        the eval runs (evalruns.RUNS) and the flags each passes to the stages
   help        each command's --help text
+  options     every option and variable, from their one declaration (ragline.options.markdown_table)
   bench       results/bench.md (written by `just bench`)
   reliability the machine faults tests/test_faults.py injects (tests/support/fault_table.py), SIGKILL at scale
               (results/sigkill.json, written by `just reliability`) and large inputs (results/reliability.json,
@@ -80,6 +81,12 @@ def help_text() -> str:
     return "\n\n".join(out)
 
 
+def options_table() -> str:
+    from ragline import options
+
+    return options.markdown_table()
+
+
 def file_section(path: Path, what: str) -> str:
     if not path.is_file():
         return f"_Not measured yet: {what}._"
@@ -110,6 +117,7 @@ SECTIONS = {
     "chunks": chunk_stats,
     "runs": runs_table,
     "help": help_text,
+    "options": options_table,
     "bench": lambda: file_section(ROOT / "results" / "bench.md", "run `just bench`"),
     "reliability": reliability,
     "bad-input": bad_input,
