@@ -40,7 +40,7 @@ import sys
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import click
 import numpy as np
@@ -384,11 +384,27 @@ class OpenAIChat:
             raise StageError("LLM reply has no text content")
         return content
 
+    def missing_evidence(self, question: str, blocks: list[ContextBlock]) -> str | None:
+        """None: the model judges for itself whether the blocks answer (it replies REFUSAL when not)."""
+        return None
+
+
+class Generator(Protocol):
+    """What `answer` asks of a generator (Extractive, OpenAIChat): its name and switches for the
+    record, why the context cannot answer (None when it may), and the answer text with [n] markers."""
+
+    name: str
+    features: tuple[str, ...]
+
+    def missing_evidence(self, question: str, blocks: list[ContextBlock]) -> str | None: ...
+
+    def generate(self, question: str, blocks: list[ContextBlock]) -> str: ...
+
 
 # --------------------------------------------------------------------------- the core
 
 
-def answer(record: dict[str, Any], generator: Extractive | OpenAIChat, threshold: float, size: int = CONTEXT) -> dict[str, Any]:
+def answer(record: dict[str, Any], generator: Generator, threshold: float, size: int = CONTEXT) -> dict[str, Any]:
     """The answer fields for one hits record (the record itself is not changed)."""
     start = time.perf_counter()
     blocks = context(record.get("hits") or [], size)
@@ -404,7 +420,7 @@ def answer(record: dict[str, Any], generator: Extractive | OpenAIChat, threshold
         reason = f"confidence {conf:.3f} is under the abstain threshold {threshold:g}"
     elif not blocks:
         reason = "no hits to answer from"
-    elif (missing := getattr(generator, "missing_evidence", lambda q, b: None)(record["question"], blocks)) is not None:
+    elif (missing := generator.missing_evidence(record["question"], blocks)) is not None:
         reason = missing
     else:
         raw = generator.generate(record["question"], blocks)
@@ -428,7 +444,7 @@ def answer(record: dict[str, Any], generator: Extractive | OpenAIChat, threshold
 
 def answer_records(
     records: Iterable[tuple[ragline.records.Line, dict[str, Any]]],
-    generator: Extractive | OpenAIChat,
+    generator: Generator,
     threshold: float,
     size: int = CONTEXT,
     index: rag_index.Index | None = None,
@@ -552,7 +568,7 @@ def main(
         )
     index = rag_index.load(search.index_path)
     if llm == "openai":
-        generator: Extractive | OpenAIChat = openai_from_env()
+        generator: Generator = openai_from_env()
     else:
         embedder = None
         if "dense" in features:

@@ -105,6 +105,9 @@ class TestCitationCheck:
         class Liar:
             name, features = "liar", ()
 
+            def missing_evidence(self, q, blocks):
+                return None
+
             def generate(self, q, blocks):
                 return "The sweep runs at noon. It is manual [7]."
 
