@@ -91,10 +91,9 @@ class Option:
     absent: Any = REQUIRED
 
     def __post_init__(self) -> None:
-        if not self.flags:
-            object.__setattr__(
-                self, "flags", ("--" + self.name.replace("_", "-") + (f"/--no-{self.name.replace('_', '-')}" if self.type is bool else ""),)
-            )
+        if not self.flags:  # --name, or --name/--no-name for a switch
+            flag = "--" + self.name.replace("_", "-")
+            object.__setattr__(self, "flags", (f"{flag}/--no-{flag[2:]}" if self.type is bool else flag,))
 
     @property
     def parameter(self) -> str:
