@@ -122,7 +122,7 @@ tables:
 
 # SIGKILL at scale (~10 min): 50 rebuilds of a 100,000-chunk index, each rag-index killed at a random moment, a reader querying throughout; results/sigkill.json and docs/reliability.md.
 reliability:
-    python3 tests/killing.py
+    python3 tests/support/killing.py
     just docs
 
 alias readme := docs

@@ -41,7 +41,7 @@ import sys
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import click
 import numpy as np
@@ -52,7 +52,7 @@ import rag_search
 import ragline
 import ragline.records
 import ragline.text
-from ragline import markdown, progress, terminal
+from ragline import markdown, options, progress, terminal
 from ragline.answer.citations import CITATION, Source, check_citations, escape_markers, sentences
 from ragline.answer.cues import (
     ANNOUNCES,
@@ -68,11 +68,8 @@ from ragline.records import StageError
 
 STAGE = "rag-answer"
 REFUSAL = "I could not find that in the handbook."
-# Read off results/abstain-sweep.json (`just eval`, its `chosen.threshold`): within one wrongly
-# refused answerable question in eight, the threshold that refuses the most unanswerable ones.
-# tests/test_golden.py checks it against the committed sweep, so the two cannot drift apart.
-DEFAULT_ABSTAIN = 0.23
-CONTEXT = 5  # blocks sent to the generator
+DEFAULT_ABSTAIN = options.default("threshold")  # the sweep's choice (its declaration says how)
+CONTEXT = options.default("context")  # blocks sent to the generator
 FEATURES = ragline.records.ANSWER_FEATURES
 DENSE_POOL = 12  # candidates the dense similarity rescores (embedding them all costs ~0.7 s a question)
 
@@ -344,9 +341,9 @@ class Extractive:
         """Cosine of the question with each candidate; candidate vectors memoised by text."""
         todo = list(dict.fromkeys(c.text for c in cands if c.text not in self._memo))
         if todo:
-            self._memo.update(zip(todo, rag_embed.embed_texts(self.embedder, todo, False, self.cache), strict=True))
+            self._memo.update(zip(todo, rag_embed.embed_texts(self.embedder, todo, query=False, cache=self.cache), strict=True))
         if (q := self._questions.get(question)) is None:
-            q = self._questions[question] = rag_embed.embed_texts(self.embedder, [question], True, self.cache)[0]
+            q = self._questions[question] = rag_embed.embed_texts(self.embedder, [question], query=True, cache=self.cache)[0]
             if len(self._questions) > 256:  # a long run of questions: keep the memo small
                 self._questions.pop(next(iter(self._questions)))
         return np.array([self._memo[c.text] @ q for c in cands])
@@ -580,11 +577,27 @@ class OpenAIChat:
                 parts.append(piece)
         return "".join(parts)
 
+    def missing_evidence(self, question: str, blocks: list[ContextBlock]) -> str | None:
+        """None: the model judges for itself whether the blocks answer (it replies REFUSAL when not)."""
+        return None
+
+
+class Generator(Protocol):
+    """What `answer` asks of a generator (Extractive, OpenAIChat): its name and switches for the
+    record, why the context cannot answer (None when it may), and the answer text with [n] markers."""
+
+    name: str
+    features: tuple[str, ...]
+
+    def missing_evidence(self, question: str, blocks: list[ContextBlock]) -> str | None: ...
+
+    def generate(self, question: str, blocks: list[ContextBlock]) -> str: ...
+
 
 # --------------------------------------------------------------------------- the core
 
 
-def answer(record: dict[str, Any], generator: Extractive | OpenAIChat, threshold: float, size: int = CONTEXT) -> dict[str, Any]:
+def answer(record: dict[str, Any], generator: Generator, threshold: float, size: int = CONTEXT) -> dict[str, Any]:
     """The answer fields for one hits record (the record itself is not changed)."""
     start = time.perf_counter()
     blocks = context(record.get("hits") or [], size)
@@ -600,7 +613,7 @@ def answer(record: dict[str, Any], generator: Extractive | OpenAIChat, threshold
         reason = f"confidence {conf:.3f} is under the abstain threshold {threshold:g}"
     elif not blocks:
         reason = "no hits to answer from"
-    elif (missing := getattr(generator, "missing_evidence", lambda q, b: None)(record["question"], blocks)) is not None:
+    elif (missing := generator.missing_evidence(record["question"], blocks)) is not None:
         reason = missing
     else:
         raw = generator.generate(record["question"], blocks)
@@ -635,7 +648,7 @@ def renumber(text: str, cited: list[int]) -> str:
 
 def answer_records(
     records: Iterable[tuple[ragline.records.Line, dict[str, Any]]],
-    generator: Extractive | OpenAIChat,
+    generator: Generator,
     threshold: float,
     size: int = CONTEXT,
     index: rag_index.Index | None = None,
@@ -646,8 +659,8 @@ def answer_records(
     for where, record in records:
         if index is not None:
             _check_same_chunks(record, index, where)
-        ragline.records.field(record, "question", str, where)
-        hits = ragline.records.field(record, "hits", list, where)
+        ragline.records.require_field(record, "question", str, where)
+        hits = ragline.records.require_field(record, "hits", list, where)
         for i, hit in enumerate(hits):
             if not isinstance(hit, dict) or not isinstance(hit.get("chunk_id"), str) or not isinstance(hit.get("text"), str):
                 raise StageError(f"hit {i + 1} must be an object with 'chunk_id' and 'text' strings", str(where))
@@ -661,7 +674,7 @@ def answer_records(
                     + (f" ({searched})" if isinstance(searched, str) else ""),
                     str(where),
                 )
-        ragline.records.field(record, "confidence", float, where)
+        ragline.records.require_field(record, "confidence", float, where)
         record.update(answer(record, generator, threshold, size))
         record["schema"] = "answer/1"
         yield record
@@ -723,7 +736,7 @@ def openai_from_env() -> OpenAIChat:
 
 def features_from(off: tuple[str, ...]) -> tuple[str, ...]:
     """The extractive features left on by --off and RAG_ANSWER_OFF; an unknown name is a usage error."""
-    env_off = [f.strip() for f in os.environ.get("RAG_ANSWER_OFF", "").split(",") if f.strip()]
+    env_off = [f.strip() for f in os.environ.get(options.get("off").env or "", "").split(",") if f.strip()]
     bad = [f for f in (*off, *env_off) if f not in FEATURES]
     if bad:
         raise click.UsageError(f"unknown feature {bad[0]!r} (features: {', '.join(FEATURES)})")
@@ -733,43 +746,7 @@ def features_from(off: tuple[str, ...]) -> tuple[str, ...]:
 def generator_options(f: Any) -> Any:
     """The answer options (--llm, --off, --threshold, --context as `size`), shared with
     rag-serve, whose defaults they are there."""
-    options = [
-        click.option(
-            "--llm",
-            type=click.Choice(["extractive", "openai"]),
-            envvar="RAG_LLM",
-            default="extractive",
-            show_default=True,
-            help="The generator. Env: RAG_LLM.",
-        ),
-        click.option(
-            "--off",
-            "off",
-            multiple=True,
-            metavar="FEATURE",
-            help=f"Switch off an extractive feature ({', '.join(FEATURES)}); repeatable. Env: RAG_ANSWER_OFF (comma-separated).",
-        ),
-        click.option(
-            "--threshold",
-            envvar="RAG_ABSTAIN_CONFIDENCE",
-            type=click.FloatRange(0, 1),
-            default=DEFAULT_ABSTAIN,
-            show_default=True,
-            help="The abstain threshold: refuse a question whose confidence is under it (0: never on confidence). Env: RAG_ABSTAIN_CONFIDENCE.",
-        ),
-        click.option(
-            "--context",
-            "size",
-            envvar="RAG_CONTEXT",
-            default=CONTEXT,
-            show_default=True,
-            type=click.IntRange(1, 50),
-            help="Hits sent as context blocks. Env: RAG_CONTEXT.",
-        ),
-    ]
-    for option in reversed(options):
-        f = option(f)
-    return f
+    return options.decorate(options.declared_for(options.ANSWERING))(f)
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -813,7 +790,7 @@ def main(
         )
     index = rag_index.load(search.index_path)
     if llm == "openai":
-        generator: Extractive | OpenAIChat = openai_from_env()
+        generator: Generator = openai_from_env()
     else:
         embedder = None
         if "dense" in features:
@@ -853,7 +830,7 @@ def _searched(
 
 
 # The search options that only searching uses (not --index, --model, --threads, which answering needs too).
-RETRIEVAL_OPTIONS = ("dense", "sparse", "rerank", "k", "rrf_k", "candidates", "fusion", "dense_weight", "passages", "exact")
+RETRIEVAL_OPTIONS = tuple(o.name for o in options.retrieval())
 
 
 if __name__ == "__main__":

@@ -61,11 +61,12 @@ import orjson
 import ragline
 import ragline.records
 import ragline.text
+from ragline import options
 from ragline.markdown import Block, Doc, blocks, check, file_lines, inline_text
 from ragline.records import StageError
 
 STAGE = "rag-chunk"
-DEFAULT_WORDS = 180
+DEFAULT_WORDS = options.default("window")
 MARKDOWN = (".md", ".markdown")  # the suffixes a directory is walked for
 ID_MAX = 79  # most characters of a chunk id (`chunk_id`), unless its document's name is itself that long
 MIN_SLUG = 8  # fewest characters of a cut slug
@@ -427,15 +428,7 @@ def chunk_paths(paths: Iterable[str], window: int = DEFAULT_WORDS) -> Iterator[d
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("inputs", nargs=-1, type=click.Path(allow_dash=True))
-@click.option(
-    "--words",
-    "window",
-    envvar="RAG_CHUNK_WORDS",
-    default=DEFAULT_WORDS,
-    show_default=True,
-    type=click.IntRange(10, 100_000),
-    help="The window: most words in a chunk (atomic blocks may exceed it). Env: RAG_CHUNK_WORDS.",
-)
+@options.get("window").click()
 @click.option("--doc", "doc_name", default=None, help="Document id for markdown read from stdin.")
 @click.option("--quiet", "-q", is_flag=True, help="No notices on stderr.")
 @ragline.records.stage_main(STAGE)

@@ -173,12 +173,12 @@ def _one_run(
     first: Line | None = None
     run: dict[str, Any] = {}
     for where, record in records:
-        rid = ragline.records.field(record, "id", str, where)
+        rid = ragline.records.require_field(record, "id", str, where)
         if rid not in questions:
             raise StageError(f"record id '{rid}' is not a question in {golden.source}", str(where))
         if rid in seen:
             raise StageError(f"a second record for question '{rid}' (the first is at {seen[rid][0]})", str(where))
-        text = ragline.records.field(record, "question", str, where)
+        text = ragline.records.require_field(record, "question", str, where)
         if " ".join(text.split()) != " ".join(questions[rid].question.split()):
             raise StageError(f"record '{rid}' asks {show(text)}, not the golden question: stale answers?", str(where))
         config = run_config(record, where)
@@ -260,7 +260,7 @@ def score_question(
     chunking: Chunking | None = None,
 ) -> dict[str, Any]:
     """One question's row of the result (see `score_run`)."""
-    hits = ragline.records.field(record, "hits", list, where)
+    hits = ragline.records.require_field(record, "hits", list, where)
     ranked = []
     for rank, hit in enumerate(hits, 1):
         if not isinstance(hit, dict) or not isinstance(hit.get("chunk_id"), str):
@@ -273,9 +273,9 @@ def score_question(
     confidence = _number(record, "confidence", where)
     if not 0.0 <= confidence <= 1.0:
         raise StageError(f"confidence {confidence} is outside [0, 1]", str(where))
-    answer = ragline.records.field(record, "answer", str, where)
-    refused = ragline.records.field(record, "refused", bool, where)
-    citations = ragline.records.field(record, "citations", list, where)
+    answer = ragline.records.require_field(record, "answer", str, where)
+    refused = ragline.records.require_field(record, "refused", bool, where)
+    citations = ragline.records.require_field(record, "citations", list, where)
     if not all(isinstance(c, dict) for c in citations):
         raise StageError("citations must be objects", str(where))
     search_ms, answer_ms = _number(record, "ms", where), _number(record, "answer_ms", where)
@@ -324,7 +324,7 @@ def _abstain_signals(record: dict[str, Any], hits: list[dict[str, Any]]) -> dict
 
 
 def _number(record: dict[str, Any], name: str, where: Line) -> float:
-    value = float(ragline.records.field(record, name, float, where))
+    value = float(ragline.records.require_field(record, name, float, where))
     if not math.isfinite(value):
         raise StageError(f"field '{name}' is not finite", str(where))
     return value

@@ -58,7 +58,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 import click
 import orjson
@@ -69,11 +69,12 @@ import rag_index
 import rag_search
 import ragline
 import ragline.mcpserver
+import ragline.options
 import ragline.records
 from ragline.records import StageError
 
 STAGE = "rag-serve"
-MAX_BODY = 64 * 1024  # bytes of a request body
+MAX_BODY = ragline.options.default("max_body")  # bytes of a request body
 MAX_QUESTION = rag_search.MAX_QUESTION  # characters of one question (the CLI cuts longer ones; here they are a 422)
 MAX_BATCH = 64  # questions in one POST
 MAX_ID = 500  # characters of a chunk or query id
@@ -81,7 +82,7 @@ SEARCHERS = 16  # retrieval configurations kept ready per generation
 GRACE = 30.0  # seconds the requests in flight get to finish at SIGTERM
 EXTRA = "rag-serve needs the serve extra: pip install 'ragline[serve]' (FastAPI and uvicorn)"
 HTTP_ONLY = ("host", "port", "token", "is_open", "cors", "max_body", "quiet")  # the options --mcp has no use for
-OPTIONS = ("k", "dense", "sparse", "rerank", "rrf_k", "candidates", "fusion", "dense_weight", "passages", "exact")
+OPTIONS = tuple(o.name for o in ragline.options.served("retrieval"))  # what a request may set of rag-search's options
 
 
 class RequestError(Exception):
@@ -297,24 +298,16 @@ def bind(host: str, port: int) -> socket.socket:
 def models() -> types.SimpleNamespace:
     """The request models: each parameter's type, range and help declared once, for the HTTP routes
     (`make_app`) and the MCP tools (`mcp_tools`). Needs pydantic (the serve or the mcp extra)."""
-    from pydantic import BaseModel, ConfigDict, Field
+    from pydantic import BaseModel, ConfigDict, Field, create_model
 
     Question = Annotated[str, Field(min_length=1, max_length=MAX_QUESTION, pattern=r"\S", description="A question (not blank).")]
 
-    class Options(BaseModel):
-        """rag-search's retrieval options; an option left out takes the server's default."""
-
-        model_config = ConfigDict(extra="forbid")
-        k: int = Field(None, ge=1, le=1000, description="Hits per question.")
-        dense: bool = Field(None, description="Dense retrieval.")
-        sparse: bool = Field(None, description="BM25, fused with dense.")
-        rerank: Literal["lexical", "none"] = Field(None, description="Reorder candidates by query-term overlap.")
-        rrf_k: int = Field(None, ge=0, le=10_000, description="The k of reciprocal rank fusion.")
-        candidates: int = Field(None, ge=1, le=10_000, description="Each retriever's list length before fusion and rerank.")
-        fusion: Literal["rrf", "score"] = Field(None, description="How dense and BM25 combine.")
-        dense_weight: float = Field(None, ge=0.0, le=1.0, description="The dense share of fusion 'score'.")
-        passages: bool = Field(None, description="Score a chunk by its best passage vector too.")
-        exact: bool = Field(None, description="Lift chunks that hold the question's identifiers whole.")
+    Options = create_model(
+        "Options",
+        __config__=ConfigDict(extra="forbid"),
+        __doc__="rag-search's retrieval options; an option left out takes the server's default.",
+        **ragline.options.request_fields("retrieval"),
+    )
 
     class SearchQuery(Options):
         q: Question
@@ -338,11 +331,11 @@ def models() -> types.SimpleNamespace:
             None, min_length=1, max_length=MAX_ID, description="A chunk id: add each query term's BM25 contribution to it."
         )
 
-    class Answering(BaseModel):
-        """rag-answer's options a request may set; left out, the server's default."""
-
-        threshold: float = Field(None, ge=0.0, le=1.0, description="The abstain threshold.")
-        context: int = Field(None, ge=1, le=50, description="Hits sent as context blocks.")
+    Answering = create_model(
+        "Answering",
+        __doc__="rag-answer's options a request may set; left out, the server's default.",
+        **ragline.options.request_fields("answer"),
+    )
 
     class AnswerBody(Answering, Asked):
         pass
@@ -694,31 +687,12 @@ def serve_mcp(settings: Settings) -> None:
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @rag_search.search_options
-@click.option("--host", envvar="RAG_SERVE_HOST", default="127.0.0.1", show_default=True, help="The address to bind. Env: RAG_SERVE_HOST.")
-@click.option(
-    "--port",
-    envvar="RAG_SERVE_PORT",
-    default=8000,
-    show_default=True,
-    type=click.IntRange(0, 65535),
-    help="The port (0: any free one). Env: RAG_SERVE_PORT.",
-)
-@click.option(
-    "--token",
-    envvar="RAG_SERVE_TOKEN",
-    default=None,
-    help="Require 'Authorization: Bearer TOKEN' on every route but the page. Env: RAG_SERVE_TOKEN.",
-)
+@ragline.options.get("host").click()
+@ragline.options.get("port").click()
+@ragline.options.get("token").click()
 @click.option("--open", "is_open", is_flag=True, help="Serve a non-loopback address without a token, on purpose.")
 @click.option("--cors", multiple=True, metavar="ORIGIN", help="Allow browser requests from this origin (repeatable; none by default).")
-@click.option(
-    "--max-body",
-    envvar="RAG_SERVE_MAX_BODY",
-    default=MAX_BODY,
-    show_default=True,
-    type=click.IntRange(1024, 64 << 20),
-    help="The largest request body, in bytes. Env: RAG_SERVE_MAX_BODY.",
-)
+@ragline.options.get("max_body").click()
 @rag_answer.generator_options
 @click.option("--quiet", "-q", is_flag=True, help="No access log.")
 @click.option(

@@ -271,7 +271,8 @@ def stem(word: str) -> str:
     return word
 
 
-def _normalise(text: str) -> str:
+def normalise(text: str) -> str:
+    """NFKC, then casefold: the text `tokenize` splits."""
     return unicodedata.normalize("NFKC", text).casefold()
 
 
@@ -285,16 +286,11 @@ def tokenize(text: str, *, stopwords: bool = True) -> list[str]:
     The same as `digit_group_terms` of the normalised text, then `word_terms` of
     each of its `split_words` (rag_index memoises the second, word by word).
     """
-    text = _normalise(text)
+    text = normalise(text)
     terms = digit_group_terms(text)
     for word in split_words(text):
         terms.extend(word_terms(word, stopwords))
     return terms
-
-
-def normalise(text: str) -> str:
-    """NFKC, then casefold: the text `tokenize` splits."""
-    return _normalise(text)
 
 
 def split_words(normalised: str) -> list[str]:

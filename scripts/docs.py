@@ -8,11 +8,12 @@ README.md and docs/*.md (a section whose markers are missing, or found twice, is
   chunks      chunk count and size distribution of each corpus `just eval` runs on (evalruns.CORPORA), where present
   runs        the eval runs (evalruns.RUNS) and the flags each passes to the stages
   help        each command's --help text
+  options     every option and variable, from their one declaration (ragline.options.markdown_table)
   bench       results/bench.md (written by `just bench`)
-  reliability the machine faults tests/test_faults.py injects (tests/fault_table.py), SIGKILL at scale
+  reliability the machine faults tests/test_faults.py injects (tests/support/fault_table.py), SIGKILL at scale
               (results/sigkill.json, written by `just reliability`) and large inputs (results/reliability.json,
-              written by tests/measure_large.py)
-  bad-input   the bad-input battery's table (tests/bad_input_table.py)
+              written by tests/support/measure_large.py)
+  bad-input   the bad-input battery's table (tests/support/bad_input_table.py)
   examples    results/eng-practices/examples.md (written by `just eval`)
   mutation    results/mutation.json's table (written by `just mutate`)
 The result tables (`tables`, in docs/evaluation.md), every corpus's, belong to `rag-eval table --into`.
@@ -81,6 +82,12 @@ def help_text() -> str:
     return "\n\n".join(out)
 
 
+def options_table() -> str:
+    from ragline import options
+
+    return options.markdown_table()
+
+
 def file_section(path: Path, what: str) -> str:
     if not path.is_file():
         return f"_Not measured yet: {what}._"
@@ -91,7 +98,7 @@ def file_section(path: Path, what: str) -> str:
 
 
 def bad_input() -> str:
-    script = ROOT / "tests" / "bad_input_table.py"
+    script = ROOT / "tests" / "support" / "bad_input_table.py"
     if not script.is_file():
         return "_The bad-input battery has not landed yet._"
     return subprocess.run([sys.executable, str(script)], capture_output=True, text=True, check=True, cwd=ROOT).stdout.rstrip()
@@ -99,11 +106,11 @@ def bad_input() -> str:
 
 def reliability() -> str:
     faults = subprocess.run(
-        [sys.executable, str(ROOT / "tests" / "fault_table.py")], capture_output=True, text=True, check=True, cwd=ROOT
+        [sys.executable, str(ROOT / "tests" / "support" / "fault_table.py")], capture_output=True, text=True, check=True, cwd=ROOT
     ).stdout.rstrip()
     faults = "The faults as `tests/test_faults.py` injects them (`…` stands for any text; paths shortened):\n\n" + faults
     kills = file_section(ROOT / "results" / "sigkill.json", "run `just reliability`")
-    large = file_section(ROOT / "results" / "reliability.json", "run `python3 tests/measure_large.py`")
+    large = file_section(ROOT / "results" / "reliability.json", "run `python3 tests/support/measure_large.py`")
     return "\n\n".join((faults, kills, large))
 
 
@@ -111,6 +118,7 @@ SECTIONS = {
     "chunks": chunk_stats,
     "runs": runs_table,
     "help": help_text,
+    "options": options_table,
     "bench": lambda: file_section(ROOT / "results" / "bench.md", "run `just bench`"),
     "reliability": reliability,
     "bad-input": bad_input,

@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import json
-import threading
-import time
-from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, HTTPServer
 from typing import ClassVar
 
 import click
 import pytest
-from conftest import build_index, jsonl, parse
+from corpora import build_index
+from jsonl import jsonl, parse
+from llmserver import Stream
 
 import rag_answer
 import rag_index
@@ -186,7 +183,7 @@ class TestSupport:
 
     def test_the_extractive_generator_passes_by_construction(self, tmp_path):
         """Every sentence the extractive generator quotes from the tiny corpus survives the check."""
-        from conftest import TINY
+        from corpora import TINY
 
         blocks = [ContextBlock(n, hit(f"d#{n}", text, ("Doc", f"Part {n}"))) for n, text in enumerate(TINY.values(), 1)]
         gen = Extractive(features=("unwrap", "idf", "headings", "cue"))
@@ -198,6 +195,9 @@ class TestSupport:
     def test_nothing_survives_means_refusal(self):
         class Liar:
             name, features = "liar", ()
+
+            def missing_evidence(self, q, blocks):
+                return None
 
             def generate(self, q, blocks):
                 return "The sweep runs at noon. It is manual [7]."
@@ -272,71 +272,6 @@ class TestHostileContent:
         replies.append("Settlement is handled nightly [9]. Ignore that [7].")
         out = answer(hits_record("settlement", hit("h#x", self.HOSTILE)), OpenAIChat(url=url), 0.0)
         assert out["refused"] and out["reason"] == "no sentence survived the citation check"
-
-
-# --------------------------------------------------------------------------- the LLM test server
-
-
-@dataclass
-class Stream:
-    """A streamed reply: server-sent events, one piece every `pause` seconds, then `stall` seconds before [DONE]."""
-
-    pieces: list[str]
-    pause: float = 0.0
-    stall: float = 0.0
-
-
-@pytest.fixture
-def llm_server():
-    """A chat-completions server on 127.0.0.1 replying with queued texts (or raw bytes)."""
-
-    class Replies(list):
-        """Queued replies; `.seen` holds each request as (path, Authorization header, JSON body)."""
-
-        seen: list
-
-    replies = Replies()
-    replies.seen = seen = []
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self):
-            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            seen.append((self.path, self.headers.get("Authorization"), body))
-            reply = replies.pop(0)
-            if isinstance(reply, Stream):
-                self.send_response(200)
-                self.send_header("Content-Type", "text/event-stream")
-                self.end_headers()
-                for piece in reply.pieces:
-                    time.sleep(reply.pause)
-                    chunk = {"choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}]}
-                    self.wfile.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
-                    self.wfile.flush()
-                time.sleep(reply.stall)
-                self.wfile.write(b"data: [DONE]\n\n")
-                return
-            if isinstance(reply, tuple):
-                code, raw = reply
-                self.send_response(code)
-                self.end_headers()
-                self.wfile.write(raw)
-                return
-            data = json.dumps({"choices": [{"message": {"role": "assistant", "content": reply}}]}).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def log_message(self, *args):
-            pass
-
-    server = HTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_port}/v1", replies
-    server.shutdown()
-    server.server_close()
 
 
 class TestLlm:
@@ -662,7 +597,7 @@ class TestUnknownNames:
 
     @pytest.fixture
     def bm25(self, tmp_path):
-        from conftest import build_index
+        from corpora import build_index
 
         return rag_index.load(build_index(tmp_path, self.DOCS)).bm25
 

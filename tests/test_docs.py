@@ -15,7 +15,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
+from corpora import ROOT
 
 README_LINES = 250
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import orjson
 import pytest
-from conftest import ROOT, SHARED, jsonl, parse
+from corpora import ROOT, SHARED
 from evalfixtures import (
     CHUNKS,
     CORPUS_A,
@@ -26,6 +26,7 @@ from evalfixtures import (
     score,
     write_jsonl,
 )
+from jsonl import jsonl, parse
 
 import rag_chunk
 import rag_eval

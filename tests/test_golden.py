@@ -10,7 +10,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, SHARED
+from corpora import ROOT, SHARED
 
 import rag_answer
 import rag_chunk

@@ -15,7 +15,7 @@ from typing import Any
 
 import orjson
 import pytest
-from conftest import TINY, build_index
+from corpora import TINY, build_index
 from stagecli import command, run, stage_env
 
 pytest.importorskip("mcp", reason="rag-serve --mcp's tests need the mcp extra: pip install -e '.[mcp]'")

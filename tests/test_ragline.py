@@ -48,20 +48,20 @@ class TestParse:
 
 class TestField:
     def test_present_and_typed(self):
-        assert ragline.records.field({"x": "a"}, "x", str, "f:1") == "a"
-        assert ragline.records.field({"x": 3}, "x", float, "f:1") == 3
+        assert ragline.records.require_field({"x": "a"}, "x", str, "f:1") == "a"
+        assert ragline.records.require_field({"x": 3}, "x", float, "f:1") == 3
 
     def test_missing_names_schema(self):
         with pytest.raises(StageError, match=r"^f:1: missing field 'hits' \(got a chunk/1 record\)$"):
-            ragline.records.field({"schema": "chunk/1"}, "hits", list, "f:1")
+            ragline.records.require_field({"schema": "chunk/1"}, "hits", list, "f:1")
 
     def test_mistyped(self):
         with pytest.raises(StageError, match="^f:2: field 'text' must be a string, got a number$"):
-            ragline.records.field({"text": 5}, "text", str, "f:2")
+            ragline.records.require_field({"text": 5}, "text", str, "f:2")
 
     def test_bool_is_not_a_number(self):
         with pytest.raises(StageError, match="must be a number, got a boolean"):
-            ragline.records.field({"x": True}, "x", float, "f:1")
+            ragline.records.require_field({"x": True}, "x", float, "f:1")
 
 
 class TestAtomic:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import orjson
 import pytest
-from conftest import TINY, build_index
+from corpora import TINY, build_index
 from stagecli import command, run, stage_env
 
 import rag_answer

@@ -8,7 +8,7 @@ GDS Way's real ERB sources.
 from __future__ import annotations
 
 import pytest
-from conftest import GDS_WAY
+from corpora import GDS_WAY
 
 import rag_chunk
 import rag_embed

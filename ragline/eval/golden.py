@@ -247,8 +247,8 @@ def read_chunking(records: Iterable[tuple[Line, dict[str, Any]]], source: str) -
     texts: dict[str, str] = {}
     windows = set()
     for where, record in records:
-        cid = ragline.records.field(record, "id", str, where)
-        text = ragline.records.field(record, "text", str, where)
+        cid = ragline.records.require_field(record, "id", str, where)
+        text = ragline.records.require_field(record, "text", str, where)
         if cid in texts:
             raise StageError(f"chunk id '{cid}' appears twice", str(where))
         docs[cid] = record.get("doc")

@@ -7,6 +7,7 @@ import json
 
 import pytest
 from bad_input_cases import (
+    BUILD_CASES,
     QUERY,
     SCORE,
     TTY,
@@ -480,3 +481,6 @@ QUERY_CASES: list[Case] = [
         stdin(TTY),
     ),
 ]
+
+# The whole battery tests/test_bad_input.py runs and tests/support/bad_input_table.py renders: the build cases, then these.
+CASES: list[Case] = BUILD_CASES + QUERY_CASES
