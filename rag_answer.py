@@ -356,7 +356,10 @@ def _covered_without(question: str, names: list[str], blocks: list[ContextBlock]
     rest = set(ragline.text.tokenize(question)) - named
     if len(names) > 1 or len(rest) < 2:
         return False
-    return any(rest <= ragline.text.term_set(b.hit["text"] + " " + " ".join(b.hit.get("headings") or [])) for b in blocks)
+    return any(
+        rest <= ragline.text.term_set(ragline.text.strip_templates(b.hit["text"]) + " " + " ".join(b.hit.get("headings") or []))
+        for b in blocks
+    )
 
 
 def holds_asked(cue: str | None, cand: Candidate, question: str) -> bool:
@@ -495,7 +498,10 @@ class OpenAIChat:
         self.max_tokens = max_tokens
 
     def prompt(self, question: str, blocks: list[ContextBlock]) -> list[dict[str, str]]:
-        context_text = "\n\n".join(f"[{b.n}] {' > '.join(b.hit.get('headings') or [])}\n{escape_markers(b.hit['text'])}" for b in blocks)
+        context_text = "\n\n".join(
+            f"[{b.n}] {' > '.join(b.hit.get('headings') or [])}\n{escape_markers(ragline.text.strip_templates(b.hit['text']))}"
+            for b in blocks
+        )
         return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": f"Blocks:\n\n{context_text}\n\nQuestion: {question}"}]
 
     def frame(self, question: str) -> tuple[str, ...]:
@@ -620,7 +626,7 @@ def answer(record: dict[str, Any], generator: Generator, threshold: float, size:
         if raw.strip() == REFUSAL:
             reason = "the generator found no answer in the context"
         else:
-            sources = [Source(b.hit["text"], tuple(b.hit.get("headings") or ())) for b in blocks]
+            sources = [Source(ragline.text.strip_templates(b.hit["text"]), tuple(b.hit.get("headings") or ())) for b in blocks]
             prompt = getattr(generator, "frame", lambda q: (q,))(record["question"])
             checked = check_citations(raw, sources, prompt)
             cited, out["dropped"] = checked.cited, len(checked.dropped)

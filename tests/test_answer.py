@@ -825,3 +825,19 @@ class TestAnswersRead:
             cues.plain("we recommend using [Amazon CloudWatch] to collect logs") == "we recommend using Amazon CloudWatch to collect logs"
         )
         assert cues.plain("cite [7], a[i], - [x] done, - [ ] todo") == "cite [7], a[i], - [x] done, - [ ] todo"
+
+
+def test_a_template_tag_is_quoted_and_checked_as_the_page_shows_it(llm_server):
+    """The channel the source writes as a Liquid tag is in the answer as the page shows it, the
+    citation check reads the block as the page shows it, and so does the LLM's prompt."""
+    text = 'Ask in {% slack_channel "team-payments" %} and name your project. Refunds settle nightly.'
+    rec = hits_record("Which Slack channel do I ask in about payments?", hit("p#x", text))
+    out = answer(rec, Extractive(("unwrap", "idf", "cue")), 0.0)
+    assert out["answer"].startswith("Ask in #team-payments and name your project [1].")
+    url, replies = llm_server
+    replies.append("Ask in #team-payments and name your project [1].")
+    chat = OpenAIChat(url)
+    llm = answer(rec, chat, 0.0)
+    assert llm["answer"] == "Ask in #team-payments and name your project [1]." and llm["dropped"] == 0
+    sent = replies.seen[0][2]["messages"][-1]["content"]
+    assert "#team-payments" in sent and "{%" not in sent
