@@ -16,6 +16,7 @@ README.md and docs/*.md (a section whose markers are missing, or found twice, is
   bad-input   the bad-input battery's table (tests/support/bad_input_table.py)
   examples    results/eng-practices/examples.md (written by `just eval`)
   mutation    results/mutation.json's table (written by `just mutate`)
+  answer-fit  results/answer-fit.json's tables: the sentence choice's fitted weights, per corpus and left out (`just fit-answer`)
 The result tables (`tables`, in docs/evaluation.md), every corpus's, belong to `rag-eval table --into`.
 """
 
@@ -114,6 +115,33 @@ def reliability() -> str:
     return "\n\n".join((faults, kills, large))
 
 
+def answer_fit() -> str:
+    """The extractive answer's fit (scripts/fit_answer.py): the chosen weights, answer-ok per corpus
+    beside the hand-set weights, and each corpus left out."""
+    path = ROOT / "results" / "answer-fit.json"
+    if not path.is_file():
+        return "_Not fitted yet: run `just fit-answer`._"
+    fit = json.loads(path.read_text())
+    weights = fit["chosen"]["weights"]
+    lines = [
+        f"Chosen among {fit['grid_points']} grid points ({fit['objective']}): "
+        + ", ".join(f"`{k}` {v:g}" for k, v in weights.items())
+        + f"; mean answer-ok {fit['chosen']['answer_ok']:.2f}.",
+        "",
+        "| corpus | answer ok, fitted | words p50 / p90 | answer ok, hand-set | left out: answer ok, chosen on the others | its weights |",
+        "| --- | ---: | ---: | ---: | ---: | --- |",
+    ]
+    for corpus in fit["corpora"]:
+        mine, hand, out = fit["chosen"]["per_corpus"][corpus], fit["hand"][corpus], fit["leave_one_corpus_out"][corpus]
+        other = out["chosen_on_the_others"]
+        differs = {k: v for k, v in other["weights"].items() if weights[k] != v}
+        lines.append(
+            f"| {corpus} | {mine['answer_ok']:.2f} | {mine['words_p50']:.0f} / {mine['words_p90']:.0f} | {hand['answer_ok']:.2f} "
+            f"| {other['answer_ok']:.2f} | " + (", ".join(f"`{k}` {v:g}" for k, v in differs.items()) if differs else "the same") + " |"
+        )
+    return "\n".join(lines)
+
+
 SECTIONS = {
     "chunks": chunk_stats,
     "runs": runs_table,
@@ -124,6 +152,7 @@ SECTIONS = {
     "bad-input": bad_input,
     "examples": lambda: file_section(ROOT / "results" / "eng-practices" / "examples.md", "run `just eval`"),
     "mutation": lambda: file_section(ROOT / "results" / "mutation.json", "run `just mutate`"),
+    "answer-fit": answer_fit,
 }
 
 

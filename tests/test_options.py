@@ -144,9 +144,9 @@ def test_the_table_renders_between_its_markers(tmp_path, capsys):
     assert "no <!-- BEGIN options --> ... <!-- END options --> markers" in capsys.readouterr().err
 
 
-def test_the_readme_shows_the_table():
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert f"<!-- options:begin -->\n{options.markdown_table()}\n<!-- options:end -->" in readme
+def test_the_docs_show_the_table():
+    page = (ROOT / "docs" / "options.md").read_text(encoding="utf-8")
+    assert f"<!-- options:begin -->\n{options.markdown_table()}\n<!-- options:end -->" in page
 
 
 def test_docstring_examples():
