@@ -54,6 +54,23 @@ def one_line(text: str, limit: int = 300) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+_CONTROL = None  # compiled on first use: no work at import time
+
+
+def printable(text: str) -> str:
+    """`text` with nothing a terminal or a log reader takes as structure: every control
+    character (C0, DEL, C1: newline, ESC, BEL, ...), the Unicode line and paragraph
+    separators and the backslash itself written as Python escapes (`\\n`, `\\x1b`,
+    `\\u2028`, `\\\\`), so one line stays one line, a forged log line reads as what it
+    is, and no escape sequence reaches the terminal. Other text is unchanged."""
+    global _CONTROL
+    if _CONTROL is None:
+        import re
+
+        _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\\]")
+    return _CONTROL.sub(lambda m: {"\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"}.get(m.group(), repr(m.group())[1:-1]), text)
+
+
 @contextlib.contextmanager
 def stage(name: str) -> Iterator[None]:
     """Run a stage's body under the error contract.
