@@ -340,6 +340,9 @@ HEALTH = {
         "generation": {"type": "string"},
         "chunks": {"type": "integer"},
         "requests": {"type": "integer"},
+        "pending": {"type": ["string", "null"]},
         "reload_error": {"type": ["string", "null"]},
+        "busy": {"type": "object"},
+        "connections": {"type": ["object", "null"]},
     },
 }

@@ -136,3 +136,13 @@ def rebuild(corpus: Path, index: Path) -> None:
     done = subprocess.run([*command("rag-index"), "--out", str(index), "--quiet"], stdin=embed.stdout, capture_output=True, env=stage_env())
     embed.stdout.close()
     assert chunk.wait() == 0 and embed.wait() == 0 and done.returncode == 0, done.stderr.decode()
+
+
+def settled(client: httpx.Client, timeout: float = 30) -> dict:
+    """/health once no swap is pending: /health answers at once and queues a swap to a new CURRENT on the worker."""
+    deadline = time.monotonic() + timeout
+    while True:
+        health = client.get("/health").json()
+        if health.get("pending") is None or time.monotonic() > deadline:
+            return health
+        time.sleep(0.05)
