@@ -330,8 +330,8 @@ def collect(records: Iterable[tuple[ragline.records.Line, dict[str, Any]]]) -> t
         vector = ragline.records.field(record, "vector", list, at)
         model = ragline.records.field(record, "model", str, at)
         if not cid or len(cid) > MAX_ID or re.search(r"[\x00-\x1f\x7f]", cid):
-            what = "empty" if not cid else f"over {MAX_ID} characters" if len(cid) > MAX_ID else "holding a control character"
-            raise StageError(f"chunk id '{ragline.records.printable(cid[:80])}' is {what}", at)
+            what = "is empty" if not cid else f"is over {MAX_ID} characters" if len(cid) > MAX_ID else "holds a control character"
+            raise StageError(f"chunk id '{ragline.records.printable(cid[:80])}' {what}", at)
         if cid in seen:
             raise StageError(f"duplicate chunk id '{cid}' (first at {seen[cid]})", at)
         for name, kind in CHUNK_TYPES.items():

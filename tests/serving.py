@@ -39,7 +39,13 @@ class Server:
 
     @classmethod
     def start(
-        cls, index: Path, *flags: str, env: dict[str, str] | None = None, log: Path | None = None, timeout: float = 60, files: int | None = None
+        cls,
+        index: Path,
+        *flags: str,
+        env: dict[str, str] | None = None,
+        log: Path | None = None,
+        timeout: float = 60,
+        files: int | None = None,
     ) -> Server:
         """`files`: the server's open-file limit (RLIMIT_NOFILE, soft and hard), as `ulimit -n` sets it."""
         log = log or index.parent / f"serve-{time.monotonic_ns()}.log"

@@ -358,3 +358,72 @@ def test_a_dangling_symlink_is_named(tmp_path: Path) -> None:
     done = run("rag-chunk", "--quiet", corpus)
     assert done.returncode == 0 and len(done.stdout.splitlines()) == 1
     assert done.stderr.decode() == f"rag-chunk: {corpus / 'gone.md'}: skipped, a symlink to nothing ({tmp_path / 'removed.md'})\n"
+
+
+# --------------------------------------------------------------------------- the smaller ones
+
+
+def test_headers_head_and_no_host_redirect(index: Path) -> None:
+    with serving(index, "--quiet") as server, server.client() as c:
+        for r in (c.get("/health"), c.get("/search", params={"q": SWEEP}), c.get("/nope")):
+            assert r.headers["x-content-type-options"] == "nosniff" and r.headers["cache-control"] == "no-store", r.headers
+        assert c.get("/").headers["x-content-type-options"] == "nosniff"
+        head = c.head("/health")
+        assert head.status_code == 200 and head.content == b""
+        slash = c.get("/health/", headers={"Host": "evil.example"})
+        assert slash.status_code == 404 and "location" not in slash.headers
+
+
+def test_bearer_is_case_insensitive_and_a_token_no_client_can_send_is_refused(index: Path) -> None:
+    with serving(index, "--quiet", "--token", "s3cret") as server, server.client() as c:
+        for scheme in ("Bearer", "bearer", "BEARER"):
+            assert c.get("/health", headers={"Authorization": f"{scheme} s3cret"}).status_code == 200
+        assert c.get("/health", headers={"Authorization": "Basic s3cret"}).status_code == 401
+        assert c.get("/health", headers={"Authorization": "Bearer s3cre"}).status_code == 401
+    for token in ("sécret", "s3cr€t", "two words"):
+        done = run("rag-serve", "--index", index, "--port", "0", "--token", token, timeout=60)
+        assert done.returncode == 2 and done.stderr.decode().count("\n") == 1 and "--token" not in done.stdout.decode()
+        assert "the token must be printable ASCII" in done.stderr.decode()
+
+
+def test_json_types_are_strict_and_invisible_questions_are_blank(index: Path) -> None:
+    with serving(index, "--quiet") as server, server.client() as c:
+        for body in ({"question": SWEEP, "k": True}, {"question": SWEEP, "k": "5"}, {"question": SWEEP, "exact": "yes"}):
+            r = c.post("/search", json=body)
+            assert r.status_code == 422 and r.json()["error"].startswith(("body.k:", "body.exact:")), r.text
+        assert c.post("/search", json={"question": SWEEP, "k": 5, "dense_weight": 1}).status_code == 200
+        assert c.get("/search", params={"q": SWEEP, "k": "5"}).status_code == 200  # a query string is text: parsed
+        for blank in ("\x00", "\u200b\u200b", "\x00 \u200d\ufeff"):
+            r = c.post("/search", json={"question": blank})
+            assert r.status_code == 422 and "blank" in r.json()["error"], r.text
+            r = c.post("/answer", json={"questions": [SWEEP, blank]})
+            assert r.status_code == 422 and "question 2 is blank" in r.json()["error"], r.text
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda r: r | {"id": ""}, "chunk id '' is empty"),
+        (lambda r: r | {"id": "a\nb"}, "chunk id 'a\\nb' holds a control character"),
+        (lambda r: r | {"id": "a\x00b"}, "chunk id 'a\\x00b' holds a control character"),
+        (lambda r: r | {"start_line": "one"}, "field 'start_line' must be an integer, got a string"),
+        (lambda r: r | {"model": "all-MiniLM-L6-v2", "vector": [0.1] * 10}, "vector has 10 values, model 'all-MiniLM-L6-v2' gives 384"),
+        (lambda r: r | {"vector": [0.5] * 383}, "vector has 383 values, model 'hash' gives 384"),
+    ],
+    ids=["empty-id", "newline-id", "nul-id", "start-line", "known-model-dim", "hash-dim"],
+)
+def test_rag_index_checks_records_at_build_time(tmp_path: Path, change, message: str) -> None:
+    record = {"id": "a#b", "text": "Alpha.", "doc": "a", "start_line": 1, "end_line": 2, "model": "hash", "vector": [0.5] * 384}
+    done = run("rag-index", "--out", tmp_path / "idx", stdin=orjson.dumps(change(record)) + b"\n")
+    assert done.returncode == 1 and done.stderr.decode() == f"rag-index: <stdin>:1: {message}\n" and not (tmp_path / "idx").exists()
+
+
+def test_a_huge_vector_value_is_stored_scaled_without_a_warning(tmp_path: Path) -> None:
+    records = [
+        {"id": "a", "text": "Alpha.", "model": "hash", "vector": [1e30] + [0.0] * 383},
+        {"id": "b", "text": "Beta.", "model": "hash", "vector": [0.0, 3e30] + [0.0] * 382},
+    ]
+    done = run("rag-index", "--out", tmp_path / "idx", stdin=b"".join(orjson.dumps(r) + b"\n" for r in records))
+    assert done.returncode == 0 and done.stderr == b""
+    vectors = np.asarray(rag_index.load(tmp_path / "idx").vectors)
+    assert vectors[0, 0] == 1.0 and vectors[1, 1] == 1.0
