@@ -57,18 +57,20 @@ def one_line(text: str, limit: int = 300) -> str:
 _CONTROL = None  # compiled on first use: no work at import time
 
 
-def printable(text: str) -> str:
+def printable(text: str, keep: str = "") -> str:
     """`text` with nothing a terminal or a log reader takes as structure: every control
     character (C0, DEL, C1: newline, ESC, BEL, ...), the Unicode line and paragraph
     separators and the backslash itself written as Python escapes (`\\n`, `\\x1b`,
     `\\u2028`, `\\\\`), so one line stays one line, a forged log line reads as what it
-    is, and no escape sequence reaches the terminal. Other text is unchanged."""
+    is, and no escape sequence reaches the terminal. Other text is unchanged, and so are the
+    characters in `keep` (`keep="\n"` for text shown on a terminal a line at a time)."""
     global _CONTROL
     if _CONTROL is None:
         import re
 
         _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\\]")
-    return _CONTROL.sub(lambda m: {"\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"}.get(m.group(), repr(m.group())[1:-1]), text)
+    names = {"\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+    return _CONTROL.sub(lambda m: m.group() if m.group() in keep else names.get(m.group(), repr(m.group())[1:-1]), text)
 
 
 @contextlib.contextmanager
