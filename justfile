@@ -108,6 +108,11 @@ reliability:
     python3 tests/killing.py
     just readme
 
+# The hostile battery (~1 min): rag-serve on loopback under load beside idle and slow sockets, heavy and forged requests, a damaged index pointer; results/hostile.json and the README.
+hostile:
+    python3 tests/hostile.py
+    just readme
+
 # Regenerate the README's generated sections: chunk statistics, --help texts, bench, reliability.
 readme:
     python3 scripts/readme.py

@@ -7,8 +7,10 @@ service from everyone else lives here, so each rule is written once and tested a
   opening, or from the end of its last response, to send a whole request head; one that
   has not is closed (a socket that never speaks, a head sent a byte at a time). At most
   `connection_bound()` connections are held: a new one past the bound closes the connection
-  that has waited longest without a request in flight, so a flood of idle sockets cannot
-  keep a real client (an orchestrator's `/health`) out. The bound stays below the process's
+  that has waited longest without a request in flight and with nothing in its receive buffer
+  (FIONREAD: a client whose head has arrived but is not read yet, in a burst of accepts, is
+  kept), so a flood of idle sockets cannot keep a real client (an orchestrator's `/health`)
+  out; when every held connection is busy, the new one is closed. The bound stays below the process's
   open-file limit, so accepting never runs out of descriptors; if it does anyway (another
   part of the process holds them), `loop_errors` says so in one line a minute, never a
   traceback per failed accept.
@@ -28,7 +30,10 @@ Nothing here imports a stage; uvicorn's protocol class is passed in.
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import resource
+import sys
+import termios
 import threading
 import time
 from collections.abc import Callable
@@ -116,7 +121,7 @@ class Policy:
     def admit(self, connection: Any) -> bool:
         """Hold `connection`, making room by closing the longest-idle one if the bound is reached; False: refuse it."""
         if len(self.held) >= self.bound:
-            idle = next((c for c in self.held if c.idle()), None)
+            idle = next((c for c in self.held if c.silent()), None)
             if idle is None:
                 self.refused += 1
                 return False
@@ -174,6 +179,17 @@ def guarded(base: type, policy: Policy) -> type:
         def idle(self) -> bool:
             """No request in flight: before the first head, or between a response and the next head."""
             return self.cycle is None or self.cycle.response_complete
+
+        def silent(self) -> bool:
+            """Idle, and nothing the client sent is waiting to be read: safe to close for a newcomer."""
+            if not self.idle() or self.transport.is_closing():
+                return False
+            sock = self.transport.get_extra_info("socket")
+            try:
+                waiting = fcntl.ioctl(sock.fileno(), termios.FIONREAD, b"\0\0\0\0")
+            except (OSError, AttributeError, ValueError):
+                return True
+            return int.from_bytes(waiting, sys.byteorder) == 0
 
         def drop(self) -> None:
             self._disarm()
