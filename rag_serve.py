@@ -6,7 +6,8 @@
 
 Routes (the OpenAPI schema at /openapi.json says each one's parameters and bodies):
 
-    GET  /health    status, model, index generation, chunk count, requests served
+    GET  /health    status, model, index generation, chunk count, requests served (also HEAD;
+                    answered on the event loop, never behind search and answer work)
     GET  /search    ?q=QUESTION and the retrieval options of rag-search: one hits/1 record
     POST /search    {"question": ...} or {"questions": [...]} and the same options: one
                     hits/1 record, or a list of them in the order asked
@@ -20,21 +21,26 @@ between the pipe and the URL. Every option of rag-answer (and its RAG_* variable
 server's default; a request may override the retrieval options, the threshold and the
 context size, not the model or the generator.
 
-The index and the model are loaded once. Before each request the server reads the index's
-CURRENT pointer (`rag_index`); when a rebuild has made a new generation live, it loads that
-one whole (the model is kept) and answers from it, and a request already running finishes
-on the generation it started with. A new generation that fails to load leaves the old one
-serving, and /health says why. The work runs on one thread, in arrival order: a question's
+The index and the model are loaded once. Before each search or answer the server reads the
+index's CURRENT pointer (`rag_index`); when a rebuild has made a new generation live, it
+loads that one whole (the model is kept) and answers from it, and a request already running
+finishes on the generation it started with. A new generation that fails to load, or a
+damaged CURRENT, leaves the old one serving, and /health says why. The work runs on one
+thread, in arrival order, with a bounded queue (`ragline.serving.Pool`): a question's
 embedding is milliseconds, the rest is Python under the interpreter's lock, and the vector
-cache's sqlite connection belongs to the thread that opened it.
+cache's sqlite connection belongs to the thread that opened it. What keeps one client from
+taking the service from the others (the head timeout, the connection bound, the queue, the
+budget of one request) is `ragline.serving`'s.
 
-Bad requests get `{"error": "<one line>"}` with their status: 400 (a question that is
-blank, both retrievers off, a body that is not JSON), 401 (no or a wrong token), 404 (an
-unknown route or chunk id), 405, 413 (a body over --max-body), 422 (a parameter of the
-wrong type or out of range). Safe by default: it binds 127.0.0.1; another address needs
+Bad requests get `{"error": "<one line>"}` with their status: 400 (both retrievers off, a
+body that is not JSON), 401 (no or a wrong token), 404 (an unknown route or chunk id), 405,
+408 (a body that does not arrive in time), 413 (a body over --max-body, or more work than
+one request may ask for), 422 (a parameter of the wrong type or out of range, a blank
+question), 429 (the queue is full). JSON bodies are strictly typed. Safe by default: it binds 127.0.0.1; another address needs
 --token (or RAG_SERVE_TOKEN), which every route but the page then requires as
-`Authorization: Bearer TOKEN`, or --open to say it is meant to be open; no CORS unless
---cors names an origin. One access-log line per request on stderr unless --quiet.
+`Authorization: Bearer TOKEN` (the scheme in any case), or --open to say it is meant to be
+open; no CORS unless --cors names an origin. One access-log line per request on stderr
+unless --quiet, its control characters escaped.
 SIGTERM and Ctrl-C stop taking connections, finish the requests in flight, and exit 0.
 
 Needs the `serve` extra (`pip install 'ragline[serve]'`: FastAPI and uvicorn); nothing

@@ -42,9 +42,9 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from stagecli import ROOT, command, run, stage_env  # noqa: E402
+from stagecli import ROOT, command, run, stage_env
 
-from ragline import serving as policy  # noqa: E402
+from ragline import serving as policy
 
 FORGED = b"GET /x%0arag-serve:%20GET%20/admin%20200%201.0%20ms HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
 ESCAPE = b"GET /%1b%5b2J%07 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
