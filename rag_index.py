@@ -60,6 +60,7 @@ Terms come from `ragline.text.tokenize` over the heading path joined to the text
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import hashlib
 import os
@@ -575,6 +576,8 @@ def live_generation(out: Path) -> str | None:
     except IsADirectoryError:
         raise StageError(damaged.format("a directory, not a file"), str(out)) from None
     except OSError as err:
+        if err.errno in (errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.EINTR):
+            raise  # the process's trouble, not the pointer's
         raise StageError(damaged.format(f"cannot be read: {err.strerror}"), str(out)) from None
     if not raw:
         return None

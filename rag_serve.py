@@ -84,6 +84,7 @@ MAX_BATCH = 64  # questions in one POST
 MAX_ID = 500  # characters of a chunk or query id
 SEARCHERS = 16  # retrieval configurations kept ready per generation
 GRACE = 30.0  # seconds the requests in flight get to finish at SIGTERM
+RELOAD_RETRY = 30.0  # seconds before a generation that failed to load is tried again
 EXTRA = "rag-serve needs the serve extra: pip install 'ragline[serve]' (FastAPI and uvicorn)"
 OPTIONS = ("k", "dense", "sparse", "rerank", "rrf_k", "candidates", "fusion", "dense_weight", "passages", "exact")
 
@@ -233,6 +234,7 @@ class Live:
         self.pool = pool or serving.Pool(name=STAGE)
         self.engine = self.pool.call(lambda: open_engine(settings))
         self.failed: tuple[str, str] | None = None  # (generation, why) of the last swap that failed
+        self.failed_at = 0.0
         self.served = 0
         self.started = time.time()
         self.policy: serving.Policy | None = None  # the connection policy, for /health's counts
@@ -244,6 +246,8 @@ class Live:
         """The generation CURRENT names, None when none; a damaged pointer is recorded in `failed` (once) and read as None."""
         try:
             live = rag_index.live_generation(self.root)
+        except OSError:  # passing (no descriptor free for a moment): keep serving, read it again next time
+            return None
         except StageError as err:
             why = ragline.records.one_line(err.message)
             if self.failed != ("CURRENT", why):
@@ -258,14 +262,14 @@ class Live:
 
     def current(self) -> Engine:
         live = self.pointer()
-        if live is None or live == self.engine.generation or (self.failed and self.failed[0] == live):
+        if live is None or live == self.engine.generation or self._failed(live):
             return self.engine
         with self._lock:
             if live != self.engine.generation:
                 try:
                     engine = open_engine(self.settings, self.engine.embedder)
                 except (StageError, OSError) as err:
-                    self.failed = (live, str(err))
+                    self.failed, self.failed_at = (live, str(err)), time.monotonic()
                     self.note(f"{STAGE}: generation {live} not loaded, still serving {self.engine.generation}: {err}")
                 else:
                     self.note(f"{STAGE}: now serving generation {engine.generation} ({len(engine.index.chunks)} chunks)")
@@ -275,9 +279,13 @@ class Live:
     def pending(self) -> str | None:
         """The generation CURRENT names when it is not the one served (and has not failed to load): a swap to come."""
         live = self.pointer()
-        if live is None or live == self.engine.generation or (self.failed and self.failed[0] == live):
+        if live is None or live == self.engine.generation or self._failed(live):
             return None
         return live
+
+    def _failed(self, live: str) -> bool:
+        """`live` failed to load less than RELOAD_RETRY s ago (its failure may have been passing: tried again after that)."""
+        return bool(self.failed and self.failed[0] == live and time.monotonic() - self.failed_at < RELOAD_RETRY)
 
     def reload_soon(self) -> None:
         """Queue a swap to the pending generation on the worker, without waiting for it (one queued at a time)."""

@@ -110,6 +110,7 @@ def reliability() -> str:
 def limits() -> str:
     """The bounds the hostile-input section names, from the code that enforces them."""
     sys.path.insert(0, str(ROOT))
+    import rag_serve
     from ragline import markdown, records, serving, text
 
     rows = [
@@ -122,6 +123,7 @@ def limits() -> str:
         ("`Retry-After`", f"{serving.RETRY_AFTER} s", "in a 429"),
         ("`MAX_HITS`", f"{serving.MAX_HITS:,}", "questions × hits in one request (then 413)"),
         ("`MAX_CHARS`", f"{serving.MAX_CHARS:,}", "characters of questions in one request (then 413)"),
+        ("`RELOAD_RETRY`", f"{rag_serve.RELOAD_RETRY:g} s", "before a generation that failed to load is tried again (rag_serve.py)"),
         ("`MAX_TERM`", f"{text.MAX_TERM}", "characters of a BM25 term; a longer token is cut (ragline/text.py)"),
         ("`MAX_LINE`", f"{markdown.MAX_LINE >> 20} MiB", "one markdown line (ragline/markdown.py)"),
         ("`MAX_RECORD`", f"{records.MAX_RECORD >> 20} MiB", "one JSON Lines record (ragline/records.py)"),

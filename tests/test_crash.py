@@ -253,7 +253,7 @@ def test_interrupt_after_current_is_replaced_keeps_the_new_index(tmp_path, monke
         if Path(path) == idx:
             raise KeyboardInterrupt
 
-    monkeypatch.setattr(ragline, "fsync_dir", interrupted)
+    monkeypatch.setattr(ragline.records, "fsync_dir", interrupted)
     with pytest.raises(KeyboardInterrupt):
         build_index(tmp_path, {"other": "# Other\n\nDifferent text entirely.\n"})
     monkeypatch.undo()

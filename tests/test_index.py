@@ -119,7 +119,7 @@ class TestWriteLoad:
         idx = build_index(tmp_path)
         index = load(idx)
         m = index.manifest
-        assert m["format"] == "ragline-index/1" and m["model"] == "hash" and m["dim"] == 384
+        assert m["format"] == "ragline-index/2" and m["model"] == "hash" and m["dim"] == 384
         assert m["counts"]["chunks"] == len(index.chunks) == index.vectors.shape[0]
         assert isinstance(index.vectors, np.memmap)
         assert np.allclose(np.linalg.norm(index.vectors, axis=1), 1, atol=1e-5)
