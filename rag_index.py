@@ -582,8 +582,7 @@ def live_generation(out: Path) -> str | None:
     if not raw:
         return None
     if len(raw) > 200 or not re.fullmatch(rb"gen-[0-9A-Za-z-]+", raw):
-        shown = ragline.records.printable(raw[:60].decode("utf-8", "backslashreplace"))
-        raise StageError(damaged.format(f"'{shown}' is not the name of a generation"), str(out))
+        raise StageError(damaged.format(f"{raw[:60]!r} is not the name of a generation"), str(out))
     return raw.decode("ascii")
 
 
