@@ -347,7 +347,7 @@ def collect(records: Iterable[tuple[ragline.records.Line, dict[str, Any]]]) -> t
         sha = record.get("model_sha256")
         long_mode = record.get("embed_long", "truncate")
         if not facts:
-            dim = rag_embed.HASH_DIM if model == "hash" else rag_embed.KNOWN[model].dim if model in rag_embed.KNOWN else None
+            dim = rag_embed.KNOWN[model].dim if model in rag_embed.KNOWN else None  # `hash` has any dimension it is asked for
             if dim is not None and len(row) != dim:
                 raise StageError(f"vector has {len(row)} values, model '{model}' gives {dim}", at)
             facts = {

@@ -96,7 +96,8 @@ def assert_same_as_reference(texts: list[str]) -> None:
     got, want = build_bm25(texts), reference_bm25(texts)
     for name, array in want.items():
         assert getattr(got, name).tolist() == array.tolist(), name
-        assert getattr(got, name).dtype.kind == array.dtype.kind, name
+        if name != "terms":  # the vocabulary is a rag_index.Vocabulary (UTF-8 bytes and offsets), not an array
+            assert getattr(got, name).dtype.kind == array.dtype.kind, name
 
 
 def test_memoised_build_counts_what_tokenize_gives_on_the_corpora():
