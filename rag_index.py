@@ -80,7 +80,7 @@ import rag_embed
 import ragline
 import ragline.records
 import ragline.text
-from ragline import progress
+from ragline import options, progress
 from ragline.records import StageError
 
 STAGE = "rag-index"
@@ -326,10 +326,10 @@ def collect(records: Iterable[tuple[ragline.records.Line, dict[str, Any]]]) -> t
     facts: dict[str, Any] = {}
     for where, record in records:
         at = str(where)
-        cid = ragline.records.field(record, "id", str, at)
-        ragline.records.field(record, "text", str, at)
-        vector = ragline.records.field(record, "vector", list, at)
-        model = ragline.records.field(record, "model", str, at)
+        cid = ragline.records.require_field(record, "id", str, at)
+        ragline.records.require_field(record, "text", str, at)
+        vector = ragline.records.require_field(record, "vector", list, at)
+        model = ragline.records.require_field(record, "model", str, at)
         if not cid or len(cid) > MAX_ID or re.search(r"[\x00-\x1f\x7f]", cid):
             what = "is empty" if not cid else f"is over {MAX_ID} characters" if len(cid) > MAX_ID else "holds a control character"
             raise StageError(f"chunk id '{ragline.records.printable(cid[:80])}' {what}", at)
@@ -337,7 +337,7 @@ def collect(records: Iterable[tuple[ragline.records.Line, dict[str, Any]]]) -> t
             raise StageError(f"duplicate chunk id '{cid}' (first at {seen[cid]})", at)
         for name, kind in CHUNK_TYPES.items():
             if record.get(name) is not None:
-                ragline.records.field(record, name, kind, at)
+                ragline.records.require_field(record, name, kind, at)
         seen[cid] = at
         row = _numbers(vector, "vector", 1, at)
         path = record.get("headings")
@@ -708,10 +708,10 @@ def _load_passages(gen: Path, manifest: dict[str, Any], mmap: bool) -> tuple[np.
 def _check_manifest(manifest: dict[str, Any], where: str) -> None:
     """The manifest fields `load` relies on, with their types; otherwise a StageError naming the field."""
     for name, kind in (("model", str), ("dim", int), ("files", dict), ("counts", dict), ("bm25", dict)):
-        ragline.records.field(manifest, name, kind, where)
-    ragline.records.field(manifest["counts"], "chunks", int, f"{where} (counts)")
+        ragline.records.require_field(manifest, name, kind, where)
+    ragline.records.require_field(manifest["counts"], "chunks", int, f"{where} (counts)")
     for name in ("k1", "b"):
-        ragline.records.field(manifest["bm25"], name, float, f"{where} (bm25)")
+        ragline.records.require_field(manifest["bm25"], name, float, f"{where} (bm25)")
     if not all(isinstance(size, int) for size in manifest["files"].values()) or "vectors.npy" not in manifest["files"]:
         raise StageError("field 'files' must map each index file to its size in bytes: rebuild it", where)
     hashes = manifest.get("sha256")
@@ -724,14 +724,7 @@ def _check_manifest(manifest: dict[str, Any], where: str) -> None:
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("inputs", nargs=-1, type=click.Path(dir_okay=False, allow_dash=True))
-@click.option(
-    "--out",
-    "-o",
-    envvar="RAG_INDEX",
-    required=True,
-    type=click.Path(file_okay=False),
-    help="The index directory to write (replaced atomically). Env: RAG_INDEX.",
-)
+@options.get("out").click()
 @click.option("--quiet", "-q", is_flag=True, help="No notices on stderr (not even that it waits for another writer).")
 @ragline.records.stage_main(STAGE)
 def main(inputs: tuple[str, ...], out: str, quiet: bool) -> None:

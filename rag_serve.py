@@ -51,6 +51,7 @@ import asyncio
 import contextlib
 import dataclasses
 import errno
+import functools
 import hmac
 import ipaddress
 import re
@@ -59,11 +60,12 @@ import socket
 import sys
 import threading
 import time
+import types
 import unicodedata
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 import click
 import orjson
@@ -73,12 +75,14 @@ import rag_embed
 import rag_index
 import rag_search
 import ragline
+import ragline.mcpserver
+import ragline.options
 import ragline.records
 from ragline import serving
 from ragline.records import StageError
 
 STAGE = "rag-serve"
-MAX_BODY = 64 * 1024  # bytes of a request body
+MAX_BODY = ragline.options.default("max_body")  # bytes of a request body
 MAX_QUESTION = rag_search.MAX_QUESTION  # characters of one question (the CLI cuts longer ones; here they are a 422)
 MAX_BATCH = 64  # questions in one POST
 MAX_ID = 500  # characters of a chunk or query id
@@ -86,7 +90,8 @@ SEARCHERS = 16  # retrieval configurations kept ready per generation
 GRACE = 30.0  # seconds the requests in flight get to finish at SIGTERM
 RELOAD_RETRY = 30.0  # seconds before a generation that failed to load is tried again
 EXTRA = "rag-serve needs the serve extra: pip install 'ragline[serve]' (FastAPI and uvicorn)"
-OPTIONS = ("k", "dense", "sparse", "rerank", "rrf_k", "candidates", "fusion", "dense_weight", "passages", "exact")
+HTTP_ONLY = ("host", "port", "token", "is_open", "cors", "max_body", "quiet")  # the options --mcp has no use for
+OPTIONS = tuple(o.name for o in ragline.options.served("retrieval"))  # what a request may set of rag-search's options
 
 
 class RequestError(Exception):
@@ -368,51 +373,20 @@ def bind(host: str, port: int) -> socket.socket:
 # --------------------------------------------------------------------------- HTTP
 
 
-def make_app(
-    live: Live, token: str | None = None, cors: tuple[str, ...] = (), log: Callable[[str], None] | None = None, max_body: int = MAX_BODY
-) -> Any:
-    """The ASGI application: FastAPI routes over `live`, inside the gate (token, body limit, access log)."""
-    from fastapi import FastAPI, Query
-    from fastapi.exceptions import RequestValidationError
-    from pydantic import BaseModel, ConfigDict, Field
-    from starlette.exceptions import HTTPException
-    from starlette.requests import Request
-    from starlette.responses import HTMLResponse, Response
-
-    from ragline import page as servepage
-
-    async def work(fn: Callable[[Engine], Any]) -> Any:
-        """Run fn on the engine of the moment, on the pool's worker (a 429 at once when its queue is full)."""
-
-        def job() -> Any:
-            live.served += 1
-            return fn(live.current())
-
-        return await live.pool.run(job)
-
-    def budget(questions: list[str], options: dict[str, Any], context: int | None = None) -> None:
-        """A 413 for a request asking for more work than serving.MAX_HITS or MAX_CHARS allow."""
-        s = live.settings.search
-        k = options.get("k") or s.k
-        hits = max(k, options.get("candidates") or s.candidates, context or 0)
-        serving.check_budget(questions, hits)
+@functools.cache
+def models() -> types.SimpleNamespace:
+    """The request models: each parameter's type, range and help declared once, for the HTTP routes
+    (`make_app`) and the MCP tools (`mcp_tools`). Needs pydantic (the serve or the mcp extra)."""
+    from pydantic import BaseModel, ConfigDict, Field, create_model
 
     Question = Annotated[str, Field(min_length=1, max_length=MAX_QUESTION, pattern=r"\S", description="A question (not blank).")]
 
-    class Options(BaseModel):
-        """rag-search's retrieval options; an option left out takes the server's default."""
-
-        model_config = ConfigDict(extra="forbid")
-        k: int = Field(None, ge=1, le=1000, description="Hits per question.")
-        dense: bool = Field(None, description="Dense retrieval.")
-        sparse: bool = Field(None, description="BM25, fused with dense.")
-        rerank: Literal["lexical", "none"] = Field(None, description="Reorder candidates by query-term overlap.")
-        rrf_k: int = Field(None, ge=0, le=10_000, description="The k of reciprocal rank fusion.")
-        candidates: int = Field(None, ge=1, le=10_000, description="Each retriever's list length before fusion and rerank.")
-        fusion: Literal["rrf", "score"] = Field(None, description="How dense and BM25 combine.")
-        dense_weight: float = Field(None, ge=0.0, le=1.0, description="The dense share of fusion 'score'.")
-        passages: bool = Field(None, description="Score a chunk by its best passage vector too.")
-        exact: bool = Field(None, description="Lift chunks that hold the question's identifiers whole.")
+    Options = create_model(
+        "Options",
+        __config__=ConfigDict(extra="forbid"),
+        __doc__="rag-search's retrieval options; an option left out takes the server's default.",
+        **ragline.options.request_fields("retrieval"),
+    )
 
     class SearchQuery(Options):
         q: Question
@@ -437,17 +411,83 @@ def make_app(
             None, min_length=1, max_length=MAX_ID, description="A chunk id: add each query term's BM25 contribution to it."
         )
 
-    class AnswerBody(Asked):
-        threshold: float = Field(None, ge=0.0, le=1.0, description="The abstain threshold.")
-        context: int = Field(None, ge=1, le=50, description="Hits sent as context blocks.")
+    Answering = create_model(
+        "Answering",
+        __doc__="rag-answer's options a request may set; left out, the server's default.",
+        **ragline.options.request_fields("answer"),
+    )
+
+    class AnswerBody(Answering, Asked):
+        pass
 
     class ExplainQuery(BaseModel):
         model_config = ConfigDict(extra="forbid")
         q: Question
         chunk_id: str = Field(min_length=1, max_length=MAX_ID, description="The chunk to explain.")
 
-    def options(model: BaseModel) -> dict[str, Any]:
-        return {name: getattr(model, name) for name in OPTIONS}
+    class SearchTool(Options):
+        """The MCP tool `search`: one question and the retrieval options."""
+
+        question: Question
+
+    class AnswerTool(Answering, Options):
+        """The MCP tool `answer`: one question, the retrieval options, the threshold and the context size."""
+
+        question: Question
+
+    class ExplainTool(BaseModel):
+        """The MCP tool `explain`: one question and the chunk whose BM25 score to explain."""
+
+        model_config = ConfigDict(extra="forbid")
+        question: Question
+        chunk_id: str = Field(min_length=1, max_length=MAX_ID, description="The chunk to explain.")
+
+    return types.SimpleNamespace(**{name: value for name, value in locals().items() if isinstance(value, type)})
+
+
+def options(model: Any) -> dict[str, Any]:
+    """rag-search's option values a request model holds (None: the server's default)."""
+    return {name: getattr(model, name) for name in OPTIONS}
+
+
+def problem(problems: list[Any]) -> str:
+    """One line for a list of pydantic validation errors: where, what, and how many more."""
+    first = problems[0] if problems else {"loc": (), "msg": "invalid request"}
+    where = ".".join(str(part) for part in first.get("loc", ()))
+    more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+    return f"{where}: {first.get('msg')}{more}"
+
+
+def make_app(
+    live: Live, token: str | None = None, cors: tuple[str, ...] = (), log: Callable[[str], None] | None = None, max_body: int = MAX_BODY
+) -> Any:
+    """The ASGI application: FastAPI routes over `live`, inside the gate (token, body limit, access log)."""
+    from fastapi import FastAPI, Query
+    from fastapi.exceptions import RequestValidationError
+    from starlette.exceptions import HTTPException
+    from starlette.requests import Request
+    from starlette.responses import HTMLResponse, Response
+
+    from ragline import page as servepage
+
+    async def work(fn: Callable[[Engine], Any]) -> Any:
+        """Run fn on the engine of the moment, on the pool's worker (a 429 at once when its queue is full)."""
+
+        def job() -> Any:
+            live.served += 1
+            return fn(live.current())
+
+        return await live.pool.run(job)
+
+    def budget(questions: list[str], options: dict[str, Any], context: int | None = None) -> None:
+        """A 413 for a request asking for more work than serving.MAX_HITS or MAX_CHARS allow."""
+        s = live.settings.search
+        k = options.get("k") or s.k
+        hits = max(k, options.get("candidates") or s.candidates, context or 0)
+        serving.check_budget(questions, hits)
+
+    m = models()
+    SearchQuery, SearchBody, AnswerBody, ExplainQuery = m.SearchQuery, m.SearchBody, m.AnswerBody, m.ExplainQuery
 
     def record(body: Any) -> Response:
         return Response(ragline.records.dumps(body) if isinstance(body, dict) else orjson.dumps(body), media_type="application/json")
@@ -535,10 +575,7 @@ def make_app(
         problems = err.errors()
         if any(p.get("type") == "json_invalid" for p in problems):
             return error(400, "the body is not valid JSON")
-        first = problems[0] if problems else {"loc": (), "msg": "invalid request"}
-        where = ".".join(str(part) for part in first.get("loc", ()))
-        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-        return error(422, f"{where}: {first.get('msg')}{more}")
+        return error(422, problem(problems))
 
     @app.exception_handler(HTTPException)
     async def http_error(request: Request, err: HTTPException) -> Response:
@@ -692,38 +729,112 @@ def serve(app: Any, sock: socket.socket, policy: serving.Policy | None = None, n
     return server.stopped_by
 
 
+# --------------------------------------------------------------------------- MCP
+
+
+def mcp_tools(live: Live) -> list[ragline.mcpserver.Tool]:
+    """The MCP tools: the records GET /search, POST /answer and GET /explain return, one question a call.
+
+    Each call runs on the engine of the moment (`Live.current`), so a rebuilt index is
+    served as over HTTP; its arguments are the request models' (`models`)."""
+    m = models()
+
+    def on_live(fn: Callable[[Engine, Any], dict[str, Any]]) -> Callable[[Any], dict[str, Any]]:
+        def call(arguments: Any) -> dict[str, Any]:
+            live.served += 1
+            return fn(live.current(), arguments)
+
+        return call
+
+    Tool = ragline.mcpserver.Tool
+    return [
+        Tool(
+            "search",
+            "Search the handbook for one question: its hits (chunk text, document, path, lines, heading path, score) "
+            "and the confidence that the handbook covers it, as `rag-search --json` writes them.",
+            m.SearchTool,
+            on_live(lambda e, a: e.search(query_records(a.question, None), options(a))[0]),
+        ),
+        Tool(
+            "answer",
+            "Answer one question from the handbook: every sentence cites a numbered block, checked against it; "
+            "or a refusal (refused: true, and why) when the handbook does not cover it. The record `rag-answer --json` writes.",
+            m.AnswerTool,
+            on_live(lambda e, a: e.answer(query_records(a.question, None), options(a), a.threshold, a.context)[0]),
+        ),
+        Tool(
+            "explain",
+            "Why a chunk scored as it did for a question: each query term's BM25 contribution (tf, df, idf) and the dense similarity.",
+            m.ExplainTool,
+            on_live(lambda e, a: e.explain(a.question, a.chunk_id)),
+        ),
+    ]
+
+
+DOC_URI = "ragline://doc/"
+
+
+def mcp_documents(live: Live) -> ragline.mcpserver.Documents:
+    """The handbook's documents as MCP resources, `ragline://doc/DOC`: a document is its chunks in
+    line order (rag-chunk's chunks do not overlap), as the index of the moment holds them."""
+    from urllib.parse import quote, unquote
+
+    def listing() -> list[ragline.mcpserver.Document]:
+        paths = {c["doc"]: c.get("path") or c["doc"] for c in live.current().index.chunks}
+        return [
+            ragline.mcpserver.Document(DOC_URI + quote(doc, safe=""), doc, f"{path}, as the index holds it") for doc, path in paths.items()
+        ]
+
+    def read(uri: str) -> str | None:
+        if not uri.startswith(DOC_URI):
+            return None
+        doc = unquote(uri[len(DOC_URI) :])
+        chunks = sorted((c for c in live.current().index.chunks if c["doc"] == doc), key=lambda c: c.get("start_line") or 0)
+        return "\n\n".join(c["text"] for c in chunks) if chunks else None
+
+    return ragline.mcpserver.Documents(listing, read)
+
+
+def serve_mcp(settings: Settings) -> None:
+    """Load the index (before any protocol: a missing one is the usual one line and exit 1), then serve MCP on stdio."""
+    with contextlib.redirect_stdout(sys.stderr):  # stdout is the protocol's
+        live = Live(settings, note=lambda message: sys.stderr.write(message + "\n"))
+    e = live.engine
+    sys.stderr.write(
+        f"{STAGE}: serving {settings.search.index_path} (generation {e.generation}, {len(e.index.chunks)} chunks) over MCP on stdio\n"
+    )
+    ragline.mcpserver.serve_stdio(
+        mcp_tools(live),
+        live.pool.executor,
+        "ragline",
+        ragline.__version__,
+        "Search and answer questions over a markdown handbook, with citations to its files and lines.",
+        (RequestError, StageError),
+        problem,
+        mcp_documents(live),
+    )
+    sys.stderr.write(f"{STAGE}: MCP host closed the connection after {live.served} calls\n")
+
+
 # --------------------------------------------------------------------------- the command
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @rag_search.search_options
-@click.option("--host", envvar="RAG_SERVE_HOST", default="127.0.0.1", show_default=True, help="The address to bind. Env: RAG_SERVE_HOST.")
-@click.option(
-    "--port",
-    envvar="RAG_SERVE_PORT",
-    default=8000,
-    show_default=True,
-    type=click.IntRange(0, 65535),
-    help="The port (0: any free one). Env: RAG_SERVE_PORT.",
-)
-@click.option(
-    "--token",
-    envvar="RAG_SERVE_TOKEN",
-    default=None,
-    help="Require 'Authorization: Bearer TOKEN' on every route but the page. Env: RAG_SERVE_TOKEN.",
-)
+@ragline.options.get("host").click()
+@ragline.options.get("port").click()
+@ragline.options.get("token").click()
 @click.option("--open", "is_open", is_flag=True, help="Serve a non-loopback address without a token, on purpose.")
 @click.option("--cors", multiple=True, metavar="ORIGIN", help="Allow browser requests from this origin (repeatable; none by default).")
-@click.option(
-    "--max-body",
-    envvar="RAG_SERVE_MAX_BODY",
-    default=MAX_BODY,
-    show_default=True,
-    type=click.IntRange(1024, 64 << 20),
-    help="The largest request body, in bytes. Env: RAG_SERVE_MAX_BODY.",
-)
+@ragline.options.get("max_body").click()
 @rag_answer.generator_options
 @click.option("--quiet", "-q", is_flag=True, help="No access log.")
+@click.option(
+    "--mcp",
+    "over_mcp",
+    is_flag=True,
+    help="Serve the tools search, answer and explain over MCP on stdio (what an MCP host starts) instead of HTTP; needs the mcp extra.",
+)
 @ragline.records.stage_main(STAGE)
 def main(
     search: rag_search.SearchArgs,
@@ -738,8 +849,14 @@ def main(
     threshold: float,
     size: int,
     quiet: bool,
+    over_mcp: bool,
 ) -> None:
-    """Serve /health, /search, /answer, /explain and a page to ask the handbook, over HTTP."""
+    """Serve /health, /search, /answer, /explain and a page to ask the handbook, over HTTP (or the same over MCP)."""
+    if over_mcp:
+        if given := rag_search.given_on_command_line(HTTP_ONLY):
+            raise click.UsageError(f"{', '.join(given)}: HTTP options; --mcp serves stdio")
+        serve_mcp(Settings(search, llm, rag_answer.features_from(off), threshold, size))
+        return
     if not is_loopback(host) and not token and not is_open:
         sys.stderr.write(
             f"{STAGE}: binding {host} serves the handbook beyond this machine: give --token (or RAG_SERVE_TOKEN), or --open to mean it\n"

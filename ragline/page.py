@@ -115,7 +115,7 @@ function showAnswer(r) {
     nodes.push(el("p", {class: "meta"}, `confidence ${num(r.confidence, 2)} · threshold ${num(threshold, 2)} · ${num((r.ms || 0) + (r.answer_ms || 0), 0)} ms`));
     const list = el("ol", {class: "sources", "aria-label": "sources"});
     for (const c of r.citations || []) {
-      const hit = hits.get(String(c.n)) || {};
+      const hit = hits.get(String(c.rank || c.n)) || {};  // c.rank: the hit the citation quotes (n is its order in the answer)
       list.append(el("li", {}, el("details", {id: `src-${c.n}`},
         el("summary", {}, `[${c.n}] ${trail(c)}`, " ", el("span", {class: "where"}, where(c))),
         el("pre", {class: "chunk"}, hit.text || ""))));
@@ -323,7 +323,11 @@ ANSWER = {
         "answer": {"type": "string"},
         "citations": {
             "type": "array",
-            "items": {"type": "object", "required": ["n", "chunk_id"], "properties": LOCATION | {"n": {"type": "integer"}}},
+            "items": {
+                "type": "object",
+                "required": ["n", "chunk_id"],
+                "properties": LOCATION | {"n": {"type": "integer"}, "rank": {"type": "integer"}},
+            },
         },
         "refused": {"type": "boolean"},
         "reason": {"type": ["string", "null"]},

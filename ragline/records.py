@@ -93,7 +93,7 @@ def stage(name: str) -> Iterator[None]:
     except KeyboardInterrupt:
         _die(name, "interrupted", 130)
     except OSError as err:
-        if err.errno == 32:  # EPIPE raised as plain OSError by some writers
+        if err.errno == errno.EPIPE:  # raised as plain OSError by some writers
             _quiet_stdout()
             raise SystemExit(141) from None
         target = f"{err.filename}: " if err.filename else ""
@@ -290,7 +290,7 @@ def _json_kind(value: Any) -> str:
 _KIND_NAMES = {str: "a string", list: "an array", dict: "an object", int: "an integer", float: "a number", bool: "a boolean"}
 
 
-def field(record: dict[str, Any], name: str, kind: type | tuple[type, ...], where: Line | str) -> Any:
+def require_field(record: dict[str, Any], name: str, kind: type | tuple[type, ...], where: Line | str) -> Any:
     """record[name], checked to be of `kind`; otherwise a StageError naming the field.
 
     Also turns "KeyError: 'hits'" into "expected a hits record, got a chunk record"

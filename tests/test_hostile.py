@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import orjson
 import pytest
-from conftest import build_index
+from corpora import build_index
 from serving import Server, httpx, serving, settled, slow_llm
 from stagecli import check, command, run, stage_env
 

@@ -9,9 +9,10 @@ from pathlib import Path
 import numpy as np
 import orjson
 import pytest
-from conftest import GDS_WAY, SHARED, build_index, jsonl
+from corpora import GDS_WAY, SHARED, build_index
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from jsonl import jsonl
 
 import rag_index
 import ragline

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import orjson
 import pytest
-from conftest import TINY, build_index
+from corpora import TINY, build_index
 from serving import Server, httpx, rebuild, serving, settled, slow_llm
 from stagecli import command, run, stage_env
 

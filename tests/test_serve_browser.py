@@ -13,7 +13,7 @@ from pathlib import Path
 from urllib.parse import urlencode
 
 import pytest
-from conftest import TINY, build_index
+from corpora import TINY, build_index
 from serving import Server, serving
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))

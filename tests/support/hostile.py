@@ -1,8 +1,8 @@
 """The hostile battery (`just hostile`): rag-serve on loopback under load, idle and slow sockets, heavy
-and forged requests, and a damaged index pointer, all at once; results/hostile.json and the README.
+and forged requests, and a damaged index pointer, all at once; results/hostile.json and docs/reliability.md.
 
-    python tests/hostile.py                                  # `just hostile`: about a minute
-    python tests/hostile.py --seconds 10 --out /tmp/hostile.json
+    python tests/support/hostile.py                                  # `just hostile`: about a minute
+    python tests/support/hostile.py --seconds 10 --out /tmp/hostile.json
 
 It builds an index of the repository's corpus with the `hash` embedder (no model needed; the
 server's defences do not depend on the model), starts `rag-serve` with an open-file limit of
@@ -20,7 +20,7 @@ server's defences do not depend on the model), starts `rag-serve` with an open-f
 Every request must get an HTTP answer (nothing lost: no connection error, no 5xx), /health must
 answer throughout, the access log must hold no forged line, no escape byte and no traceback,
 and the rebuilt generation must be served at the end. The figures go to results/hostile.json,
-whose `markdown` the README's reliability section shows (`just readme`).
+whose `markdown` docs/reliability.md shows (`just docs`).
 """
 
 from __future__ import annotations
@@ -305,7 +305,7 @@ def markdown(r: dict) -> str:
     ]
     table = "\n".join(["| the hostile battery | |", "| --- | ---: |", *(f"| {a} | {b} |" for a, b in rows)])
     return (
-        f"The hostile battery, by `just hostile` (`tests/hostile.py`): `rag-serve` on loopback with an open-file limit of "
+        f"The hostile battery, by `just hostile` (`tests/support/hostile.py`): `rag-serve` on loopback with an open-file limit of "
         f"{r['files']}, the repository's corpus indexed with the `hash` embedder, for {r['seconds']} s: {r['clients']} clients "
         "asking the golden questions, a `/health` probe every 0.2 s, waves of idle sockets and heads sent a byte a second, "
         "the issue's heavy request, forged log lines and bodies that never finish, and the index pointer damaged twice, then "
