@@ -125,6 +125,11 @@ reliability:
     python3 tests/support/killing.py
     just docs
 
+# The hostile battery (~1 min): rag-serve on loopback under load beside idle and slow sockets, heavy and forged requests, a damaged index pointer; results/hostile.json and docs/reliability.md.
+hostile:
+    python3 tests/support/hostile.py
+    just docs
+
 alias readme := docs
 
 # Regenerate the generated sections of docs/ but the result tables: chunk statistics, runs, --help texts, bench, reliability, mutation.

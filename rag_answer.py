@@ -660,8 +660,12 @@ def answer_records(
     index: rag_index.Index | None = None,
 ) -> Iterator[dict[str, Any]]:
     """Answer records for hits records, in order. With `index`, every hit must be one of
-    its chunks: hits from another index would be answered with this one's statistics."""
-    known = frozenset(index.ids) if index is not None else None
+    its chunks (hits from another index would be answered with this one's statistics), and
+    what a hit quotes is the index's chunk, not the record's: its text, headings, document,
+    path and lines are taken from the index, so a hits record with a real chunk id and forged
+    text cannot put words in the handbook's mouth under a real citation."""
+    chunks = {c["id"]: c for c in index.chunks} if index is not None else None
+    known = frozenset(chunks) if chunks is not None else None
     for where, record in records:
         if index is not None:
             _check_same_chunks(record, index, where)
@@ -680,10 +684,15 @@ def answer_records(
                     + (f" ({searched})" if isinstance(searched, str) else ""),
                     str(where),
                 )
+            if chunks is not None:
+                hit.update({k: v for k, v in chunks[hit["chunk_id"]].items() if k in QUOTED})
         ragline.records.require_field(record, "confidence", float, where)
         record.update(answer(record, generator, threshold, size))
         record["schema"] = "answer/1"
         yield record
+
+
+QUOTED = ("text", "headings", "doc", "path", "start_line", "end_line", "title")  # a hit's fields the index decides
 
 
 def _check_same_chunks(record: dict[str, Any], index: rag_index.Index, where: ragline.records.Line) -> None:
@@ -816,7 +825,7 @@ def main(
         records = progress.Progress(STAGE, "questions", lambda: progress.count_lines([hits_path or "-"])).track(records)
     out = sys.stdout.buffer
     for record in answer_records(records, generator, threshold, size, None if searching else index):
-        out.write(render(record, columns).encode() if human else ragline.records.dumps(record))
+        out.write(ragline.records.printable(render(record, columns), keep="\n\t\\").encode() if human else ragline.records.dumps(record))
         out.flush()
 
 

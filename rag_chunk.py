@@ -44,13 +44,14 @@ code, emphasis: `markdown.inline_text`). `text` keeps the source as it is, and
 from __future__ import annotations
 
 import itertools
+import os
 import re
 import shutil
 import sys
 import tempfile
 import unicodedata
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -388,14 +389,36 @@ def chunk_file(name: str, file: Path, where: str, window: int = DEFAULT_WORDS) -
         yield from _with_ids(name, paths, (orjson.loads(line) for line in spool))
 
 
-def find_documents(paths: Iterable[str]) -> Iterator[tuple[str, Path]]:
+def walk(root: Path, note: Callable[[str], None] = lambda message: None) -> list[Path]:
+    """The MARKDOWN files under `root`, sorted. A folder that cannot be listed is a StageError naming
+    it (a document silently missing from the index is worse than a stop); a symlink to nothing
+    is named to `note` and skipped; symlinked folders are not followed (as Path.rglob)."""
+    found: list[Path] = []
+
+    def fail(err: OSError) -> None:
+        raise StageError(f"cannot read this folder: {err.strerror or err}", err.filename or str(root))
+
+    for folder, dirs, names in os.walk(root, onerror=fail):
+        dirs.sort()
+        for name in names:
+            file = Path(folder) / name
+            if file.suffix not in MARKDOWN:
+                continue
+            if file.is_file():
+                found.append(file)
+            elif file.is_symlink() and not file.exists():
+                note(f"{STAGE}: {file}: skipped, a symlink to nothing ({os.readlink(file)})")
+    return sorted(found)
+
+
+def find_documents(paths: Iterable[str], note: Callable[[str], None] = lambda message: None) -> Iterator[tuple[str, Path]]:
     """(document id, file) for each input: files as given, directories walked for MARKDOWN
-    files (*.md, *.markdown). The id is the path without its markdown suffix; two files
+    files (*.md, *.markdown; `walk`). The id is the path without its markdown suffix; two files
     of one directory with one id (a.md and a.markdown) are a StageError."""
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
-            files = sorted(p for p in path.rglob("*") if p.suffix in MARKDOWN and p.is_file())
+            files = walk(path, note)
             if not files:
                 raise StageError(f"no markdown ({', '.join('*' + s for s in MARKDOWN)}) files in this directory", raw)
             named: dict[str, Path] = {}
@@ -413,10 +436,12 @@ def find_documents(paths: Iterable[str]) -> Iterator[tuple[str, Path]]:
             raise StageError("no such file or directory", raw)
 
 
-def chunk_paths(paths: Iterable[str], window: int = DEFAULT_WORDS) -> Iterator[dict[str, Any]]:
-    """Chunk records for files and directories, document by document."""
+def chunk_paths(
+    paths: Iterable[str], window: int = DEFAULT_WORDS, note: Callable[[str], None] = lambda message: None
+) -> Iterator[dict[str, Any]]:
+    """Chunk records for files and directories, document by document (`note` hears of skipped dangling symlinks)."""
     seen: dict[str, Path] = {}
-    for name, file in find_documents(paths):
+    for name, file in find_documents(paths, note):
         if name in seen:
             raise StageError(f"document id '{name}' is also the id of {seen[name]}", str(file))
         seen[name] = file
@@ -448,7 +473,7 @@ def main(inputs: tuple[str, ...], window: int, doc_name: str | None, quiet: bool
                 shutil.copyfileobj(sys.stdin.buffer, f)
             records = chunk_file(doc_name, copy, ragline.records.STDIN, window)  # type: ignore[arg-type]
         else:
-            records = chunk_paths(inputs, window)
+            records = chunk_paths(inputs, window, note=ragline.records.note)  # a document left out is said even with --quiet
         with open(Path(tmp) / "chunks.jsonl", "w+b") as spool:  # all or nothing on stdout
             if not ragline.records.write_records(records, spool):
                 raise StageError("no chunks: the input has no text")

@@ -585,7 +585,7 @@ def main(
         records = progress.Progress(STAGE, "questions", lambda: progress.count_lines([queries or "-"])).track(records)
     out = sys.stdout.buffer
     for record in search_records(searcher, records, explain_id):
-        out.write(render(record, columns).encode() if human else ragline.records.dumps(record))
+        out.write(ragline.records.printable(render(record, columns), keep="\n\t\\").encode() if human else ragline.records.dumps(record))
     out.flush()
 
 

@@ -28,6 +28,7 @@ import ragline.records
 from ragline.records import StageError
 
 PIECE = 1 << 20  # bytes read from a file at a time; a window holds a few pieces' lines
+MAX_LINE = 8 << 20  # bytes of one markdown line: a longer one (a 200 MB file on one line) is refused, not chunked
 
 
 @dataclass
@@ -152,11 +153,15 @@ def pieces(file: Path, where: str) -> Iterator[bytes]:
     try:
         with open(file, "rb") as f:
             rest: list[bytes] = []
+            line = 1
             while block := f.read(PIECE):
                 cut = block.rfind(b"\n") + 1
                 if not cut:
                     rest.append(block)  # a line longer than a piece
+                    if sum(map(len, rest)) > MAX_LINE:
+                        raise StageError(f"a line of over {MAX_LINE >> 20} MiB: not markdown to chunk", ragline.records.place(where, line))
                     continue
+                line += block.count(b"\n")
                 yield b"".join([*rest, block[:cut]])
                 rest = [block[cut:]]
             if tail := b"".join(rest):

@@ -31,6 +31,7 @@ button { font: inherit; padding: .5rem 1rem; border-radius: 6px; border: 1px sol
 fieldset { border: 0; padding: 0; margin: 0; display: flex; gap: 1rem; }
 :focus-visible { outline: 3px solid var(--accent); outline-offset: 2px; }
 .answer p { margin: .3rem 0; }
+#result { overflow-wrap: anywhere; }
 .answer pre, .chunk { white-space: pre; overflow-x: auto; background: color-mix(in srgb, var(--line) 30%, transparent); padding: .6rem; border-radius: 6px; font: .8em/1.45 ui-monospace, monospace; }
 a.cite { font-size: .85em; vertical-align: super; text-decoration: none; padding: 0 .1em; }
 .sources { padding-left: 0; list-style: none; }
@@ -344,6 +345,9 @@ HEALTH = {
         "generation": {"type": "string"},
         "chunks": {"type": "integer"},
         "requests": {"type": "integer"},
+        "pending": {"type": ["string", "null"]},
         "reload_error": {"type": ["string", "null"]},
+        "busy": {"type": "object"},
+        "connections": {"type": ["object", "null"]},
     },
 }

@@ -303,8 +303,22 @@ def digit_group_terms(normalised: str) -> list[str]:
     return [match.group().replace(" ", "") for match in _DIGIT_GROUPS.finditer(normalised)]
 
 
+MAX_TERM = 64  # characters of a term: a longer token (a hex dump, a base64 blob) is cut to its first MAX_TERM
+
+
 def word_terms(word: str, stopwords: bool = True) -> list[str]:
-    """The terms one word of a normalised text gives (see `tokenize`); depends on the word alone."""
+    """The terms one word of a normalised text gives (see `tokenize`); depends on the word alone.
+
+    A term longer than MAX_TERM characters is cut to its first MAX_TERM: a query holding the
+    same long token is cut the same way, so it still matches, and no token makes a term (or
+    the index's vocabulary) bigger than that.
+    """
+    if len(word) <= MAX_TERM:
+        return _word_terms(word, stopwords)
+    return [term[:MAX_TERM] for term in _word_terms(word, stopwords)]
+
+
+def _word_terms(word: str, stopwords: bool) -> list[str]:
     parts = _PART.findall(word)
     if len(parts) == 1:
         if word.isalpha() and "'" not in word and stopwords and word in STOPWORDS:

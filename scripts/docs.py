@@ -10,6 +10,7 @@ README.md and docs/*.md (a section whose markers are missing, or found twice, is
   help        each command's --help text
   options     every option and variable, from their one declaration (ragline.options.markdown_table)
   bench       results/bench.md (written by `just bench`)
+  hostile     the bounds of ragline/serving.py and the rest, and the hostile battery (results/hostile.json, written by `just hostile`)
   reliability the machine faults tests/test_faults.py injects (tests/support/fault_table.py), SIGKILL at scale
               (results/sigkill.json, written by `just reliability`) and large inputs (results/reliability.json,
               written by tests/support/measure_large.py)
@@ -142,6 +143,30 @@ def answer_fit() -> str:
     return "\n".join(lines)
 
 
+def limits() -> str:
+    """The bounds the hostile-input section names, from the code that enforces them."""
+    sys.path.insert(0, str(ROOT))
+    import rag_serve
+    from ragline import markdown, records, serving, text
+
+    rows = [
+        ("`HEAD_TIMEOUT`", f"{serving.HEAD_TIMEOUT:g} s", "to send a request head (ragline/serving.py)"),
+        ("`BODY_TIMEOUT`", f"{serving.BODY_TIMEOUT:g} s", "to send a request body"),
+        ("`MAX_CONNECTIONS`", f"{serving.MAX_CONNECTIONS:,}", "connections held, at most"),
+        ("`FD_RESERVE`", f"{serving.FD_RESERVE}", "descriptors kept from the open-file limit for all but connections"),
+        ("`WORKERS`", f"{serving.WORKERS}", "threads running search and answer"),
+        ("`QUEUE`", f"{serving.QUEUE}", "requests waiting for them, at most (then 429)"),
+        ("`Retry-After`", f"{serving.RETRY_AFTER} s", "in a 429"),
+        ("`MAX_HITS`", f"{serving.MAX_HITS:,}", "questions × hits in one request (then 413)"),
+        ("`MAX_CHARS`", f"{serving.MAX_CHARS:,}", "characters of questions in one request (then 413)"),
+        ("`RELOAD_RETRY`", f"{rag_serve.RELOAD_RETRY:g} s", "before a generation that failed to load is tried again (rag_serve.py)"),
+        ("`MAX_TERM`", f"{text.MAX_TERM}", "characters of a BM25 term; a longer token is cut (ragline/text.py)"),
+        ("`MAX_LINE`", f"{markdown.MAX_LINE >> 20} MiB", "one markdown line (ragline/markdown.py)"),
+        ("`MAX_RECORD`", f"{records.MAX_RECORD >> 20} MiB", "one JSON Lines record (ragline/records.py)"),
+    ]
+    return "\n".join(["| bound | value | what |", "| --- | ---: | --- |", *(f"| {a} | {b} | {c} |" for a, b, c in rows)])
+
+
 SECTIONS = {
     "chunks": chunk_stats,
     "runs": runs_table,
@@ -150,6 +175,7 @@ SECTIONS = {
     "bench": lambda: file_section(ROOT / "results" / "bench.md", "run `just bench`"),
     "reliability": reliability,
     "bad-input": bad_input,
+    "hostile": lambda: limits() + "\n\n" + file_section(ROOT / "results" / "hostile.json", "run `just hostile`"),
     "examples": lambda: file_section(ROOT / "results" / "eng-practices" / "examples.md", "run `just eval`"),
     "mutation": lambda: file_section(ROOT / "results" / "mutation.json", "run `just mutate`"),
     "answer-fit": answer_fit,

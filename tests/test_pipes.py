@@ -204,7 +204,7 @@ def test_pipeline_twice_is_byte_identical(corpus, ws, tmp_path):
     first = pipeline(tmp_path / "one", source, golden)
     second = pipeline(tmp_path / "two", source, golden)
     assert first.keys() == second.keys()
-    assert {"idx/vectors.npy", "idx/chunks.jsonl", "idx/manifest.json", "idx/bm25/terms.npy"} <= first.keys()
+    assert {"idx/vectors.npy", "idx/chunks.jsonl", "idx/manifest.json", "idx/bm25/terms_utf8.npy"} <= first.keys()
     differ = [name for name in first if first[name] != second[name]]
     assert differ == []
 

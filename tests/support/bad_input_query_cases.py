@@ -126,7 +126,7 @@ QUERY_CASES: list[Case] = [
         "rag-search",
         ("--index", "idx"),
         1,
-        "rag-search: idx: index format is 'ragline-index/0', expected 'ragline-index/1': rebuild it",
+        "rag-search: idx: index format is 'ragline-index/0', expected 'ragline-index/2': rebuild it",
         manifest_edit(lambda m: m | {"format": "ragline-index/0"}),
     ),
     Case(
