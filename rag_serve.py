@@ -26,7 +26,9 @@ one whole (the model is kept) and answers from it, and a request already running
 on the generation it started with. A new generation that fails to load leaves the old one
 serving, and /health says why. The work runs on one thread, in arrival order: a question's
 embedding is milliseconds, the rest is Python under the interpreter's lock, and the vector
-cache's sqlite connection belongs to the thread that opened it.
+cache's sqlite connection belongs to the thread that opened it. With --workers N, N processes
+share the port (`ragline.prefork`), each loading the index and the model and swapping
+generations on its own, so N interpreters answer at once; /health counts one worker's requests.
 
 Bad requests get `{"error": "<one line>"}` with their status: 400 (a question that is
 blank, both retrievers off, a body that is not JSON), 401 (no or a wrong token), 404 (an
@@ -47,6 +49,7 @@ import dataclasses
 import errno
 import hmac
 import ipaddress
+import os
 import signal
 import socket
 import sys
@@ -558,6 +561,48 @@ def serve(app: Any, sock: socket.socket) -> str | None:
     return server.stopped_by
 
 
+def serve_workers(
+    workers: int, settings: Settings, sock: socket.socket, app_for: Callable[[Live], Any], say: Callable[[str], None]
+) -> None:
+    """`--workers N`: N processes (`ragline.prefork`) on the one bound socket, each loading the index
+    and the model itself and answering as the single process does (its own hot swap, its own
+    /health counts); onnxruntime's threads are shared out, cores // N each, unless --threads says.
+    One line when all are serving, one when all have stopped; a worker that cannot start has said
+    why on stderr, and the others are stopped with its exit status."""
+    from ragline import prefork
+
+    if not settings.search.threads:
+        settings = dataclasses.replace(
+            settings, search=dataclasses.replace(settings.search, threads=max(1, (os.cpu_count() or 1) // workers))
+        )
+    where = sock.getsockname()
+    shown = f"[{where[0]}]" if ":" in where[0] else where[0]
+
+    def child(report: prefork.Report) -> int:
+        with ragline.records.stage(STAGE):  # a load that fails: its one line, and SystemExit(1) ends the worker
+            live = Live(settings, note=say)
+            report("ready", f"generation {live.engine.generation}, {len(live.engine.index.chunks)} chunks")
+            serve(app_for(live), sock)
+            report("done", str(live.served))
+        return 0
+
+    ready: list[str] = []
+    served: list[int] = []
+
+    def on_report(kind: str, pid: int, text: str) -> None:
+        if kind == "ready":
+            ready.append(text)
+            if len(ready) == workers:
+                say(f"{STAGE}: serving {settings.search.index_path} ({ready[0]}) at http://{shown}:{where[1]}/ with {workers} workers")
+        elif kind == "done" and text.isdigit():
+            served.append(int(text))
+
+    code, stopped = prefork.run(workers, child, on_report, note=lambda message: say(f"{STAGE}: {message}"))
+    if code:
+        raise SystemExit(code)
+    say(f"{STAGE}: stopped{f' by {stopped}' if stopped else ''} after {sum(served)} requests")
+
+
 # --------------------------------------------------------------------------- the command
 
 
@@ -588,6 +633,14 @@ def serve(app: Any, sock: socket.socket) -> str | None:
     type=click.IntRange(1024, 64 << 20),
     help="The largest request body, in bytes. Env: RAG_SERVE_MAX_BODY.",
 )
+@click.option(
+    "--workers",
+    envvar="RAG_SERVE_WORKERS",
+    default=1,
+    show_default=True,
+    type=click.IntRange(1, 64),
+    help="Server processes sharing the port, each with the index and the model loaded (memory times N) and following rebuilds on its own. Env: RAG_SERVE_WORKERS.",
+)
 @rag_answer.generator_options
 @click.option("--quiet", "-q", is_flag=True, help="No access log.")
 @ragline.records.stage_main(STAGE)
@@ -599,6 +652,7 @@ def main(
     is_open: bool,
     cors: tuple[str, ...],
     max_body: int,
+    workers: int,
     llm: str,
     off: tuple[str, ...],
     threshold: float,
@@ -619,8 +673,12 @@ def main(
     settings = Settings(search, llm, rag_answer.features_from(off), threshold, size)
     sock = bind(host, port)
     say = lambda message: sys.stderr.write(message + "\n")  # noqa: E731
+    app_for = lambda live: make_app(live, token, cors, None if quiet else say, max_body)  # noqa: E731
+    if workers > 1:
+        serve_workers(workers, settings, sock, app_for, say)
+        return
     live = Live(settings, note=say)
-    app = make_app(live, token, cors, None if quiet else say, max_body)
+    app = app_for(live)
     bound = sock.getsockname()
     shown = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
     say(
