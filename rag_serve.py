@@ -597,7 +597,7 @@ def serve_workers(
         elif kind == "done" and text.isdigit():
             served.append(int(text))
 
-    code, stopped = prefork.run(workers, child, on_report, note=lambda message: say(f"{STAGE}: {message}"))
+    code, stopped = prefork.run(workers, child, on_report, note=lambda message: say(f"{STAGE}: {message}"), listening=sock)
     if code:
         raise SystemExit(code)
     say(f"{STAGE}: stopped{f' by {stopped}' if stopped else ''} after {sum(served)} requests")

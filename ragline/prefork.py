@@ -37,6 +37,7 @@ import contextlib
 import os
 import select
 import signal
+import socket
 import sys
 import threading
 import time
@@ -48,7 +49,11 @@ ORPHAN_POLL = 1.0  # seconds between a child's checks that its parent is alive
 
 
 def run(
-    workers: int, child: Callable[[Report], int], on_report: OnReport, note: Callable[[str], None] = lambda message: None
+    workers: int,
+    child: Callable[[Report], int],
+    on_report: OnReport,
+    note: Callable[[str], None] = lambda message: None,
+    listening: socket.socket | None = None,
 ) -> tuple[int, str | None]:
     """Fork `workers` children running `child`, one after another (the next once the last has
     reported "ready"); wait for all of them, calling `on_report(kind, pid, text)` in the parent
@@ -56,7 +61,9 @@ def run(
 
     Returns (exit status: 0, or the first failing child's; what stopped the server: the name
     of the signal the parent got, "worker PID's exit", or None when the children ended on
-    their own).
+    their own). `listening`, the socket the children serve, is closed in the parent once the
+    last child has it, or at the first signal: else the kernel would still queue connections
+    for the parent, which never accepts them, after the children have stopped listening.
     """
     if workers < 1:
         raise ValueError(f"workers must be at least 1, got {workers}")
@@ -73,8 +80,10 @@ def run(
         return pid
 
     try:
-        return _supervise(workers, start, read_end, on_report, note)
+        return _supervise(workers, start, read_end, on_report, note, listening)
     finally:
+        if listening is not None:
+            listening.close()
         os.close(write_end)
         os.close(read_end)
 
@@ -123,7 +132,12 @@ def _watch_parent(parent: int) -> None:
 
 
 def _supervise(
-    workers: int, start: Callable[[], int], read_end: int, on_report: OnReport, note: Callable[[str], None]
+    workers: int,
+    start: Callable[[], int],
+    read_end: int,
+    on_report: OnReport,
+    note: Callable[[str], None],
+    listening: socket.socket | None,
 ) -> tuple[int, str | None]:
     """Start the children one by one, wait for them, pass the first SIGTERM or SIGINT on to them."""
     alive: set[int] = set()
@@ -131,6 +145,8 @@ def _supervise(
     pending = b""
 
     def stop_all() -> None:
+        if listening is not None:
+            listening.close()
         for pid in alive:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGTERM)
@@ -155,12 +171,16 @@ def _supervise(
             if kind == "ready" and started < workers and state["stopped_by"] is None:
                 alive.add(start())
                 started += 1
+                if started == workers and listening is not None:
+                    listening.close()
         return True
 
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
     code, started = 0, 1
     try:
         alive.add(start())
+        if workers == 1 and listening is not None:
+            listening.close()
         while alive:
             read(0.2)
             while alive:
