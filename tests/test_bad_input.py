@@ -424,7 +424,15 @@ def unsafe(source: str, filename: str = "<src>") -> list[str]:
 def test_sources_load_nothing_unsafely():
     sources = sorted([*ROOT.glob("rag_*.py"), *ROOT.glob("ragline/**/*.py")])
     names = {str(p.relative_to(ROOT)) for p in sources}
-    assert names >= {"ragline/records.py", "ragline/eval/golden.py", "rag_chunk.py", "rag_embed.py", "rag_index.py", "rag_search.py", "rag_answer.py"}
+    assert names >= {
+        "ragline/records.py",
+        "ragline/eval/golden.py",
+        "rag_chunk.py",
+        "rag_embed.py",
+        "rag_index.py",
+        "rag_search.py",
+        "rag_answer.py",
+    }
     problems = [p for path in sources for p in unsafe(path.read_text(encoding="utf-8"), str(path.relative_to(ROOT)))]
     assert problems == []
 
