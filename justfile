@@ -1,6 +1,8 @@
 # ragline: every job has a recipe here. `just --list` shows them.
 # Recipes find the project's virtual environment themselves (.venv/bin goes first on their PATH), so
 # `.venv/bin/just test` works from a plain shell; make it with `just install` or the README's first command.
+# A recipe's description is one line (a one-line comment or a [doc] attribute), so `just --list` shows it whole;
+# a longer explanation goes in a comment above the [doc] line, which `just --list` does not show, or in docs/development.md.
 
 set shell := ["bash", "-euo", "pipefail", "-c"]
 
@@ -8,6 +10,7 @@ export PATH := justfile_directory() / ".venv/bin" + ":" + env_var("PATH")
 
 corpus := "corpus"
 export RAG_EMBED_CACHE := env_var_or_default("RAG_EMBED_CACHE", ".cache/embed-cache.sqlite")
+export RAG_WHEEL_CACHE := env_var_or_default("RAG_WHEEL_CACHE", ".cache/wheels")
 cache := RAG_EMBED_CACHE
 
 # The main job, end to end: fetch the model, chunk, embed, index, ask.
@@ -20,6 +23,7 @@ install:
     just bytecode
 
 # Byte-compile ragline's own modules in place (git-ignored __pycache__), as pip does for a wheel install; an editable install run under PYTHONDONTWRITEBYTECODE otherwise compiles every stage at each start.
+[doc("Byte-compile ragline's own modules in place, as pip does for a wheel install (the bench recipes run it).")]
 bytecode:
     python3 -m compileall -q *.py ragline bench
 
@@ -41,13 +45,21 @@ index: model
 serve *args: index
     rag-serve --index build/idx {{args}}
 
-# The README's picture of the page answering a Northwind question, results/serve-page.png: rag-serve and Debian's headless chromium (chromium, chromium-driver).
+# rag-answer --llm openai on a real local server (llama-cpp-python, Gemma 3 270M) on 127.0.0.1: install the llm extra (the server's wheel built once into $RAG_WHEEL_CACHE, minutes), start it, answer the first golden question of each kind, score them (results/llm-eval.json and .md), stop it. `just llm-eval --record tests/fixtures/llm/gemma-3-270m.jsonl` also records the raw replies.
+llm-eval *args: index
+    mkdir -p "$RAG_WHEEL_CACHE"
+    if ! ls "$RAG_WHEEL_CACHE"/llama_cpp_python-0.3.36-*.whl >/dev/null 2>&1; then echo "just llm-eval: building llama-cpp-python (minutes; once, into $RAG_WHEEL_CACHE)" >&2; CMAKE_BUILD_PARALLEL_LEVEL=2 pip wheel --quiet --no-deps --wheel-dir "$RAG_WHEEL_CACHE" 'llama-cpp-python==0.3.36'; fi
+    pip install --quiet --prefer-binary --find-links "$RAG_WHEEL_CACHE" -e '.[llm]'
+    python3 scripts/llm_eval.py {{args}}
+
+# The picture of the page answering a Northwind question (README, docs/service.md), results/serve-page.png: rag-serve and Debian's headless chromium (chromium, chromium-driver).
 screenshot: index
     python3 scripts/screenshot.py
 
 # The whole test suite, the real-model tests included, in a network namespace of its own with only
 # loopback up (`unshare -n` as root, `unshare -rn` otherwise): the proof that no test reaches the
 # network (tests/test_offline.py).
+[doc("The whole test suite, real-model tests included, offline: in a network namespace with only loopback up.")]
 test: model
     ns=$(if [ "$(id -u)" = 0 ]; then printf %s --net; else printf %s --user --map-root-user --net; fi); if unshare $ns true 2>/dev/null && command -v ip >/dev/null; then unshare $ns sh -c 'ip link set lo up && RAG_OFFLINE=1 python3 -m pytest -q'; else echo "just test: no network namespace here (unshare $ns, ip): the suite runs with the network" >&2; python3 -m pytest -q; fi
 
@@ -55,10 +67,10 @@ test: model
 test-fast:
     python3 -m pytest -q -m "not model and not slow"
 
-# Needs `pip install -e '.[mutate]'`. Mutation testing of the metrics, top-k and fusion, and the citation check, in a temporary copy of the tree: results/mutation.json and the README table.
+# Needs `pip install -e '.[mutate]'`. Mutation testing of the metrics, top-k and fusion, and the citation check, in a temporary copy of the tree: results/mutation.json and its table in docs/development.md.
 mutate:
     python3 scripts/mutate.py
-    just readme
+    just docs
 
 # ruff lint and format check.
 lint:
@@ -70,7 +82,7 @@ fmt:
     ruff format .
     ruff check --fix .
 
-# Every run of `rag-eval plan` (each configuration on each corpus) from scratch, the abstain sweep, the README tables; `just eval default gds-way`: only those.
+# Every run of `rag-eval plan` (each configuration on each corpus) from scratch, the abstain sweep, the tables of docs/evaluation.md; `just eval default gds-way`: only those.
 eval *only: model
     rm -rf build/eval && mkdir -p build/eval
     rag-eval plan {{only}} > build/eval/plan.tsv
@@ -89,39 +101,51 @@ _run corpus label docs golden chunk="" embed="" index="" search="" answer="" out
 # The default configuration on any handbook with its own golden file: OUT/NAME/default.json (NAME: the golden file's name
 # without .golden.yaml), its index and its vector cache under OUT, its tables on stdout. Nothing else is written (but the
 # model, fetched once into the model cache).
+[doc("The default configuration on your own handbook and golden file: its tables on stdout, files only under OUT.")]
 eval-corpus dir golden_file out="build/eval-corpus": model
     RAG_EMBED_CACHE="{{out}}/cache.sqlite" just _run "$(basename "{{golden_file}}" .golden.yaml)" default "{{dir}}" "{{golden_file}}" "" "" "" "" "" "{{out}}" "{{out}}/build"
     rag-eval table "{{out}}/$(basename "{{golden_file}}" .golden.yaml)/default.json"
 
-# Answers to four questions on the eng-practices index, for the README.
+# Fit the extractive answer's sentence choice on the development corpora (results/answer-fit.json); then set rag_answer.FITTED to its chosen point.
+fit-answer: model
+    python3 scripts/fit_answer.py
+
+# Answers to four questions on the eng-practices index, for docs/evaluation.md (results/eng-practices/examples.md).
 examples idx=("build/eval/eng-practices/default/idx"):
     rag-answer --index {{idx}} --json "How quickly should I respond to a code review?" "What should I do when the author pushes back on my comment?" "Can I squash my commits before review?" "How do I configure Gerrit to require two approvals?" \
       | python3 -c 'import json, sys, rag_answer; [print("**" + r["question"] + "** (confidence %.2f)\n\n```text\n%s```\n" % (r["confidence"], rag_answer.render(r))) for r in map(json.loads, sys.stdin)]' > results/eng-practices/examples.md
 
-# Render the tables from results/ into the README, and every other generated section.
+# Render the tables from results/ into docs/evaluation.md, and every other generated section of docs/.
 tables:
-    rag-eval table results/*/*.json results/abstain-sweep.json --readme README.md
-    just readme
+    rag-eval table results/*/*.json results/abstain-sweep.json --into docs/evaluation.md
+    just docs
 
-# SIGKILL at scale (~10 min): 50 rebuilds of a 100,000-chunk index, each rag-index killed at a random moment, a reader querying throughout; results/sigkill.json and the README.
+# SIGKILL at scale (~10 min): 50 rebuilds of a 100,000-chunk index, each rag-index killed at a random moment, a reader querying throughout; results/sigkill.json and docs/reliability.md.
 reliability:
-    python3 tests/killing.py
-    just readme
+    python3 tests/support/killing.py
+    just docs
 
-# Regenerate the README's generated sections: chunk statistics, --help texts, bench, reliability.
-readme:
-    python3 scripts/readme.py
+# The hostile battery (~1 min): rag-serve on loopback under load beside idle and slow sockets, heavy and forged requests, a damaged index pointer; results/hostile.json and docs/reliability.md.
+hostile:
+    python3 tests/support/hostile.py
+    just docs
 
-# Fail when the README's tables differ from what results/ regenerates.
+alias readme := docs
+
+# Regenerate the generated sections of docs/ but the result tables: chunk statistics, runs, --help texts, bench, reliability, mutation.
+docs:
+    python3 scripts/docs.py
+
+# Fail when a generated section of docs/ (the result tables included) differs from what its sources regenerate.
 tables-check:
-    rag-eval table results/*/*.json results/abstain-sweep.json --readme README.md --check
-    python3 scripts/readme.py --check
+    rag-eval table results/*/*.json results/abstain-sweep.json --into docs/evaluation.md --check
+    python3 scripts/docs.py --check
 
 # Needs `pip install -e '.[bench]'`; the sentence-transformers peer runs under $RAG_BENCH_ST_PYTHON.
-# Benchmarks side by side with the peers: results/bench.json, results/bench.md and the README table.
+[doc("Benchmarks side by side with the peers: results/bench.json, results/bench.md and the table of docs/performance.md.")]
 bench: model bytecode
     python3 bench/run.py
-    just readme
+    just docs
 
 # A quick smoke run of the benchmarks (minutes, not a quarter of an hour).
 bench-quick: model bytecode

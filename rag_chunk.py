@@ -29,25 +29,29 @@ of anything else become `-`). Where two sections of one document would share a
 slug, each is qualified by its parent's slug (`parent--child`), and so on up the
 path until they differ. Text before the first heading is `DOC#top`. The second and
 later parts of a split section get `-2`, `-3`, ... So an edit renames only the
-chunks of the section it touches.
+chunks of the section it touches. An id stays under ID_MAX + 1 characters: a longer
+slug is cut at a word boundary (`chunk_id`).
 
 Pages from site generators: a top heading that is only a template expression
 (`# <%= current_page.data.title %>`) takes the front-matter `title`; a page that
-opens with text gets that title as the root of its heading paths. Template tags
-(ERB, Liquid/Jinja, Hugo) are left out of headings and slugs; `text` keeps them,
-and `ragline.text.retrieval_text` leaves them out of what is embedded and indexed.
+opens with text gets that title as the root of its heading paths. A heading is what a
+reader sees in headings and slugs: template tags (ERB, Liquid/Jinja, Hugo) as they
+render (`ragline.text.strip_templates`), inline markdown as its text (links, images,
+code, emphasis: `markdown.inline_text`). `text` keeps the source as it is, and
+`ragline.text.retrieval_text` renders its tags for what is embedded and indexed.
 """
 
 from __future__ import annotations
 
 import itertools
+import os
 import re
 import shutil
 import sys
 import tempfile
 import unicodedata
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -58,12 +62,16 @@ import orjson
 import ragline
 import ragline.records
 import ragline.text
-from ragline.markdown import Block, Doc, blocks, check, file_lines
+from ragline import options
+from ragline.markdown import Block, Doc, blocks, check, file_lines, inline_text
 from ragline.records import StageError
 
 STAGE = "rag-chunk"
-DEFAULT_WORDS = 180
+DEFAULT_WORDS = options.default("window")
 MARKDOWN = (".md", ".markdown")  # the suffixes a directory is walked for
+ID_MAX = 79  # most characters of a chunk id (`chunk_id`), unless its document's name is itself that long
+MIN_SLUG = 8  # fewest characters of a cut slug
+SUFFIX_ROOM = 3  # characters a cut slug leaves for a part's suffix (`-99`)
 
 # --------------------------------------------------------------------------- sections and packing
 
@@ -252,7 +260,9 @@ def front_matter(doc: Doc) -> tuple[int, str | None]:
 
 
 def clean_headings(doc: Doc, blocks: Iterable[Block], title: str | None) -> Iterator[Block]:
-    """The blocks, with site-generator template tags taken out of heading titles.
+    """The blocks, with heading titles as a reader sees them: template tags as they render
+    (`ragline.text.strip_templates`), inline markdown as its text (`markdown.inline_text`:
+    `## Reporting [Incidents](https://...)` is "Reporting Incidents").
 
     A heading that is nothing but a template expression (`# <%= current_page.data.title %>`)
     takes the front-matter `title` when it is the document's first block, and the
@@ -260,7 +270,7 @@ def clean_headings(doc: Doc, blocks: Iterable[Block], title: str | None) -> Iter
     """
     for i, block in enumerate(blocks):
         if block.kind == "heading":
-            clean = " ".join(ragline.text.strip_templates(block.title).split())
+            clean = " ".join(inline_text(ragline.text.strip_templates(block.title)).split())
             if not clean:
                 clean = title if (i == 0 and title) else doc.name.rsplit("/", 1)[-1].replace("-", " ")
             block.title = clean
@@ -310,16 +320,47 @@ def _parts(doc: Doc, window: int, paths: list[list[str]]) -> Iterator[tuple[int,
         doc.release(sec.blocks[-1].end if sec.blocks else sec.lead_end)
 
 
+def chunk_id(name: str, slug: str, suffix: str = "") -> str:
+    """`NAME#SLUG` + `suffix` (`-2`, `~2`), at most ID_MAX characters.
+
+    A slug that does not fit is cut at the last `-` (a word boundary) that leaves room for
+    SUFFIX_ROOM characters of suffix, so parts 1 to 99 of a cut section share their
+    base (`...-recovery-in-the`, `...-recovery-in-the-2`); within a word only when that
+    boundary would drop more than half the room, and never below MIN_SLUG characters (so only a document name near ID_MAX long
+    gives a longer id). The cut depends on the name, slug and suffix alone; slugs that
+    cut to one id are told apart by `_with_ids`' `~N`.
+    """
+    if len(name) + 1 + len(slug) + len(suffix) <= ID_MAX:
+        return f"{name}#{slug}{suffix}"
+    room = max(MIN_SLUG, ID_MAX - len(name) - 1 - max(len(suffix), SUFFIX_ROOM))
+    cut = slug[: room + 1]
+    boundary = cut.rfind("-")
+    slug = (cut[:boundary] if boundary >= room // 2 else cut[:room]).rstrip("-")
+    return f"{name}#{slug}{suffix}"
+
+
+def cut_ids(cid: str) -> list[str]:
+    """What an id written before ids were cut at ID_MAX (a golden label) may be called now, likelier
+    first: where its slug ends in `-N`, `chunk_id` of the rest with `-N` as the part's suffix;
+    then `chunk_id` of the whole slug. An id of at most ID_MAX characters is itself."""
+    name, hash_, slug = cid.rpartition("#")
+    if len(cid) <= ID_MAX or not hash_:
+        return [cid]
+    part = re.fullmatch(r"(.+)(-\d+)", slug)
+    return ([chunk_id(name, part.group(1), part.group(2))] if part else []) + [chunk_id(name, slug)]
+
+
 def _with_ids(name: str, paths: list[list[str]], parts: Iterable[tuple[int, int, dict[str, Any]]]) -> Iterator[dict[str, Any]]:
-    """The records with their ids: `DOC#SLUG`, `-PART` after the first part, `~N` where ids would clash."""
+    """The records with their ids (`chunk_id`): `DOC#SLUG`, `-PART` after the first part, `~N`
+    where ids would clash (two slugs cut to one, or a heading `Step 2` beside part 2 of `Step`)."""
     slugs = _section_slugs(paths)
     used: set[str] = set()
     for k, part, record in parts:
-        cid = f"{name}#{slugs[k]}" + (f"-{part}" if part > 1 else "")
-        base, n = cid, 1
+        suffix = f"-{part}" if part > 1 else ""
+        cid, n = chunk_id(name, slugs[k], suffix), 1
         while cid in used:
             n += 1
-            cid = f"{base}~{n}"
+            cid = chunk_id(name, slugs[k], f"{suffix}~{n}")
         used.add(cid)
         record["id"] = cid
         yield record
@@ -348,14 +389,36 @@ def chunk_file(name: str, file: Path, where: str, window: int = DEFAULT_WORDS) -
         yield from _with_ids(name, paths, (orjson.loads(line) for line in spool))
 
 
-def find_documents(paths: Iterable[str]) -> Iterator[tuple[str, Path]]:
+def walk(root: Path, note: Callable[[str], None] = lambda message: None) -> list[Path]:
+    """The MARKDOWN files under `root`, sorted. A folder that cannot be listed is a StageError naming
+    it (a document silently missing from the index is worse than a stop); a symlink to nothing
+    is named to `note` and skipped; symlinked folders are not followed (as Path.rglob)."""
+    found: list[Path] = []
+
+    def fail(err: OSError) -> None:
+        raise StageError(f"cannot read this folder: {err.strerror or err}", err.filename or str(root))
+
+    for folder, dirs, names in os.walk(root, onerror=fail):
+        dirs.sort()
+        for name in names:
+            file = Path(folder) / name
+            if file.suffix not in MARKDOWN:
+                continue
+            if file.is_file():
+                found.append(file)
+            elif file.is_symlink() and not file.exists():
+                note(f"{STAGE}: {file}: skipped, a symlink to nothing ({os.readlink(file)})")
+    return sorted(found)
+
+
+def find_documents(paths: Iterable[str], note: Callable[[str], None] = lambda message: None) -> Iterator[tuple[str, Path]]:
     """(document id, file) for each input: files as given, directories walked for MARKDOWN
-    files (*.md, *.markdown). The id is the path without its markdown suffix; two files
+    files (*.md, *.markdown; `walk`). The id is the path without its markdown suffix; two files
     of one directory with one id (a.md and a.markdown) are a StageError."""
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
-            files = sorted(p for p in path.rglob("*") if p.suffix in MARKDOWN and p.is_file())
+            files = walk(path, note)
             if not files:
                 raise StageError(f"no markdown ({', '.join('*' + s for s in MARKDOWN)}) files in this directory", raw)
             named: dict[str, Path] = {}
@@ -373,10 +436,12 @@ def find_documents(paths: Iterable[str]) -> Iterator[tuple[str, Path]]:
             raise StageError("no such file or directory", raw)
 
 
-def chunk_paths(paths: Iterable[str], window: int = DEFAULT_WORDS) -> Iterator[dict[str, Any]]:
-    """Chunk records for files and directories, document by document."""
+def chunk_paths(
+    paths: Iterable[str], window: int = DEFAULT_WORDS, note: Callable[[str], None] = lambda message: None
+) -> Iterator[dict[str, Any]]:
+    """Chunk records for files and directories, document by document (`note` hears of skipped dangling symlinks)."""
     seen: dict[str, Path] = {}
-    for name, file in find_documents(paths):
+    for name, file in find_documents(paths, note):
         if name in seen:
             raise StageError(f"document id '{name}' is also the id of {seen[name]}", str(file))
         seen[name] = file
@@ -388,15 +453,7 @@ def chunk_paths(paths: Iterable[str], window: int = DEFAULT_WORDS) -> Iterator[d
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("inputs", nargs=-1, type=click.Path(allow_dash=True))
-@click.option(
-    "--words",
-    "window",
-    envvar="RAG_CHUNK_WORDS",
-    default=DEFAULT_WORDS,
-    show_default=True,
-    type=click.IntRange(10, 100_000),
-    help="The window: most words in a chunk (atomic blocks may exceed it). Env: RAG_CHUNK_WORDS.",
-)
+@options.get("window").click()
 @click.option("--doc", "doc_name", default=None, help="Document id for markdown read from stdin.")
 @click.option("--quiet", "-q", is_flag=True, help="No notices on stderr.")
 @ragline.records.stage_main(STAGE)
@@ -416,7 +473,7 @@ def main(inputs: tuple[str, ...], window: int, doc_name: str | None, quiet: bool
                 shutil.copyfileobj(sys.stdin.buffer, f)
             records = chunk_file(doc_name, copy, ragline.records.STDIN, window)  # type: ignore[arg-type]
         else:
-            records = chunk_paths(inputs, window)
+            records = chunk_paths(inputs, window, note=ragline.records.note)  # a document left out is said even with --quiet
         with open(Path(tmp) / "chunks.jsonl", "w+b") as spool:  # all or nothing on stdout
             if not ragline.records.write_records(records, spool):
                 raise StageError("no chunks: the input has no text")

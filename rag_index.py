@@ -11,12 +11,21 @@ On disk, an index is a directory of generations and a pointer to the live one:
     IDX/CURRENT                 the name of the live generation, replaced atomically
     IDX/gen-<stamp>/vectors.npy float32 (chunks x dim), rows L2-normalised
     IDX/gen-<stamp>/chunks.jsonl  the chunk records (no vectors), in row order
-    IDX/gen-<stamp>/bm25/*.npy  vocabulary, df, doc lengths, postings (CSR: indptr,
-                                doc ids, tf, precomputed BM25 weights)
+    IDX/gen-<stamp>/bm25/*.npy  vocabulary (the sorted terms' UTF-8 bytes end to end,
+                                and V + 1 offsets into them), df, doc lengths, postings
+                                (CSR: indptr, doc ids, tf, precomputed BM25 weights)
     IDX/gen-<stamp>/passages.npy, passage_rows.npy  passage vectors (rag-embed
                                 --passages), rows L2-normalised, and each one's chunk row
     IDX/gen-<stamp>/manifest.json  written last: model, dim, ONNX hash, chunking,
                                 counts, corpus digest, file sizes and sha256s, ragline version
+
+Format 2 (`ragline-index/2`) stores the vocabulary unpadded: format 1's fixed-width
+string array gave every term the width of the longest, so one 20,000-character token
+made a 69 KB file a 382 MB index. Format 1 indexes are still read (their vocabulary is
+converted when loaded). CURRENT holds one generation's name (`gen-` and letters, digits,
+`-`, `T`); anything else there (bytes that are not such a name, a directory) is a damaged
+pointer: `load` says so in one line (rebuild it), and `write` replaces it with its own
+generation, keeping the generations it finds until its own is live.
 
 A rebuild writes a new generation beside the live one, then replaces CURRENT
 (os.replace) and removes the old generation. A kill at any moment leaves CURRENT
@@ -51,9 +60,11 @@ Terms come from `ragline.text.tokenize` over the heading path joined to the text
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import hashlib
 import os
+import re
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -69,11 +80,13 @@ import rag_embed
 import ragline
 import ragline.records
 import ragline.text
-from ragline import progress
+from ragline import options, progress
 from ragline.records import StageError
 
 STAGE = "rag-index"
-FORMAT = "ragline-index/1"
+FORMAT = "ragline-index/2"
+READABLE = ("ragline-index/1", FORMAT)  # format 1: the vocabulary as a fixed-width string array (terms.npy)
+BM25_ARRAYS = ("terms_utf8", "term_offsets", "df", "doc_len", "indptr", "docs", "tf", "weights")
 K1 = 1.2
 B = 0.75
 CURRENT = "CURRENT"
@@ -81,6 +94,8 @@ LOCK = ".lock"  # writers take turns on an flock of this file
 LOAD_ATTEMPTS = 3  # a load follows CURRENT when a rebuild swapped it under the reader
 DEAD_BOUND = 1  # dead generations beside the live one, at most, after any number of killed builds
 CHUNK_FIELDS = ("id", "doc", "path", "headings", "text", "start_line", "end_line", "words", "title")
+CHUNK_TYPES = {"doc": str, "path": str, "title": str, "start_line": int, "end_line": int, "words": int}  # checked when present
+MAX_ID = 1000  # characters of a chunk id
 
 
 def idf(n_docs: int, df: np.ndarray) -> np.ndarray:
@@ -96,11 +111,60 @@ def term_weight(tf: np.ndarray, idf_t: np.ndarray, doc_len: np.ndarray, avgdl: f
     return idf_t * tf / (tf + norm)
 
 
+class Vocabulary:
+    """The BM25 terms, sorted (by UTF-8 bytes, which is code point order), without padding:
+    their UTF-8 encodings end to end in one buffer, and V + 1 offsets into it.
+
+    Term i is data[offsets[i]:offsets[i + 1]]; `find` is a binary search over those slices,
+    so a lookup costs log2(V) comparisons and the vocabulary costs its bytes, whatever the
+    longest term (ragline.text cuts a token at MAX_TERM characters anyway).
+    """
+
+    def __init__(self, data: np.ndarray, offsets: np.ndarray):
+        self.data = np.asarray(data, dtype=np.uint8)  # (bytes,) uint8: what is saved
+        self.offsets = np.asarray(offsets, dtype=np.int64)  # (V + 1,) int64
+        self._bytes = self.data.tobytes()
+        self._ends = self.offsets.tolist()
+
+    @classmethod
+    def of(cls, terms: Iterable[str]) -> Vocabulary:
+        """The vocabulary of `terms` (distinct), sorted."""
+        encoded = sorted(t.encode() for t in terms)
+        offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
+        np.cumsum([len(e) for e in encoded], out=offsets[1:])
+        return cls(np.frombuffer(b"".join(encoded), dtype=np.uint8), offsets)
+
+    def __len__(self) -> int:
+        return len(self._ends) - 1
+
+    def _at(self, i: int) -> bytes:
+        return self._bytes[self._ends[i] : self._ends[i + 1]]
+
+    def __getitem__(self, i: int) -> str:
+        if not -len(self) <= i < len(self):
+            raise IndexError(i)
+        return self._at(int(i) % len(self)).decode()
+
+    def tolist(self) -> list[str]:
+        return [self._at(i).decode() for i in range(len(self))]
+
+    def find(self, term: str) -> int:
+        """The id of `term`, -1 when it is not in the vocabulary."""
+        key, lo, hi = term.encode(), 0, len(self)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self._at(mid) < key:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo if lo < len(self) and self._at(lo) == key else -1
+
+
 @dataclass
 class Bm25:
     """BM25 statistics: vocabulary, df, doc lengths and postings in CSR form."""
 
-    terms: np.ndarray  # (V,) str, sorted
+    terms: Vocabulary  # (V,) sorted
     df: np.ndarray  # (V,) int32
     doc_len: np.ndarray  # (N,) int32
     indptr: np.ndarray  # (V+1,) int64
@@ -121,13 +185,7 @@ class Bm25:
     def term_ids(self, terms: Iterable[str]) -> tuple[list[str], np.ndarray]:
         """(distinct terms in first-seen order, their ids or -1 where unknown)."""
         seen = list(dict.fromkeys(terms))
-        if not seen or not len(self.terms):
-            return seen, np.full(len(seen), -1, dtype=np.int64)
-        arr = np.array(seen)
-        pos = np.searchsorted(self.terms, arr)
-        pos = np.clip(pos, 0, len(self.terms) - 1)
-        found = self.terms[pos] == arr
-        return seen, np.where(found, pos, -1)
+        return seen, np.array([self.terms.find(t) for t in seen], dtype=np.int64)
 
     def idf_of(self, ids: np.ndarray) -> np.ndarray:
         """idf per term id; unknown terms (-1) get the idf of df = 0."""
@@ -181,10 +239,10 @@ def build_bm25(texts: list[str], k1: float = K1, b: float = B) -> Bm25:
                 ids = memo[word] = [vocab.setdefault(t, len(vocab)) for t in ragline.text.word_terms(word)]
             flat.extend(ids)
         lengths[row] = len(flat) - start
-    names = np.array(list(vocab), dtype=str) if vocab else np.array([], dtype="<U1")
-    order = np.argsort(names, kind="stable")  # vocabulary sorted, for searchsorted
+    names = list(vocab)
+    order = sorted(range(len(names)), key=lambda i: names[i].encode())  # code point order, as Vocabulary.of sorts
     remap = np.empty(len(order), dtype=np.int64)
-    remap[order] = np.arange(len(order))
+    remap[np.asarray(order, dtype=np.int64)] = np.arange(len(order))
     n = max(len(texts), 1)
     keys = remap[np.asarray(flat, dtype=np.int64)] * n + np.repeat(np.arange(len(texts), dtype=np.int64), lengths)
     keys, tf_arr = np.unique(keys, return_counts=True)  # sorted by term, then doc
@@ -197,7 +255,7 @@ def build_bm25(texts: list[str], k1: float = K1, b: float = B) -> Bm25:
     avgdl = float(lengths.mean()) if len(texts) else 0.0
     idf_t = idf(len(texts), df)[col]
     weights = term_weight(tf_arr, idf_t, lengths[row], avgdl, k1, b).astype(np.float32)
-    return Bm25(names[order], df, lengths, indptr, row, tf_arr, weights, k1, b)
+    return Bm25(Vocabulary.of(names), df, lengths, indptr, row, tf_arr, weights, k1, b)
 
 
 @dataclass
@@ -240,8 +298,16 @@ def _numbers(value: Any, name: str, ndim: int, at: str) -> np.ndarray:
 
 
 def _unit_rows(matrix: np.ndarray) -> np.ndarray:
-    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-    return matrix / np.where(norms > 0, norms, 1.0)
+    """Rows scaled to length 1. A row whose float32 norm overflows (values near 1e20 and up) is scaled in
+    float64 instead; the others in float32, bit for bit as before."""
+    with np.errstate(over="ignore"):
+        norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    unit = matrix / np.where(norms > 0, norms, 1.0)
+    wide = ~np.isfinite(norms[:, 0])
+    if wide.any():
+        big = np.asarray(matrix[wide], dtype=np.float64)
+        unit[wide] = (big / np.linalg.norm(big, axis=1, keepdims=True)).astype(np.float32)
+    return unit
 
 
 def collect(records: Iterable[tuple[ragline.records.Line, dict[str, Any]]]) -> tuple[list[dict[str, Any]], np.ndarray, dict[str, Any]]:
@@ -260,12 +326,18 @@ def collect(records: Iterable[tuple[ragline.records.Line, dict[str, Any]]]) -> t
     facts: dict[str, Any] = {}
     for where, record in records:
         at = str(where)
-        cid = ragline.records.field(record, "id", str, at)
-        ragline.records.field(record, "text", str, at)
-        vector = ragline.records.field(record, "vector", list, at)
-        model = ragline.records.field(record, "model", str, at)
+        cid = ragline.records.require_field(record, "id", str, at)
+        ragline.records.require_field(record, "text", str, at)
+        vector = ragline.records.require_field(record, "vector", list, at)
+        model = ragline.records.require_field(record, "model", str, at)
+        if not cid or len(cid) > MAX_ID or re.search(r"[\x00-\x1f\x7f]", cid):
+            what = "is empty" if not cid else f"is over {MAX_ID} characters" if len(cid) > MAX_ID else "holds a control character"
+            raise StageError(f"chunk id '{ragline.records.printable(cid[:80])}' {what}", at)
         if cid in seen:
             raise StageError(f"duplicate chunk id '{cid}' (first at {seen[cid]})", at)
+        for name, kind in CHUNK_TYPES.items():
+            if record.get(name) is not None:
+                ragline.records.require_field(record, name, kind, at)
         seen[cid] = at
         row = _numbers(vector, "vector", 1, at)
         path = record.get("headings")
@@ -275,6 +347,9 @@ def collect(records: Iterable[tuple[ragline.records.Line, dict[str, Any]]]) -> t
         sha = record.get("model_sha256")
         long_mode = record.get("embed_long", "truncate")
         if not facts:
+            dim = rag_embed.KNOWN[model].dim if model in rag_embed.KNOWN else None  # `hash` has any dimension it is asked for
+            if dim is not None and len(row) != dim:
+                raise StageError(f"vector has {len(row)} values, model '{model}' gives {dim}", at)
             facts = {
                 "model": model,
                 "sha256": sha,
@@ -337,7 +412,7 @@ def write(
     except (OSError, ragline.records.DiskFull) as err:  # DiskFull: the manifest or CURRENT, by ragline.records.atomic_file
         if not ragline.records.disk_full(err):
             raise
-        kept = "the previous index is untouched" if live_generation(out) else "no index was written"
+        kept = "the previous index is untouched" if _live_or_damaged(out) else "no index was written"
         raise ragline.records.DiskFull(str(out), kept) from None
 
 
@@ -378,7 +453,9 @@ def _write_generation(out: Path, chunks: list[dict[str, Any]], vectors: np.ndarr
             _save(gen / "passage_rows.npy", facts["passage_rows"])
         with open(gen / "chunks.jsonl", "wb") as handle:
             ragline.records.write_records(chunks, handle, flush_every=1 << 30)
-        for name in ("terms", "df", "doc_len", "indptr", "docs", "tf", "weights"):
+        _save(gen / "bm25" / "terms_utf8.npy", bm25.terms.data)
+        _save(gen / "bm25" / "term_offsets.npy", bm25.terms.offsets)
+        for name in ("df", "doc_len", "indptr", "docs", "tf", "weights"):
             _save(gen / "bm25" / f"{name}.npy", getattr(bm25, name))
         files = sorted(p.relative_to(gen).as_posix() for p in gen.rglob("*") if p.is_file())
         manifest = {
@@ -413,11 +490,13 @@ def _write_generation(out: Path, chunks: list[dict[str, Any]], vectors: np.ndarr
         with ragline.records.atomic_file(gen / "manifest.json") as handle:
             handle.write(orjson.dumps(manifest, option=orjson.OPT_INDENT_2))
         ragline.records.fsync_dir(gen)
+        if (out / CURRENT).is_dir() and not (out / CURRENT).is_symlink():  # a damaged pointer: ours replaces it
+            shutil.rmtree(out / CURRENT)
         with ragline.records.atomic_file(out / CURRENT) as handle:
             handle.write(gen.name.encode() + b"\n")
         ragline.records.fsync_dir(out)
     except BaseException:
-        if live_generation(out) != gen.name:  # Ctrl-C after CURRENT names it: it is the index now, keep it
+        if _live_or_damaged(out) != gen.name:  # Ctrl-C after CURRENT names it: it is the index now, keep it
             shutil.rmtree(gen, ignore_errors=True)
         raise
     _sweep(out)
@@ -474,20 +553,53 @@ def _sweep(out: Path) -> None:
     """
     import shutil
 
-    live = live_generation(out)
+    damaged = _pointer_damaged(out)  # then any generation may be the good one: keep them all until ours is live
+    live = _live_or_damaged(out)
     for entry in out.iterdir():
-        if entry.is_dir() and entry.name.startswith("gen-") and entry.name != live:
+        if not damaged and entry.is_dir() and entry.name.startswith("gen-") and entry.name != live:
             shutil.rmtree(entry, ignore_errors=True)
         elif entry.is_file() and entry.name.startswith(f".{CURRENT}.") and entry.name.endswith(".tmp"):
             entry.unlink(missing_ok=True)
 
 
 def live_generation(out: Path) -> str | None:
-    """The name of the index's live generation (its CURRENT pointer), None when there is none."""
+    """The name of the index's live generation (its CURRENT pointer), None when there is none.
+
+    A CURRENT that is not a generation's name (bytes that are not one, a directory, a
+    file that cannot be read) is a StageError naming the index: a damaged pointer.
+    """
+    damaged = "the index pointer CURRENT is damaged ({}): rebuild the index (rag-index --out writes over it)"
     try:
-        return (out / CURRENT).read_text().strip() or None
+        raw = (out / CURRENT).read_bytes().strip()
     except (FileNotFoundError, NotADirectoryError):
         return None
+    except IsADirectoryError:
+        raise StageError(damaged.format("a directory, not a file"), str(out)) from None
+    except OSError as err:
+        if err.errno in (errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.EINTR):
+            raise  # the process's trouble, not the pointer's
+        raise StageError(damaged.format(f"cannot be read: {err.strerror}"), str(out)) from None
+    if not raw:
+        return None
+    if len(raw) > 200 or not re.fullmatch(rb"gen-[0-9A-Za-z-]+", raw):
+        raise StageError(damaged.format(f"{raw[:60]!r} is not the name of a generation"), str(out))
+    return raw.decode("ascii")
+
+
+def _live_or_damaged(out: Path) -> str | None:
+    """For writers: the live generation, or None when there is none or CURRENT is damaged (a build writes over it)."""
+    try:
+        return live_generation(out)
+    except StageError:
+        return None
+
+
+def _pointer_damaged(out: Path) -> bool:
+    try:
+        live_generation(out)
+    except StageError:
+        return True
+    return False
 
 
 # --------------------------------------------------------------------------- loading
@@ -527,7 +639,7 @@ def _load_generation(root: Path, gen: Path, mmap: bool) -> Index:
         raise StageError("index is half-written (no manifest): rebuild it", str(root)) from None
     except orjson.JSONDecodeError:
         raise StageError("index manifest is not valid JSON: rebuild it", str(manifest_file)) from None
-    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+    if not isinstance(manifest, dict) or manifest.get("format") not in READABLE:
         raise StageError(
             f"index format is {manifest.get('format') if isinstance(manifest, dict) else None!r}, expected {FORMAT!r}: rebuild it",
             str(root),
@@ -542,10 +654,16 @@ def _load_generation(root: Path, gen: Path, mmap: bool) -> Index:
             raise StageError(f"index file {name} has {file.stat().st_size} bytes, the manifest says {size}: rebuild it", str(root))
     try:
         vectors = np.load(gen / "vectors.npy", mmap_mode="r" if mmap else None, allow_pickle=False)
-        arrays = {
-            name: np.load(gen / "bm25" / f"{name}.npy", allow_pickle=False)
-            for name in ("terms", "df", "doc_len", "indptr", "docs", "tf", "weights")
-        }
+        names = BM25_ARRAYS if manifest["format"] == FORMAT else ("terms", *BM25_ARRAYS[2:])
+        arrays = {name: np.load(gen / "bm25" / f"{name}.npy", allow_pickle=False) for name in names}
+        if "terms" in arrays:  # format 1: a sorted fixed-width string array
+            if arrays["terms"].dtype.kind != "U":
+                raise ValueError(f"terms.npy holds {arrays['terms'].dtype}, not strings")
+            vocabulary = Vocabulary.of(arrays.pop("terms").tolist())
+        else:
+            vocabulary = Vocabulary(arrays.pop("terms_utf8"), arrays.pop("term_offsets"))
+            if vocabulary.offsets.ndim != 1 or len(vocabulary.offsets) < 1 or vocabulary.offsets[-1] != len(vocabulary.data):
+                raise ValueError("term offsets do not span the terms' bytes")
     except (ValueError, OSError) as err:
         raise StageError(f"index arrays cannot be read ({ragline.records.one_line(str(err), 120)}): rebuild it", str(root)) from None
     for name in manifest["files"]:  # same sizes, other bytes: a flipped bit, or a file from another build
@@ -560,7 +678,7 @@ def _load_generation(root: Path, gen: Path, mmap: bool) -> Index:
     ):
         raise StageError(f"index arrays disagree with the manifest (vectors {vectors.shape}, {len(chunks)} chunks): rebuild it", str(root))
     params = manifest["bm25"]
-    bm25 = Bm25(**arrays, k1=params["k1"], b=params["b"])
+    bm25 = Bm25(vocabulary, **arrays, k1=params["k1"], b=params["b"])
     index = Index(root, manifest, vectors, chunks, bm25)
     if "passages.npy" in manifest["files"]:
         index.passages, index.passage_rows = _load_passages(gen, manifest, mmap)
@@ -590,10 +708,10 @@ def _load_passages(gen: Path, manifest: dict[str, Any], mmap: bool) -> tuple[np.
 def _check_manifest(manifest: dict[str, Any], where: str) -> None:
     """The manifest fields `load` relies on, with their types; otherwise a StageError naming the field."""
     for name, kind in (("model", str), ("dim", int), ("files", dict), ("counts", dict), ("bm25", dict)):
-        ragline.records.field(manifest, name, kind, where)
-    ragline.records.field(manifest["counts"], "chunks", int, f"{where} (counts)")
+        ragline.records.require_field(manifest, name, kind, where)
+    ragline.records.require_field(manifest["counts"], "chunks", int, f"{where} (counts)")
     for name in ("k1", "b"):
-        ragline.records.field(manifest["bm25"], name, float, f"{where} (bm25)")
+        ragline.records.require_field(manifest["bm25"], name, float, f"{where} (bm25)")
     if not all(isinstance(size, int) for size in manifest["files"].values()) or "vectors.npy" not in manifest["files"]:
         raise StageError("field 'files' must map each index file to its size in bytes: rebuild it", where)
     hashes = manifest.get("sha256")
@@ -606,14 +724,7 @@ def _check_manifest(manifest: dict[str, Any], where: str) -> None:
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("inputs", nargs=-1, type=click.Path(dir_okay=False, allow_dash=True))
-@click.option(
-    "--out",
-    "-o",
-    envvar="RAG_INDEX",
-    required=True,
-    type=click.Path(file_okay=False),
-    help="The index directory to write (replaced atomically). Env: RAG_INDEX.",
-)
+@options.get("out").click()
 @click.option("--quiet", "-q", is_flag=True, help="No notices on stderr (not even that it waits for another writer).")
 @ragline.records.stage_main(STAGE)
 def main(inputs: tuple[str, ...], out: str, quiet: bool) -> None:

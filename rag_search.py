@@ -10,7 +10,7 @@ arguments, and writes each query back with:
     hits        ranked [{rank, chunk_id, doc, path, start_line, end_line, headings,
                 text, score, signals}]; signals holds each retriever's own score and
                 rank, the fused score (`fused`, or `rrf`) and the lexical overlap
-    confidence  the abstain signal in [0, 1] (see `blend`)
+    confidence  the abstain signal in [0, 1] (`ragline.abstain.blend`)
     confidence_parts  its parts: best, coverage (BM25 statistics), dense (best cosine)
     retrieval   the configuration that ran and the index it ran on (`Searcher.retrieval`)
     ms          time spent on this query, its share of the batch's embedding included
@@ -32,7 +32,7 @@ import re
 import sys
 import time
 from collections.abc import Iterable, Iterator
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, fields
 from typing import Any
 
 import click
@@ -44,48 +44,40 @@ import ragline
 import ragline.records
 import ragline.text
 from rag_index import Bm25, Index
-from ragline import models, progress
-from ragline.ranking import DEFAULT_RRF_K, DenseTop, dense_top, rrf, score_fusion, topk
+from ragline import abstain, models, options, progress, terminal
+from ragline.ranking import DenseTop, dense_top, rrf, score_fusion, topk
 from ragline.records import StageError
 
 STAGE = "rag-search"
-DEFAULT_K = 5
-CANDIDATES = 30  # each retriever's list length before fusion and rerank
+DEFAULT_K = options.default("k")
+CANDIDATES = options.default("candidates")  # each retriever's list length before fusion and rerank
+DENSE_WEIGHT = options.default("dense_weight")
 MAX_QUESTION = 2_000  # characters of a question read from the command line or stdin; the rest is cut, with a notice
 RERANK_WEIGHT = 0.5  # lexical overlap's weight against the min-max normalised base score
 HEADING_WEIGHT = 0.5  # a query term in the heading path counts this much on top of the text
 BATCH = 64
-FUSIONS = ("rrf", "score")
 EXACT_WEIGHT = 0.5  # --exact: added to the final score, times the share of the question's identifiers a chunk holds
 EXACT_MAX_DF = 0.05  # an identifier in more than this share of the chunks (or 2, if more) tells them apart no better than a word
-DENSE_WEIGHT = 0.9  # chosen across the three dev corpora: results/ (just eval), the dense-weight rows
 
 
-@dataclass(frozen=True)
-class Config:
-    """What retrieval runs; recorded on every output record as `retrieval`."""
-
-    dense: bool = True
-    sparse: bool = True
-    rerank: str = "lexical"  # or "none"
-    k: int = DEFAULT_K
-    rrf_k: int = DEFAULT_RRF_K
-    candidates: int = CANDIDATES
-    fusion: str = "score"  # or "rrf": reciprocal rank fusion
-    dense_weight: float = DENSE_WEIGHT  # the dense share of a score fusion
-    passages: bool = True  # a chunk's dense score is its best passage's, where the index has passage vectors
-    exact: bool = False  # a chunk holding the question's identifiers whole gets EXACT_WEIGHT on top
-
+class _Checked:
     def check(self) -> None:
         """ValueError for a configuration that cannot run (the CLI turns it into a usage error)."""
-        if not (self.dense or self.sparse):
+        if not (self.dense or self.sparse):  # type: ignore[attr-defined]
             raise ValueError("both retrievers are off: use dense (the default), --sparse, or both")
-        if self.rerank not in ("lexical", "none"):
-            raise ValueError(f"--rerank must be 'lexical' or 'none', got {self.rerank!r}")
-        if self.fusion not in FUSIONS:
-            raise ValueError(f"--fusion must be one of {', '.join(FUSIONS)}, got {self.fusion!r}")
-        if not 0.0 <= self.dense_weight <= 1.0:
-            raise ValueError(f"--dense-weight must be between 0 and 1, got {self.dense_weight:g}")
+        options.check(options.retrieval(), self)
+
+
+Config = options.config_class(
+    "Config",
+    options.retrieval(),
+    _Checked,
+    """What retrieval runs; recorded on every output record as `retrieval`.
+
+    One field per retrieval option (`ragline.options.retrieval`: dense, sparse, rerank, k,
+    rrf_k, candidates, fusion, dense_weight, passages, exact), with its default.""",
+    __name__,
+)
 
 
 def identifiers(question: str, bm25: Bm25) -> np.ndarray:
@@ -147,49 +139,6 @@ def heading_overlap(chunks: list[dict[str, Any]], terms: list[str], weights: np.
     return out
 
 
-def confidence_parts(
-    bm25: Bm25, ids: np.ndarray, weights: np.ndarray, scores: np.ndarray, tiebreak: np.ndarray, depth: int = 3
-) -> dict[str, float]:
-    """The lexical parts of the abstain signal, from BM25 statistics alone:
-
-      best     = max_d BM25(q, d) / sum_t idf(t): the best chunk's share of the score
-                 a chunk holding every query term at saturation would get
-      coverage = sum of idf(t) over query terms found in the top `depth` BM25 chunks
-                 / sum_t idf(t). Terms absent from the corpus have df = 0 and so the
-                 largest idf: a question about something the handbook never names
-                 loses most of its mass.
-    A question with no terms (only stopwords) gets 0.0 for both.
-    """
-    total = float(weights.sum())
-    if total <= 0 or not len(scores):
-        return {"best": 0.0, "coverage": 0.0}
-    best = float(scores.max()) / total
-    top = topk(scores, depth, tiebreak)
-    top = top[scores[top] > 0]
-    found = 0.0
-    for tid, w in zip(ids, weights, strict=True):
-        if tid >= 0 and len(top) and bm25.contains(int(tid), top).any():
-            found += float(w)
-    return {"best": round(min(1.0, best), 6), "coverage": round(found / total, 6)}
-
-
-def blend(parts: dict[str, float]) -> float:
-    """The abstain signal in [0, 1]: half lexical, half dense.
-
-        confidence = (best + coverage) / 4 + dense / 2
-
-    `best` and `coverage` come from `confidence_parts`; `dense` is the best dense
-    score of any chunk under the index's own model (`dense_scores`: with passage vectors,
-    a chunk's best passage counts, so the signal moves with --passages), computed
-    whichever retrievers run (so the signal is the same with and without --sparse
-    or --no-dense). results/abstain-sweep.json gives each part's and each blend's
-    power to tell answerable from unanswerable questions (ROC AUC); the blend is
-    the one that earned its place there.
-    """
-    value = (parts["best"] + parts["coverage"]) / 4 + max(0.0, parts.get("dense", 0.0)) / 2
-    return round(min(1.0, max(0.0, value)), 6)
-
-
 def explain(index: Index, question: str, chunk_id: str) -> dict[str, Any]:
     """Every query term's BM25 contribution to one chunk: tf, df, idf, contribution, and the total."""
     try:
@@ -225,7 +174,7 @@ def explain_dense(searcher: Searcher, question: str, chunk_id: str) -> dict[str,
         row = index.ids.index(chunk_id)
     except ValueError:
         raise StageError(f"--explain: no chunk '{chunk_id}' in the index") from None
-    query = rag_embed.embed_texts(searcher.embedder, [question], True, searcher.cache)[0]
+    query = rag_embed.embed_texts(searcher.embedder, [question], query=True, cache=searcher.cache)[0]
     out: dict[str, Any] = {"cosine": round(float(np.asarray(index.vectors[row]) @ query), 6), "passage_cosine": None}
     if index.passages is not None and index.passage_rows is not None:
         mine = np.flatnonzero(index.passage_rows == row)
@@ -233,7 +182,7 @@ def explain_dense(searcher: Searcher, question: str, chunk_id: str) -> dict[str,
             out["passage_cosine"] = round(float((np.asarray(index.passages[mine]) @ query).max()), 6)
     sentences = rag_embed.chunk_sentences(index.chunks[row]["text"])
     if sentences:
-        cosines = rag_embed.embed_texts(searcher.embedder, sentences, False, searcher.cache) @ query
+        cosines = rag_embed.embed_texts(searcher.embedder, sentences, query=False, cache=searcher.cache) @ query
         best = int(cosines.argmax())
         out |= {"sentence": sentences[best], "sentence_cosine": round(float(cosines[best]), 6)}
     return out
@@ -271,7 +220,7 @@ class Searcher:
         built = index.manifest["model"]
         if model is not None and model != built and rag_embed.Path(model).name != built:
             raise StageError(f"the index was built with model '{built}', not '{model}': rebuild it or drop --model")
-        # The query is embedded even with --no-dense: the abstain signal's dense part needs it (see `blend`).
+        # The query is embedded even with --no-dense: the abstain signal's dense part needs it (see `abstain.blend`).
         self.embedder = embedder if embedder is not None else rag_embed.load_embedder(model or built, threads=threads)
         if self.embedder.name != built:
             raise StageError(f"the index was built with model '{built}', the query model is '{self.embedder.name}'")
@@ -310,8 +259,8 @@ class Searcher:
     def search(self, questions: list[str]) -> list[dict[str, Any]]:
         """Hits, confidence and timing for a batch of questions."""
         start = time.perf_counter()
-        qvecs = rag_embed.embed_texts(self.embedder, questions, True, self.cache)
-        dense_all = dense_top(self.index, qvecs, self.config.candidates, self.tiebreak, self.config.passages)
+        qvecs = rag_embed.embed_texts(self.embedder, questions, query=True, cache=self.cache)
+        dense_all = dense_top(self.index, qvecs, self.config.candidates, self.tiebreak, passages=self.config.passages)
         share = (time.perf_counter() - start) / max(1, len(questions))
         out = []
         for i, question in enumerate(questions):
@@ -322,60 +271,108 @@ class Searcher:
         return out
 
     def _one(self, question: str, dense: DenseTop) -> dict[str, Any]:
-        cfg, bm25, chunks = self.config, self.index.bm25, self.index.chunks
+        """One question's hits, confidence and retrieval, in five steps: each retriever's candidates,
+        their fusion, the lexical rerank, the lift of chunks holding the question's identifiers, and
+        the top k as hits. `signals` gathers, per chunk row, what each step made of it."""
+        bm25 = self.index.bm25
         terms, ids, weights = query_terms(bm25, question)
-        sparse = bm25.scores(ids)
+        bm25_scores = bm25.scores(ids)
+        idents = identifiers(question, bm25) if self.config.exact else np.zeros(0, dtype=np.int64)
         signals: dict[int, dict[str, Any]] = {}
-        lists: dict[str, list[int]] = {}
+        rankings = self._candidates(dense, bm25_scores, idents, signals)
+        rows, scores = self._fuse(rankings, dense, bm25_scores, signals)
+        scores = self._rerank(rows, scores, terms, ids, weights, signals)
+        scores = self._lift_identifiers(rows, scores, idents, signals)
+        hits = self._hits(rows, scores, signals)
+        parts = abstain.confidence_parts(bm25, ids, weights, bm25_scores, self.tiebreak)
+        parts["dense"] = round(float(dense.max()), 6) if len(dense) else 0.0
+        return {"hits": hits, "confidence": abstain.blend(parts), "confidence_parts": parts, "retrieval": self.retrieval()}
+
+    def _candidates(
+        self, dense: DenseTop, bm25_scores: np.ndarray, idents: np.ndarray, signals: dict[int, dict[str, Any]]
+    ) -> dict[str, list[int]]:
+        """Each retriever's ranking of its `candidates` best rows (BM25's: those scoring above 0),
+        by name ("dense", "bm25"); with --exact under score fusion, every row holding one of the
+        question's identifiers joins each ranking, whatever its rank."""
+        cfg = self.config
+        rankings: dict[str, list[int]] = {}
         if cfg.dense:
-            lists["dense"] = dense.top(cfg.candidates).tolist()
-            for rank, row in enumerate(lists["dense"], 1):
+            rankings["dense"] = dense.top(cfg.candidates).tolist()
+            for rank, row in enumerate(rankings["dense"], 1):
                 signals.setdefault(row, {})["dense"] = {"score": round(float(dense[row]), 6), "rank": rank}
         if cfg.sparse:
-            ranked = topk(sparse, cfg.candidates, self.tiebreak)
-            lists["bm25"] = [int(r) for r in ranked if sparse[r] > 0]
-            for rank, row in enumerate(lists["bm25"], 1):
-                signals.setdefault(row, {})["bm25"] = {"score": round(float(sparse[row]), 6), "rank": rank}
-        idents = identifiers(question, bm25) if cfg.exact else np.zeros(0, dtype=np.int64)
-        if len(idents) and cfg.fusion == "score":  # a chunk holding an identifier is a candidate, whatever its rank
-            held = holders(bm25, idents)
-            lists = {name: ranking + sorted(set(held) - set(ranking)) for name, ranking in lists.items()}
-        if len(lists) > 1 and cfg.fusion == "score":
-            rows = np.array(sorted(set(lists["dense"]) | set(lists["bm25"])), dtype=np.int64)
-            base = score_fusion(dense, sparse, rows, cfg.dense_weight)
-            for r, value in zip(rows, base, strict=True):
+            ranked = topk(bm25_scores, cfg.candidates, self.tiebreak)
+            rankings["bm25"] = [int(r) for r in ranked if bm25_scores[r] > 0]
+            for rank, row in enumerate(rankings["bm25"], 1):
+                signals.setdefault(row, {})["bm25"] = {"score": round(float(bm25_scores[row]), 6), "rank": rank}
+        if len(idents) and cfg.fusion == "score":
+            held = holders(self.index.bm25, idents)
+            rankings = {name: ranking + sorted(set(held) - set(ranking)) for name, ranking in rankings.items()}
+        return rankings
+
+    def _fuse(
+        self, rankings: dict[str, list[int]], dense: DenseTop, bm25_scores: np.ndarray, signals: dict[int, dict[str, Any]]
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The candidate rows and their one score: the weighted sum of normalised scores
+        (`score_fusion`), reciprocal rank fusion (`rrf`), or the one retriever's own score."""
+        cfg = self.config
+        if len(rankings) > 1 and cfg.fusion == "score":
+            rows = np.array(sorted(set(rankings["dense"]) | set(rankings["bm25"])), dtype=np.int64)
+            scores = score_fusion(dense, bm25_scores, rows, cfg.dense_weight)
+            for r, value in zip(rows, scores, strict=True):
                 signals.setdefault(int(r), {})["fused"] = round(float(value), 6)
-        elif len(lists) > 1:
-            fused = rrf(lists, cfg.rrf_k)
+        elif len(rankings) > 1:
+            fused = rrf(rankings, cfg.rrf_k)
             rows = np.array(list(fused), dtype=np.int64)
-            base = np.array([fused[r] for r in rows])
+            scores = np.array([fused[r] for r in rows])
             for r in rows:
                 signals[int(r)]["rrf"] = round(fused[int(r)], 6)
         else:
-            ((name, ranking),) = lists.items()
+            ((name, ranking),) = rankings.items()
             rows = np.array(ranking, dtype=np.int64)
-            base = dense[rows] if name == "dense" else sparse[rows]
-        final = base.astype(np.float64)
-        if cfg.rerank == "lexical" and len(rows):
-            lex_text = overlap(bm25, ids, weights, rows)
-            lex_head = heading_overlap(chunks, terms, weights, rows)
-            lex = (lex_text + HEADING_WEIGHT * lex_head) / (1 + HEADING_WEIGHT)
-            spread = final.max() - final.min()
-            normed = (final - final.min()) / spread if spread > 0 else np.ones_like(final)
-            final = normed + RERANK_WEIGHT * lex
-            for r, value in zip(rows, lex, strict=True):
-                signals.setdefault(int(r), {})["lexical"] = round(float(value), 6)
-        if len(idents) and len(rows):
-            share = overlap(bm25, idents, np.ones(len(idents)), rows)  # the share of the identifiers each row holds
-            final = final + EXACT_WEIGHT * share
-            for r, value in zip(rows, share, strict=True):
-                if value:
-                    signals.setdefault(int(r), {})["exact"] = round(float(value), 6)
-        order = topk(final, cfg.k, self.tiebreak[rows]) if len(rows) else np.zeros(0, dtype=np.int64)
+            scores = dense[rows] if name == "dense" else bm25_scores[rows]
+        return rows, scores.astype(np.float64)
+
+    def _rerank(
+        self,
+        rows: np.ndarray,
+        scores: np.ndarray,
+        terms: list[str],
+        ids: np.ndarray,
+        weights: np.ndarray,
+        signals: dict[int, dict[str, Any]],
+    ) -> np.ndarray:
+        """With --rerank lexical: the min-max normalised scores plus RERANK_WEIGHT times the
+        idf-weighted query-term overlap of text and headings (HEADING_WEIGHT)."""
+        if self.config.rerank != "lexical" or not len(rows):
+            return scores
+        bm25 = self.index.bm25
+        lex_text = overlap(bm25, ids, weights, rows)
+        lex_head = heading_overlap(self.index.chunks, terms, weights, rows)
+        lex = (lex_text + HEADING_WEIGHT * lex_head) / (1 + HEADING_WEIGHT)
+        spread = scores.max() - scores.min()
+        normed = (scores - scores.min()) / spread if spread > 0 else np.ones_like(scores)
+        for r, value in zip(rows, lex, strict=True):
+            signals.setdefault(int(r), {})["lexical"] = round(float(value), 6)
+        return normed + RERANK_WEIGHT * lex
+
+    def _lift_identifiers(self, rows: np.ndarray, scores: np.ndarray, idents: np.ndarray, signals: dict[int, dict[str, Any]]) -> np.ndarray:
+        """With --exact: EXACT_WEIGHT times the share of the question's identifiers each row holds, on top."""
+        if not (len(idents) and len(rows)):
+            return scores
+        share = overlap(self.index.bm25, idents, np.ones(len(idents)), rows)
+        for r, value in zip(rows, share, strict=True):
+            if value:
+                signals.setdefault(int(r), {})["exact"] = round(float(value), 6)
+        return scores + EXACT_WEIGHT * share
+
+    def _hits(self, rows: np.ndarray, scores: np.ndarray, signals: dict[int, dict[str, Any]]) -> list[dict[str, Any]]:
+        """The k best rows as hits, best first (ties broken by chunk id)."""
+        order = topk(scores, self.config.k, self.tiebreak[rows]) if len(rows) else np.zeros(0, dtype=np.int64)
         hits = []
         for rank, i in enumerate(order, 1):
             row = int(rows[i])
-            c = chunks[row]
+            c = self.index.chunks[row]
             hits.append(
                 {
                     "rank": rank,
@@ -386,13 +383,11 @@ class Searcher:
                     "end_line": c.get("end_line"),
                     "headings": c.get("headings") or [],
                     "text": c["text"],
-                    "score": round(float(final[i]), 6),
+                    "score": round(float(scores[i]), 6),
                     "signals": signals[row],
                 }
             )
-        parts = confidence_parts(bm25, ids, weights, sparse, self.tiebreak)
-        parts["dense"] = round(float(dense.max()), 6) if len(dense) else 0.0
-        return {"hits": hits, "confidence": blend(parts), "confidence_parts": parts, "retrieval": self.retrieval()}
+        return hits
 
 
 def search_records(
@@ -401,7 +396,7 @@ def search_records(
     """Query records with hits added, `batch` questions per model call, input order kept."""
     pending: list[dict[str, Any]] = []
     for where, record in records:
-        question = ragline.records.field(record, "question", str, where)
+        question = ragline.records.require_field(record, "question", str, where)
         if not question.strip():
             raise StageError("field 'question' is empty", str(where))
         pending.append(record)
@@ -427,19 +422,24 @@ def _search_batch(searcher: Searcher, records: list[dict[str, Any]], explain_id:
 
 
 def render(record: dict[str, Any], width: int = 100, lines_per_hit: int = 2) -> str:
-    """A readable ranking for a terminal: each hit with its place, heading path and the
-    lines of its text that hold the most of the question's terms; --explain's BM25 terms
-    and dense side."""
+    """A readable ranking for a terminal `width` columns wide: each hit with its place, heading
+    path and the lines of its text that hold the most of the question's terms; --explain's
+    BM25 terms and dense side. Every line fits: ids, paths and quoted lines are cut, the
+    question and heading paths wrapped (the JSON keeps them whole)."""
     r = record["retrieval"]
     mode = "+".join([n for n, on in (("dense", r["dense"]), ("bm25", r["sparse"])) if on]) + ("+rerank" if r["rerank"] != "none" else "")
-    lines = [f"{record['question']}", f"  confidence {record['confidence']:.2f} · {mode} · {r['model']} · {record['ms']:.0f} ms", ""]
+    lines = [*terminal.wrap(record["question"], width)]
+    lines += [f"  confidence {record['confidence']:.2f} · {mode} · {r['model']} · {record['ms']:.0f} ms", ""]
     terms = set(ragline.text.tokenize(record["question"]))
     for hit in record["hits"]:
         where = f"{hit['path']}:{hit['start_line']}-{hit['end_line']}" if hit.get("path") else ""
-        lines.append(f"{hit['rank']:>3}  {hit['score']:.3f}  {hit['chunk_id']}   {where}")
-        lines.append(f"       {' > '.join(hit['headings'])}")
-        for text in best_lines(hit["text"], terms, lines_per_hit):
-            lines.append(f"       {text[: width - 10]}{'...' if len(text) > width - 10 else ''}")
+        head = f"{hit['rank']:>3}  {hit['score']:.3f}  {hit['chunk_id']}"
+        if where and len(head) + 3 + len(where) <= width:
+            lines.append(f"{head}   {where}")
+        else:
+            lines += [head, f"       {where}"] if where else [head]
+        lines += terminal.wrap(" > ".join(hit["headings"]), width, indent="       ")
+        lines += [f"       {text}" for text in best_lines(hit["text"], terms, lines_per_hit)]
     if "explain" in record:
         e = record["explain"]
         lines += ["", f"  BM25 explain for {e['chunk_id']} (doc length {e['doc_len']}, average {e['avgdl']}, k1 {e['k1']}, b {e['b']})"]
@@ -452,8 +452,8 @@ def render(record: dict[str, Any], width: int = 100, lines_per_hit: int = 2) -> 
             passage = "" if d.get("passage_cosine") is None else f", its best passage {d['passage_cosine']:.3f}"
             lines += ["", f"  Dense: the chunk's cosine with the question {d['cosine']:.3f}{passage}"]
             if d.get("sentence"):
-                lines.append(f"  closest sentence ({d['sentence_cosine']:.3f}): {d['sentence'][: width - 30]}")
-    return "\n".join(lines) + "\n"
+                lines.append(f"  closest sentence ({d['sentence_cosine']:.3f}): {d['sentence']}")
+    return "\n".join(terminal.cut(line, width) for line in lines) + "\n"
 
 
 def best_lines(text: str, terms: set[str], n: int) -> list[str]:
@@ -467,29 +467,12 @@ def best_lines(text: str, terms: set[str], n: int) -> list[str]:
 # --------------------------------------------------------------------------- the command
 
 
-@dataclass(frozen=True)
-class SearchArgs:
-    """The retrieval options as given on the command line (see `search_options`)."""
-
-    index_path: str
-    model: str | None
-    dense: bool
-    sparse: bool
-    rerank: str
-    k: int
-    rrf_k: int
-    candidates: int
-    fusion: str
-    dense_weight: float
-    passages: bool
-    exact: bool
-    threads: int
-
+class _Arguments:
     def config(self, at_least: int = 1) -> Config:
         """The Config these options ask for, with k and the candidate lists at least `at_least` long."""
-        k = max(self.k, at_least)
+        k = max(self.k, at_least)  # type: ignore[attr-defined]
         chosen = {f.name: getattr(self, f.name) for f in fields(Config)}
-        config = Config(**chosen | {"k": k, "candidates": max(self.candidates, k)})
+        config = Config(**chosen | {"k": k, "candidates": max(self.candidates, k)})  # type: ignore[attr-defined]
         try:
             config.check()
         except ValueError as err:
@@ -497,119 +480,26 @@ class SearchArgs:
         return config
 
 
-def search_options(f: Any) -> Any:
-    """The retrieval options, shared with rag-answer (which runs the search itself).
+SearchArgs = options.config_class(
+    "SearchArgs",
+    options.declared_for(options.SEARCHING),
+    _Arguments,
+    "The retrieval options as given on the command line (see `search_options`): index_path, model, Config's fields, threads.",
+    __name__,
+)
 
-    The decorated command receives them as one `search: SearchArgs` argument. It is long
-    only because it declares a dozen click options, one per SearchArgs field.
-    """
+
+def search_options(f: Any) -> Any:
+    """The retrieval options (`ragline.options.declared_for(options.SEARCHING)`), shared with rag-answer
+    (which runs the search itself) and rag-serve. The decorated command receives them as
+    one `search: SearchArgs` argument."""
 
     @functools.wraps(f)
     def command(*args: Any, **kwargs: Any) -> Any:
-        fields = {name: kwargs.pop(name) for name in SearchArgs.__dataclass_fields__}
-        return f(*args, search=SearchArgs(**fields), **kwargs)
+        given = {name: kwargs.pop(name) for name in SearchArgs.__dataclass_fields__}
+        return f(*args, search=SearchArgs(**given), **kwargs)
 
-    options = [
-        click.option(
-            "--index",
-            "-i",
-            "index_path",
-            envvar="RAG_INDEX",
-            required=True,
-            type=click.Path(file_okay=False),
-            help="The index directory. Env: RAG_INDEX.",
-        ),
-        click.option(
-            "--model",
-            "-m",
-            envvar="RAG_MODEL",
-            default=None,
-            help="Query model; must be the index's own (default: the index's). Env: RAG_MODEL.",
-        ),
-        click.option(
-            "--dense/--no-dense", envvar="RAG_USE_DENSE", default=True, show_default=True, help="Dense retrieval. Env: RAG_USE_DENSE."
-        ),
-        click.option(
-            "--sparse/--no-sparse",
-            envvar="RAG_USE_SPARSE",
-            default=True,
-            show_default=True,
-            help="BM25, fused with dense (see --fusion). Env: RAG_USE_SPARSE.",
-        ),
-        click.option(
-            "--rerank",
-            envvar="RAG_RERANK",
-            default="lexical",
-            show_default=True,
-            type=click.Choice(["lexical", "none"]),
-            help="Reorder candidates by query-term overlap. Env: RAG_RERANK.",
-        ),
-        click.option(
-            "--k",
-            "-k",
-            envvar="RAG_K",
-            default=DEFAULT_K,
-            show_default=True,
-            type=click.IntRange(1, 1000),
-            help="Hits per question. Env: RAG_K.",
-        ),
-        click.option(
-            "--rrf-k",
-            envvar="RAG_RRF_K",
-            default=DEFAULT_RRF_K,
-            show_default=True,
-            type=click.IntRange(0, 10_000),
-            help="The k of reciprocal rank fusion. Env: RAG_RRF_K.",
-        ),
-        click.option(
-            "--candidates",
-            envvar="RAG_CANDIDATES",
-            default=CANDIDATES,
-            show_default=True,
-            type=click.IntRange(1, 10_000),
-            help="Each retriever's list length before fusion and rerank. Env: RAG_CANDIDATES.",
-        ),
-        click.option(
-            "--fusion",
-            envvar="RAG_FUSION",
-            default="score",
-            show_default=True,
-            type=click.Choice(FUSIONS),
-            help="How dense and BM25 combine: reciprocal rank fusion, or a weighted sum of normalised scores. Env: RAG_FUSION.",
-        ),
-        click.option(
-            "--dense-weight",
-            envvar="RAG_DENSE_WEIGHT",
-            default=DENSE_WEIGHT,
-            show_default=True,
-            type=click.FloatRange(0.0, 1.0),
-            help="The dense share of --fusion score. Env: RAG_DENSE_WEIGHT.",
-        ),
-        click.option(
-            "--passages/--no-passages",
-            envvar="RAG_USE_PASSAGES",
-            default=True,
-            show_default=True,
-            help="Score a chunk by its best passage vector too, where the index has them. Env: RAG_USE_PASSAGES.",
-        ),
-        click.option(
-            "--exact/--no-exact",
-            envvar="RAG_EXACT",
-            default=False,
-            show_default=True,
-            help="Lift chunks that hold the question's identifiers (error codes, commands, file names) whole. Env: RAG_EXACT.",
-        ),
-        click.option(
-            "--threads",
-            envvar="RAG_THREADS",
-            default=0,
-            type=click.IntRange(0, 256),
-            help="onnxruntime threads for query embedding (0: one per core). Env: RAG_THREADS.",
-        ),
-    ]
-    for option in reversed(options):
-        command = option(command)
-    return command
+    return options.decorate(options.declared_for(options.SEARCHING))(command)
 
 
 def question_records(
@@ -694,11 +584,12 @@ def main(
         questions, queries, 'no input: pipe query records ({"id","question"}) into rag-search, or give questions as arguments', raw
     )
     human = sys.stdout.isatty() and not as_json
+    columns = terminal.width() if human else 0
     if not questions and not human:
         records = progress.Progress(STAGE, "questions", lambda: progress.count_lines([queries or "-"])).track(records)
     out = sys.stdout.buffer
     for record in search_records(searcher, records, explain_id):
-        out.write(render(record).encode() if human else ragline.records.dumps(record))
+        out.write(ragline.records.printable(render(record, columns), keep="\n\t\\").encode() if human else ragline.records.dumps(record))
     out.flush()
 
 

@@ -6,7 +6,8 @@
 
 Routes (the OpenAPI schema at /openapi.json says each one's parameters and bodies):
 
-    GET  /health    status, model, index generation, chunk count, requests served
+    GET  /health    status, model, index generation, chunk count, requests served (also HEAD;
+                    answered on the event loop, never behind search and answer work)
     GET  /search    ?q=QUESTION and the retrieval options of rag-search: one hits/1 record
     POST /search    {"question": ...} or {"questions": [...]} and the same options: one
                     hits/1 record, or a list of them in the order asked
@@ -20,23 +21,29 @@ between the pipe and the URL. Every option of rag-answer (and its RAG_* variable
 server's default; a request may override the retrieval options, the threshold and the
 context size, not the model or the generator.
 
-The index and the model are loaded once. Before each request the server reads the index's
-CURRENT pointer (`rag_index`); when a rebuild has made a new generation live, it loads that
-one whole (the model is kept) and answers from it, and a request already running finishes
-on the generation it started with. A new generation that fails to load leaves the old one
-serving, and /health says why. The work runs on one thread, in arrival order: a question's
+The index and the model are loaded once. Before each search or answer the server reads the
+index's CURRENT pointer (`rag_index`); when a rebuild has made a new generation live, it
+loads that one whole (the model is kept) and answers from it, and a request already running
+finishes on the generation it started with. A new generation that fails to load, or a
+damaged CURRENT, leaves the old one serving, and /health says why. The work runs on one
+thread, in arrival order, with a bounded queue (`ragline.serving.Pool`): a question's
 embedding is milliseconds, the rest is Python under the interpreter's lock, and the vector
-cache's sqlite connection belongs to the thread that opened it. With --workers N, N processes
-share the port (`ragline.prefork`), each loading the index and the model and swapping
-generations on its own, so N interpreters answer at once; /health counts one worker's requests.
+cache's sqlite connection belongs to the thread that opened it. What keeps one client from
+taking the service from the others (the head timeout, the connection bound, the queue, the
+budget of one request) is `ragline.serving`'s.
+With --workers N, N processes share the port (`ragline.prefork`), each loading the index and
+the model and swapping generations on its own, so N interpreters answer at once; /health counts
+one worker's requests.
 
-Bad requests get `{"error": "<one line>"}` with their status: 400 (a question that is
-blank, both retrievers off, a body that is not JSON), 401 (no or a wrong token), 404 (an
-unknown route or chunk id), 405, 413 (a body over --max-body), 422 (a parameter of the
-wrong type or out of range). Safe by default: it binds 127.0.0.1; another address needs
+Bad requests get `{"error": "<one line>"}` with their status: 400 (both retrievers off, a
+body that is not JSON), 401 (no or a wrong token), 404 (an unknown route or chunk id), 405,
+408 (a body that does not arrive in time), 413 (a body over --max-body, or more work than
+one request may ask for), 422 (a parameter of the wrong type or out of range, a blank
+question), 429 (the queue is full). JSON bodies are strictly typed. Safe by default: it binds 127.0.0.1; another address needs
 --token (or RAG_SERVE_TOKEN), which every route but the page then requires as
-`Authorization: Bearer TOKEN`, or --open to say it is meant to be open; no CORS unless
---cors names an origin. One access-log line per request on stderr unless --quiet.
+`Authorization: Bearer TOKEN` (the scheme in any case), or --open to say it is meant to be
+open; no CORS unless --cors names an origin. One access-log line per request on stderr
+unless --quiet, its control characters escaped.
 SIGTERM and Ctrl-C stop taking connections, finish the requests in flight, and exit 0.
 
 Needs the `serve` extra (`pip install 'ragline[serve]'`: FastAPI and uvicorn); nothing
@@ -47,19 +54,22 @@ import asyncio
 import contextlib
 import dataclasses
 import errno
+import functools
 import hmac
 import ipaddress
 import os
+import re
 import signal
 import socket
 import sys
 import threading
 import time
+import types
+import unicodedata
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 import click
 import orjson
@@ -69,18 +79,23 @@ import rag_embed
 import rag_index
 import rag_search
 import ragline
+import ragline.mcpserver
+import ragline.options
 import ragline.records
+from ragline import serving
 from ragline.records import StageError
 
 STAGE = "rag-serve"
-MAX_BODY = 64 * 1024  # bytes of a request body
+MAX_BODY = ragline.options.default("max_body")  # bytes of a request body
 MAX_QUESTION = rag_search.MAX_QUESTION  # characters of one question (the CLI cuts longer ones; here they are a 422)
 MAX_BATCH = 64  # questions in one POST
 MAX_ID = 500  # characters of a chunk or query id
 SEARCHERS = 16  # retrieval configurations kept ready per generation
 GRACE = 30.0  # seconds the requests in flight get to finish at SIGTERM
+RELOAD_RETRY = 30.0  # seconds before a generation that failed to load is tried again
 EXTRA = "rag-serve needs the serve extra: pip install 'ragline[serve]' (FastAPI and uvicorn)"
-OPTIONS = ("k", "dense", "sparse", "rerank", "rrf_k", "candidates", "fusion", "dense_weight", "passages", "exact")
+HTTP_ONLY = ("host", "port", "token", "is_open", "cors", "max_body", "workers", "quiet")  # the options --mcp has no use for
+OPTIONS = tuple(o.name for o in ragline.options.served("retrieval"))  # what a request may set of rag-search's options
 
 
 class RequestError(Exception):
@@ -171,11 +186,19 @@ def query_records(question: str | None, questions: list[str] | None, query_id: s
     """The query records for one question or a batch (ids q1, q2, ... as for questions given as arguments)."""
     if (question is None) == (questions is None):
         raise RequestError("give 'question' (one) or 'questions' (a list), not both and not neither")
+    for n, q in enumerate([question] if question is not None else questions or [], 1):
+        if blank(q):
+            raise RequestError("the question is blank" if question is not None else f"question {n} is blank", 422)
     if question is not None:
         return [{"id": query_id or "q1", "question": question}]
     if query_id is not None:
         raise RequestError("'id' goes with 'question'; a batch's ids are q1, q2, ...")
     return [{"id": f"q{n}", "question": q} for n, q in enumerate(questions or [], 1)]
+
+
+def blank(question: str) -> bool:
+    """No visible character: only spaces, control characters (NUL) and invisible format characters (zero-width ones)."""
+    return all(c.isspace() or unicodedata.category(c) in ("Cc", "Cf", "Zs", "Zl", "Zp") for c in question)
 
 
 def open_engine(settings: Settings, embedder: rag_embed.Embedder | None = None) -> Engine:
@@ -206,39 +229,93 @@ class Live:
 
     `current()` is called at the start of each request; a request holds the engine it got
     until it is done, so a swap never touches a request in flight. Engines are loaded and used
-    on one worker thread (`pool`): the embedding cache's sqlite connection belongs to the
-    thread that opened it.
+    on the pool's worker thread (`serving.Pool`): the embedding cache's sqlite connection
+    belongs to the thread that opened it. A damaged CURRENT (not a generation's name) leaves
+    the loaded generation serving, with the reason in /health, until it names one again.
+    `health()` reads only what is loaded and the pointer: it runs on the event loop and never
+    waits for the pool.
     """
 
-    def __init__(self, settings: Settings, note: Callable[[str], None] = lambda message: None):
+    def __init__(self, settings: Settings, note: Callable[[str], None] = lambda message: None, pool: serving.Pool | None = None):
         self.settings = settings
         self.root = Path(settings.search.index_path)
         self.note = note
-        self.pool = ThreadPoolExecutor(1, thread_name_prefix=STAGE)
-        self.engine = self.pool.submit(open_engine, settings).result()
+        self.pool = pool or serving.Pool(name=STAGE)
+        self.engine = self.pool.call(lambda: open_engine(settings))
         self.failed: tuple[str, str] | None = None  # (generation, why) of the last swap that failed
+        self.failed_at = 0.0
         self.served = 0
         self.started = time.time()
+        self.policy: serving.Policy | None = None  # the connection policy, for /health's counts
         self._lock = threading.Lock()
+        self._reloading = False
+        self._flag = threading.Lock()
+
+    def pointer(self) -> str | None:
+        """The generation CURRENT names, None when none; a damaged pointer is recorded in `failed` (once) and read as None."""
+        try:
+            live = rag_index.live_generation(self.root)
+        except OSError:  # passing (no descriptor free for a moment): keep serving, read it again next time
+            return None
+        except StageError as err:
+            why = ragline.records.one_line(err.message)
+            if self.failed != ("CURRENT", why):
+                self.failed = ("CURRENT", why)
+                self.note(f"{STAGE}: {why}; still serving generation {self.engine.generation}")
+            return None
+        if self.failed and live == self.engine.generation:  # pointing back at what is served: nothing failed now
+            self.failed = None
+        elif self.failed and self.failed[0] == "CURRENT" and live is not None:
+            self.failed = None  # repaired: the swap below decides
+        return live
 
     def current(self) -> Engine:
-        live = rag_index.live_generation(self.root)
-        if live is None or live == self.engine.generation or (self.failed and self.failed[0] == live):
+        live = self.pointer()
+        if live is None or live == self.engine.generation or self._failed(live):
             return self.engine
         with self._lock:
             if live != self.engine.generation:
                 try:
                     engine = open_engine(self.settings, self.engine.embedder)
                 except (StageError, OSError) as err:
-                    self.failed = (live, str(err))
+                    self.failed, self.failed_at = (live, str(err)), time.monotonic()
                     self.note(f"{STAGE}: generation {live} not loaded, still serving {self.engine.generation}: {err}")
                 else:
                     self.note(f"{STAGE}: now serving generation {engine.generation} ({len(engine.index.chunks)} chunks)")
                     self.engine, self.failed = engine, None
         return self.engine
 
+    def pending(self) -> str | None:
+        """The generation CURRENT names when it is not the one served (and has not failed to load): a swap to come."""
+        live = self.pointer()
+        if live is None or live == self.engine.generation or self._failed(live):
+            return None
+        return live
+
+    def _failed(self, live: str) -> bool:
+        """`live` failed to load less than RELOAD_RETRY s ago (its failure may have been passing: tried again after that)."""
+        return bool(self.failed and self.failed[0] == live and time.monotonic() - self.failed_at < RELOAD_RETRY)
+
+    def reload_soon(self) -> None:
+        """Queue a swap to the pending generation on the worker, without waiting for it (one queued at a time)."""
+        with self._lock:
+            if self._reloading:
+                return
+            self._reloading = True
+
+        def reload() -> None:
+            try:
+                self.current()
+            finally:
+                self._reloading = False
+
+        self.pool.executor.submit(reload)
+
     def health(self) -> dict[str, Any]:
-        engine = self.current()
+        pending = self.pending()
+        if pending is not None:
+            self.reload_soon()
+        engine = self.engine
         m = engine.index.manifest
         return {
             "status": "ok",
@@ -251,9 +328,17 @@ class Live:
             "threshold": self.settings.threshold,
             "requests": self.served,
             "uptime_s": round(time.time() - self.started, 1),
-            "reload_error": None if self.failed is None else f"generation {self.failed[0]}: {self.failed[1]}",
+            "pending": pending,
+            "reload_error": None if self.failed is None else self._failure(),
+            "busy": {"running_or_waiting": self.pool.admitted, "capacity": self.pool.capacity, "refused": self.pool.refused},
+            "connections": None if self.policy is None else self.policy.counts(),
             "ragline": ragline.__version__,
         }
+
+    def _failure(self) -> str:
+        assert self.failed is not None
+        where, why = self.failed
+        return why if where == "CURRENT" else f"generation {where}: {why}"
 
 
 # --------------------------------------------------------------------------- the command's checks
@@ -292,44 +377,20 @@ def bind(host: str, port: int) -> socket.socket:
 # --------------------------------------------------------------------------- HTTP
 
 
-def make_app(
-    live: Live, token: str | None = None, cors: tuple[str, ...] = (), log: Callable[[str], None] | None = None, max_body: int = MAX_BODY
-) -> Any:
-    """The ASGI application: FastAPI routes over `live`, inside the gate (token, body limit, access log)."""
-    from fastapi import FastAPI, Query
-    from fastapi.exceptions import RequestValidationError
-    from pydantic import BaseModel, ConfigDict, Field
-    from starlette.exceptions import HTTPException
-    from starlette.requests import Request
-    from starlette.responses import HTMLResponse, Response
-
-    from ragline import page as servepage
-
-    async def work(fn: Callable[[Engine], Any]) -> Any:
-        """Run fn on the engine of the moment, on the one worker thread."""
-
-        def job() -> Any:
-            live.served += 1
-            return fn(live.current())
-
-        return await asyncio.get_running_loop().run_in_executor(live.pool, job)
+@functools.cache
+def models() -> types.SimpleNamespace:
+    """The request models: each parameter's type, range and help declared once, for the HTTP routes
+    (`make_app`) and the MCP tools (`mcp_tools`). Needs pydantic (the serve or the mcp extra)."""
+    from pydantic import BaseModel, ConfigDict, Field, create_model
 
     Question = Annotated[str, Field(min_length=1, max_length=MAX_QUESTION, pattern=r"\S", description="A question (not blank).")]
 
-    class Options(BaseModel):
-        """rag-search's retrieval options; an option left out takes the server's default."""
-
-        model_config = ConfigDict(extra="forbid")
-        k: int = Field(None, ge=1, le=1000, description="Hits per question.")
-        dense: bool = Field(None, description="Dense retrieval.")
-        sparse: bool = Field(None, description="BM25, fused with dense.")
-        rerank: Literal["lexical", "none"] = Field(None, description="Reorder candidates by query-term overlap.")
-        rrf_k: int = Field(None, ge=0, le=10_000, description="The k of reciprocal rank fusion.")
-        candidates: int = Field(None, ge=1, le=10_000, description="Each retriever's list length before fusion and rerank.")
-        fusion: Literal["rrf", "score"] = Field(None, description="How dense and BM25 combine.")
-        dense_weight: float = Field(None, ge=0.0, le=1.0, description="The dense share of fusion 'score'.")
-        passages: bool = Field(None, description="Score a chunk by its best passage vector too.")
-        exact: bool = Field(None, description="Lift chunks that hold the question's identifiers whole.")
+    Options = create_model(
+        "Options",
+        __config__=ConfigDict(extra="forbid"),
+        __doc__="rag-search's retrieval options; an option left out takes the server's default.",
+        **ragline.options.request_fields("retrieval"),
+    )
 
     class SearchQuery(Options):
         q: Question
@@ -338,10 +399,11 @@ def make_app(
         )
 
     class Asked(Options):
-        """One question, or a batch of them ("id" goes with one question only)."""
+        """One question, or a batch of them ("id" goes with one question only). JSON types are strict: "k": "5" and "k": true are 422s."""
 
         model_config = ConfigDict(
             extra="forbid",
+            strict=True,
             json_schema_extra={"oneOf": [{"required": ["question"]}, {"required": ["questions"], "not": {"required": ["id"]}}]},
         )
         question: Question = None
@@ -353,17 +415,83 @@ def make_app(
             None, min_length=1, max_length=MAX_ID, description="A chunk id: add each query term's BM25 contribution to it."
         )
 
-    class AnswerBody(Asked):
-        threshold: float = Field(None, ge=0.0, le=1.0, description="The abstain threshold.")
-        context: int = Field(None, ge=1, le=50, description="Hits sent as context blocks.")
+    Answering = create_model(
+        "Answering",
+        __doc__="rag-answer's options a request may set; left out, the server's default.",
+        **ragline.options.request_fields("answer"),
+    )
+
+    class AnswerBody(Answering, Asked):
+        pass
 
     class ExplainQuery(BaseModel):
         model_config = ConfigDict(extra="forbid")
         q: Question
         chunk_id: str = Field(min_length=1, max_length=MAX_ID, description="The chunk to explain.")
 
-    def options(model: BaseModel) -> dict[str, Any]:
-        return {name: getattr(model, name) for name in OPTIONS}
+    class SearchTool(Options):
+        """The MCP tool `search`: one question and the retrieval options."""
+
+        question: Question
+
+    class AnswerTool(Answering, Options):
+        """The MCP tool `answer`: one question, the retrieval options, the threshold and the context size."""
+
+        question: Question
+
+    class ExplainTool(BaseModel):
+        """The MCP tool `explain`: one question and the chunk whose BM25 score to explain."""
+
+        model_config = ConfigDict(extra="forbid")
+        question: Question
+        chunk_id: str = Field(min_length=1, max_length=MAX_ID, description="The chunk to explain.")
+
+    return types.SimpleNamespace(**{name: value for name, value in locals().items() if isinstance(value, type)})
+
+
+def options(model: Any) -> dict[str, Any]:
+    """rag-search's option values a request model holds (None: the server's default)."""
+    return {name: getattr(model, name) for name in OPTIONS}
+
+
+def problem(problems: list[Any]) -> str:
+    """One line for a list of pydantic validation errors: where, what, and how many more."""
+    first = problems[0] if problems else {"loc": (), "msg": "invalid request"}
+    where = ".".join(str(part) for part in first.get("loc", ()))
+    more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+    return f"{where}: {first.get('msg')}{more}"
+
+
+def make_app(
+    live: Live, token: str | None = None, cors: tuple[str, ...] = (), log: Callable[[str], None] | None = None, max_body: int = MAX_BODY
+) -> Any:
+    """The ASGI application: FastAPI routes over `live`, inside the gate (token, body limit, access log)."""
+    from fastapi import FastAPI, Query
+    from fastapi.exceptions import RequestValidationError
+    from starlette.exceptions import HTTPException
+    from starlette.requests import Request
+    from starlette.responses import HTMLResponse, Response
+
+    from ragline import page as servepage
+
+    async def work(fn: Callable[[Engine], Any]) -> Any:
+        """Run fn on the engine of the moment, on the pool's worker (a 429 at once when its queue is full)."""
+
+        def job() -> Any:
+            live.served += 1
+            return fn(live.current())
+
+        return await live.pool.run(job)
+
+    def budget(questions: list[str], options: dict[str, Any], context: int | None = None) -> None:
+        """A 413 for a request asking for more work than serving.MAX_HITS or MAX_CHARS allow."""
+        s = live.settings.search
+        k = options.get("k") or s.k
+        hits = max(k, options.get("candidates") or s.candidates, context or 0)
+        serving.check_budget(questions, hits)
+
+    m = models()
+    SearchQuery, SearchBody, AnswerBody, ExplainQuery = m.SearchQuery, m.SearchBody, m.AnswerBody, m.ExplainQuery
 
     def record(body: Any) -> Response:
         return Response(ragline.records.dumps(body) if isinstance(body, dict) else orjson.dumps(body), media_type="application/json")
@@ -374,17 +502,19 @@ def make_app(
         description="Search and answer over a markdown handbook: the records rag-search and rag-answer write.",
         docs_url=None,  # the interactive docs load scripts from a CDN; the page works offline
         redoc_url=None,
+        redirect_slashes=False,  # its redirect is built from the client's Host header: /health/ is a 404, not a hop to any host
     )
 
-    @app.get("/health", responses=servepage.responses(servepage.HEALTH))
+    @app.api_route("/health", methods=["GET", "HEAD"], responses=servepage.responses(servepage.HEALTH))
     async def health() -> Response:
-        """Status, model, index generation and chunk count."""
-        return record(await work(lambda e: live.health()))
+        """Status, model, index generation and chunk count; answered at once, whatever the search and answer work is doing."""
+        return record(live.health())
 
     @app.get("/search", responses=servepage.responses(servepage.HITS, "one hits/1 record"))
     async def search_get(params: Annotated[SearchQuery, Query()]) -> Response:
         """Search for one question: a hits/1 record, as `rag-search --json` writes it."""
         queries = query_records(params.q, None)
+        budget([params.q], options(params))
         return record((await work(lambda e: e.search(queries, options(params), params.explain)))[0])
 
     @app.post(
@@ -396,6 +526,7 @@ def make_app(
     async def search_post(body: SearchBody) -> Response:
         """Search for one question or a batch."""
         queries = query_records(body.question, body.questions, body.id)
+        budget([q["question"] for q in queries], options(body))
         found = await work(lambda e: e.search(queries, options(body), body.explain))
         return record(found[0] if body.question is not None else found)
 
@@ -409,6 +540,7 @@ def make_app(
     async def answer_post(body: AnswerBody) -> Response:
         """Answer one question or a batch, with checked citations, or refuse."""
         queries = query_records(body.question, body.questions, body.id)
+        budget([q["question"] for q in queries], options(body), body.context or live.settings.context)
         found = await work(lambda e: e.answer(queries, options(body), body.threshold, body.context))
         return record(found[0] if body.question is not None else found)
 
@@ -430,6 +562,14 @@ def make_app(
     async def request_error(request: Request, err: RequestError) -> Response:
         return error(err.status, err.message)
 
+    @app.exception_handler(serving.Busy)
+    async def busy(request: Request, err: serving.Busy) -> Response:
+        return error(429, str(err), {"Retry-After": str(serving.RETRY_AFTER)})
+
+    @app.exception_handler(serving.OverBudget)
+    async def over_budget(request: Request, err: serving.OverBudget) -> Response:
+        return error(413, str(err))
+
     @app.exception_handler(StageError)
     async def stage_error(request: Request, err: StageError) -> Response:
         return error(400, str(err))
@@ -439,10 +579,7 @@ def make_app(
         problems = err.errors()
         if any(p.get("type") == "json_invalid" for p in problems):
             return error(400, "the body is not valid JSON")
-        first = problems[0] if problems else {"loc": (), "msg": "invalid request"}
-        where = ".".join(str(part) for part in first.get("loc", ()))
-        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-        return error(422, f"{where}: {first.get('msg')}{more}")
+        return error(422, problem(problems))
 
     @app.exception_handler(HTTPException)
     async def http_error(request: Request, err: HTTPException) -> Response:
@@ -461,8 +598,13 @@ def make_app(
 class Gate:
     """The outermost ASGI layer: the bearer token, the body limit, and one access-log line per request.
 
-    A body is read whole here (at most `max_body` bytes, whatever Content-Length says) and handed
-    on, so an oversized one is a 413 before any route sees it.
+    A body is read whole here (at most `max_body` bytes, whatever Content-Length says, within
+    serving.BODY_TIMEOUT seconds) and handed on, so an oversized one is a 413 and a slow one a
+    408 before any route sees it. The scheme of `Authorization` is matched without regard to
+    case (RFC 6750), the token exactly. Every response says `X-Content-Type-Options: nosniff`,
+    and every JSON one `Cache-Control: no-store`. The access log escapes control characters
+    (`ragline.records.printable`): a path holding a newline or an escape sequence cannot forge
+    a line or reach the operator's terminal.
     """
 
     def __init__(self, app: Any, token: str | None, max_body: int, log: Callable[[str], None] | None, cors: bool = False):
@@ -478,6 +620,12 @@ class Gate:
         async def sending(message: dict[str, Any]) -> None:
             if message["type"] == "http.response.start":
                 status[0] = message["status"]
+                headers = list(message.get("headers", []))
+                names = {k.lower() for k, _ in headers}
+                extra = [(b"x-content-type-options", b"nosniff")] if b"x-content-type-options" not in names else []
+                if (b"content-type", b"application/json") in [(k.lower(), v) for k, v in headers] and b"cache-control" not in names:
+                    extra.append((b"cache-control", b"no-store"))
+                message = message | {"headers": headers + extra}
             await send(message)
 
         try:
@@ -485,13 +633,14 @@ class Gate:
         finally:
             if self.log:
                 ms = (time.perf_counter() - start) * 1000
-                self.log(f"{STAGE}: {scope['method']} {scope['path']} {status[0] or '-'} {ms:.1f} ms")
+                shown = ragline.records.printable(f"{scope['method']} {scope['path']}")
+                self.log(f"{STAGE}: {shown} {status[0] or '-'} {ms:.1f} ms")
 
     async def _handle(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
         if self.token and scope["path"] != "/" and not (self.cors and scope["method"] == "OPTIONS"):
-            given = headers.get("authorization", "")
-            if not hmac.compare_digest(given.encode(), f"Bearer {self.token}".encode()):
+            scheme, _, given = headers.get("authorization", "").partition(" ")
+            if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip(" ").encode("latin-1"), self.token.encode("latin-1")):
                 await _reply(send, 401, "this server needs 'Authorization: Bearer TOKEN'", [(b"www-authenticate", b"Bearer")])
                 return
         declared = headers.get("content-length", "")
@@ -500,8 +649,13 @@ class Gate:
             return
         body = bytearray()
         more = scope["method"] in ("POST", "PUT", "PATCH", "DELETE")
+        deadline = asyncio.get_running_loop().time() + serving.BODY_TIMEOUT
         while more:
-            message = await receive()
+            try:
+                message = await asyncio.wait_for(receive(), max(0.0, deadline - asyncio.get_running_loop().time()))
+            except TimeoutError:
+                await _reply(send, 408, f"the body did not arrive within {serving.BODY_TIMEOUT:g} s", [(b"connection", b"close")])
+                return
             if message["type"] == "http.disconnect":
                 return
             body += message.get("body", b"")
@@ -528,16 +682,26 @@ async def _reply(send: Any, status: int, message: str, headers: list[tuple[bytes
     await send({"type": "http.response.body", "body": body})
 
 
-def serve(app: Any, sock: socket.socket) -> str | None:
+def serve(app: Any, sock: socket.socket, policy: serving.Policy | None = None, note: Callable[[str], None] | None = None) -> str | None:
     """Run uvicorn on `sock` until SIGTERM or Ctrl-C; the requests in flight finish (GRACE s at most).
 
+    Connections follow `policy` (serving.guarded: the head timeout, the bound), and errors of
+    the event loop (a failed accept) are one line each to `note`, at most one a minute.
     Returns the name of the signal that stopped it. uvicorn's own habit of re-raising that
     signal after a graceful shutdown (which would end the process with it) is left out.
     """
     import uvicorn
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    policy = policy or serving.Policy()
+    say = note or (lambda message: sys.stderr.write(message + "\n"))
 
     class Server(uvicorn.Server):
         stopped_by: str | None = None
+
+        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+            asyncio.get_running_loop().set_exception_handler(serving.loop_errors(say))
+            await super().startup(sockets)
 
         @contextlib.contextmanager
         def capture_signals(self) -> Iterator[None]:
@@ -555,7 +719,15 @@ def serve(app: Any, sock: socket.socket) -> str | None:
                 for sig, handler in previous.items():
                     signal.signal(sig, handler)
 
-    config = uvicorn.Config(app, log_config=None, log_level="warning", access_log=False, timeout_graceful_shutdown=GRACE, lifespan="off")
+    config = uvicorn.Config(
+        app,
+        http=serving.guarded(H11Protocol, policy),
+        log_config=None,
+        log_level="warning",
+        access_log=False,
+        timeout_graceful_shutdown=GRACE,
+        lifespan="off",
+    )
     server = Server(config)
     server.run(sockets=[sock])
     return server.stopped_by
@@ -603,46 +775,113 @@ def serve_workers(
     say(f"{STAGE}: stopped{f' by {stopped}' if stopped else ''} after {sum(served)} requests")
 
 
+# --------------------------------------------------------------------------- MCP
+
+
+def mcp_tools(live: Live) -> list[ragline.mcpserver.Tool]:
+    """The MCP tools: the records GET /search, POST /answer and GET /explain return, one question a call.
+
+    Each call runs on the engine of the moment (`Live.current`), so a rebuilt index is
+    served as over HTTP; its arguments are the request models' (`models`)."""
+    m = models()
+
+    def on_live(fn: Callable[[Engine, Any], dict[str, Any]]) -> Callable[[Any], dict[str, Any]]:
+        def call(arguments: Any) -> dict[str, Any]:
+            live.served += 1
+            return fn(live.current(), arguments)
+
+        return call
+
+    Tool = ragline.mcpserver.Tool
+    return [
+        Tool(
+            "search",
+            "Search the handbook for one question: its hits (chunk text, document, path, lines, heading path, score) "
+            "and the confidence that the handbook covers it, as `rag-search --json` writes them.",
+            m.SearchTool,
+            on_live(lambda e, a: e.search(query_records(a.question, None), options(a))[0]),
+        ),
+        Tool(
+            "answer",
+            "Answer one question from the handbook: every sentence cites a numbered block, checked against it; "
+            "or a refusal (refused: true, and why) when the handbook does not cover it. The record `rag-answer --json` writes.",
+            m.AnswerTool,
+            on_live(lambda e, a: e.answer(query_records(a.question, None), options(a), a.threshold, a.context)[0]),
+        ),
+        Tool(
+            "explain",
+            "Why a chunk scored as it did for a question: each query term's BM25 contribution (tf, df, idf) and the dense similarity.",
+            m.ExplainTool,
+            on_live(lambda e, a: e.explain(a.question, a.chunk_id)),
+        ),
+    ]
+
+
+DOC_URI = "ragline://doc/"
+
+
+def mcp_documents(live: Live) -> ragline.mcpserver.Documents:
+    """The handbook's documents as MCP resources, `ragline://doc/DOC`: a document is its chunks in
+    line order (rag-chunk's chunks do not overlap), as the index of the moment holds them."""
+    from urllib.parse import quote, unquote
+
+    def listing() -> list[ragline.mcpserver.Document]:
+        paths = {c["doc"]: c.get("path") or c["doc"] for c in live.current().index.chunks}
+        return [
+            ragline.mcpserver.Document(DOC_URI + quote(doc, safe=""), doc, f"{path}, as the index holds it") for doc, path in paths.items()
+        ]
+
+    def read(uri: str) -> str | None:
+        if not uri.startswith(DOC_URI):
+            return None
+        doc = unquote(uri[len(DOC_URI) :])
+        chunks = sorted((c for c in live.current().index.chunks if c["doc"] == doc), key=lambda c: c.get("start_line") or 0)
+        return "\n\n".join(c["text"] for c in chunks) if chunks else None
+
+    return ragline.mcpserver.Documents(listing, read)
+
+
+def serve_mcp(settings: Settings) -> None:
+    """Load the index (before any protocol: a missing one is the usual one line and exit 1), then serve MCP on stdio."""
+    with contextlib.redirect_stdout(sys.stderr):  # stdout is the protocol's
+        live = Live(settings, note=lambda message: sys.stderr.write(message + "\n"))
+    e = live.engine
+    sys.stderr.write(
+        f"{STAGE}: serving {settings.search.index_path} (generation {e.generation}, {len(e.index.chunks)} chunks) over MCP on stdio\n"
+    )
+    ragline.mcpserver.serve_stdio(
+        mcp_tools(live),
+        live.pool.executor,
+        "ragline",
+        ragline.__version__,
+        "Search and answer questions over a markdown handbook, with citations to its files and lines.",
+        (RequestError, StageError),
+        problem,
+        mcp_documents(live),
+    )
+    sys.stderr.write(f"{STAGE}: MCP host closed the connection after {live.served} calls\n")
+
+
 # --------------------------------------------------------------------------- the command
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @rag_search.search_options
-@click.option("--host", envvar="RAG_SERVE_HOST", default="127.0.0.1", show_default=True, help="The address to bind. Env: RAG_SERVE_HOST.")
-@click.option(
-    "--port",
-    envvar="RAG_SERVE_PORT",
-    default=8000,
-    show_default=True,
-    type=click.IntRange(0, 65535),
-    help="The port (0: any free one). Env: RAG_SERVE_PORT.",
-)
-@click.option(
-    "--token",
-    envvar="RAG_SERVE_TOKEN",
-    default=None,
-    help="Require 'Authorization: Bearer TOKEN' on every route but the page. Env: RAG_SERVE_TOKEN.",
-)
+@ragline.options.get("host").click()
+@ragline.options.get("port").click()
+@ragline.options.get("token").click()
 @click.option("--open", "is_open", is_flag=True, help="Serve a non-loopback address without a token, on purpose.")
 @click.option("--cors", multiple=True, metavar="ORIGIN", help="Allow browser requests from this origin (repeatable; none by default).")
-@click.option(
-    "--max-body",
-    envvar="RAG_SERVE_MAX_BODY",
-    default=MAX_BODY,
-    show_default=True,
-    type=click.IntRange(1024, 64 << 20),
-    help="The largest request body, in bytes. Env: RAG_SERVE_MAX_BODY.",
-)
-@click.option(
-    "--workers",
-    envvar="RAG_SERVE_WORKERS",
-    default=1,
-    show_default=True,
-    type=click.IntRange(1, 64),
-    help="Server processes sharing the port, each with the index and the model loaded (memory times N) and following rebuilds on its own. Env: RAG_SERVE_WORKERS.",
-)
+@ragline.options.get("max_body").click()
+@ragline.options.get("workers").click()
 @rag_answer.generator_options
 @click.option("--quiet", "-q", is_flag=True, help="No access log.")
+@click.option(
+    "--mcp",
+    "over_mcp",
+    is_flag=True,
+    help="Serve the tools search, answer and explain over MCP on stdio (what an MCP host starts) instead of HTTP; needs the mcp extra.",
+)
 @ragline.records.stage_main(STAGE)
 def main(
     search: rag_search.SearchArgs,
@@ -658,8 +897,14 @@ def main(
     threshold: float,
     size: int,
     quiet: bool,
+    over_mcp: bool,
 ) -> None:
-    """Serve /health, /search, /answer, /explain and a page to ask the handbook, over HTTP."""
+    """Serve /health, /search, /answer, /explain and a page to ask the handbook, over HTTP (or the same over MCP)."""
+    if over_mcp:
+        if given := rag_search.given_on_command_line(HTTP_ONLY):
+            raise click.UsageError(f"{', '.join(given)}: HTTP options; --mcp serves stdio")
+        serve_mcp(Settings(search, llm, rag_answer.features_from(off), threshold, size))
+        return
     if not is_loopback(host) and not token and not is_open:
         sys.stderr.write(
             f"{STAGE}: binding {host} serves the handbook beyond this machine: give --token (or RAG_SERVE_TOKEN), or --open to mean it\n"
@@ -670,10 +915,17 @@ def main(
         import uvicorn  # noqa: F401
     except ImportError:
         raise StageError(EXTRA) from None
+    if token is not None and not re.fullmatch(r"[\x21-\x7e]+", token):
+        sys.stderr.write(f"{STAGE}: the token must be printable ASCII without spaces (RFC 6750): no client could send this one\n")
+        raise SystemExit(2)
     settings = Settings(search, llm, rag_answer.features_from(off), threshold, size)
     sock = bind(host, port)
     say = lambda message: sys.stderr.write(message + "\n")  # noqa: E731
-    app_for = lambda live: make_app(live, token, cors, None if quiet else say, max_body)  # noqa: E731
+
+    def app_for(live: Live) -> Any:
+        live.policy = serving.Policy()
+        return make_app(live, token, cors, None if quiet else say, max_body)
+
     if workers > 1:
         serve_workers(workers, settings, sock, app_for, say)
         return
@@ -684,7 +936,7 @@ def main(
     say(
         f"{STAGE}: serving {search.index_path} (generation {live.engine.generation}, {len(live.engine.index.chunks)} chunks) at http://{shown}:{bound[1]}/"
     )
-    stopped = serve(app, sock)
+    stopped = serve(app, sock, live.policy, say)
     say(f"{STAGE}: stopped{f' by {stopped}' if stopped else ''} after {live.served} requests")
 
 

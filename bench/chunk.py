@@ -1,6 +1,6 @@
 """chunk: `rag-chunk` on one large markdown file: peak RSS against the file's size.
 
-The file is tests/measure_large.py's generated markdown (headed sections of prose,
+The file is tests/support/measure_large.py's generated markdown (headed sections of prose,
 code fences and lists), one document of `chunk_mb` MB; the peak is the process's own
 VmHWM (bench.question.measured).
 """
@@ -23,14 +23,14 @@ def sizes(quick: bool) -> dict[str, Any]:
 
 
 def markdown(path: Path, megabytes: float) -> int:
-    """tests/measure_large.py's markdown generator (one copy of it, loaded from there)."""
-    spec = importlib.util.spec_from_file_location("measure_large", ROOT / "tests" / "measure_large.py")
+    """tests/support/measure_large.py's markdown generator (one copy of it, loaded from there)."""
+    spec = importlib.util.spec_from_file_location("measure_large", ROOT / "tests" / "support" / "measure_large.py")
     module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    sys.path.insert(0, str(ROOT / "tests"))
+    sys.path.insert(0, str(ROOT / "tests" / "support"))
     try:
         spec.loader.exec_module(module)  # type: ignore[union-attr]
     finally:
-        sys.path.remove(str(ROOT / "tests"))
+        sys.path.remove(str(ROOT / "tests" / "support"))
     return module.markdown(path, megabytes)
 
 

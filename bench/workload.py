@@ -59,7 +59,7 @@ def embed_texts_of(records: list[dict[str, Any]]) -> list[str]:
     """The texts rag-embed embeds for these records (heading path joined, as by default)."""
     import rag_embed
 
-    return [rag_embed.record_text(r, "bench", "text", False, True) for r in records]
+    return [rag_embed.record_text(r, "bench", "text", query=False, headings=True) for r in records]
 
 
 def golden_questions() -> list[dict[str, Any]]:

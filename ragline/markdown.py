@@ -28,6 +28,7 @@ import ragline.records
 from ragline.records import StageError
 
 PIECE = 1 << 20  # bytes read from a file at a time; a window holds a few pieces' lines
+MAX_LINE = 8 << 20  # bytes of one markdown line: a longer one (a 200 MB file on one line) is refused, not chunked
 
 
 @dataclass
@@ -152,11 +153,15 @@ def pieces(file: Path, where: str) -> Iterator[bytes]:
     try:
         with open(file, "rb") as f:
             rest: list[bytes] = []
+            line = 1
             while block := f.read(PIECE):
                 cut = block.rfind(b"\n") + 1
                 if not cut:
                     rest.append(block)  # a line longer than a piece
+                    if sum(map(len, rest)) > MAX_LINE:
+                        raise StageError(f"a line of over {MAX_LINE >> 20} MiB: not markdown to chunk", ragline.records.place(where, line))
                     continue
+                line += block.count(b"\n")
                 yield b"".join([*rest, block[:cut]])
                 rest = [block[cut:]]
             if tail := b"".join(rest):
@@ -370,6 +375,51 @@ def _scan(doc: Doc, start: int) -> Iterator[Block]:
         else:
             yield doc.span("paragraph", i, j)
             i = j + 1
+
+
+# Inline markdown, for text that is shown without its markup (heading paths, slugs, ids).
+_CODE_SPAN = re.compile(r"(?<!`)(`+)(?!`)(.+?)(?<!`)\1(?!`)", re.S)
+_LINK_TARGET = r"\((?:<[^>\n]*>|(?:[^()\s]|\([^()\s]*\))*)(?:\s+(?:\"[^\"\n]*\"|'[^'\n]*'|\([^)\n]*\)))?\s*\)"
+_INLINE_LINK = re.compile(rf"!?\[((?:[^\[\]\n]|\[[^\[\]\n]*\])*)\](?:{_LINK_TARGET}|\[[^\]\n]*\])")
+_AUTOLINK = re.compile(r"<((?:[A-Za-z][\w+.-]{1,31}:|mailto:)[^<>\s]*|[^<>\s@]+@[^<>\s@]+)>")
+_INLINE_HTML = re.compile(r"</?[A-Za-z][\w-]*(?:\s+[^<>]*)?/?>|<!--.*?-->", re.S)
+_STRONG = re.compile(r"(\*\*|__)(?=\S)(.+?)(?<=\S)\1")
+_EMPHASIS = re.compile(r"(?<![\w*\\])([*_])(?=[^\s*_])(.+?)(?<=[^\s*_])\1(?![\w*])")
+_STRIKE = re.compile(r"(~~)(?=\S)(.+?)(?<=\S)\1")
+_ESCAPED = re.compile(r"\\([!-/:-@\[-`{-~])")
+
+
+def inline_text(text: str) -> str:
+    """Inline markdown as the text a reader sees: `[label](url)` and `[label][ref]` as label,
+    `![alt](src)` as alt, `` `code` `` as code, `<https://x>` as the address, emphasis,
+    strong and strike-through without their marks, inline HTML tags out, a backslash escape as its character.
+    Inside a code span nothing else is touched. Template tags are `ragline.text.strip_templates`'s
+    (run it first). Text without markup comes back as it is.
+    """
+    out: list[str] = []
+    at = 0
+    for m in _CODE_SPAN.finditer(text):
+        out.append(_inline_prose(text[at : m.start()]))
+        code = m.group(2)
+        out.append(code[1:-1] if len(code) > 2 and code[0] == code[-1] == " " and code.strip() else code)
+        at = m.end()
+    out.append(_inline_prose(text[at:]))
+    return "".join(out)
+
+
+def _inline_prose(text: str) -> str:
+    if not any(ch in text for ch in "[]<>*_~\\`"):
+        return text
+    previous = None
+    while previous != text:  # a link inside an image's alt, emphasis inside a label
+        previous = text
+        text = _INLINE_LINK.sub(r"\1", text)
+    text = _AUTOLINK.sub(r"\1", text)
+    text = _INLINE_HTML.sub("", text)
+    text = _STRONG.sub(r"\2", text)
+    text = _EMPHASIS.sub(r"\2", text)
+    text = _STRIKE.sub(r"\2", text)
+    return _ESCAPED.sub(r"\1", text)
 
 
 def _heading_text(raw: str) -> tuple[str, str | None]:

@@ -511,7 +511,7 @@ def describe(folder: Path) -> dict[str, Any]:
         except orjson.JSONDecodeError as err:
             raise StageError(f"not valid JSON: {err.msg}", str(file)) from None
         for key, kind in (("name", str), ("dim", int), ("pooling", str), ("max_tokens", int)):
-            ragline.records.field(spec, key, kind, str(file))
+            ragline.records.require_field(spec, key, kind, str(file))
         if spec["pooling"] not in ("mean", "cls"):
             raise StageError(f"pooling must be 'mean' or 'cls', got {spec['pooling']!r}", str(file))
         return spec

@@ -31,6 +31,7 @@ button { font: inherit; padding: .5rem 1rem; border-radius: 6px; border: 1px sol
 fieldset { border: 0; padding: 0; margin: 0; display: flex; gap: 1rem; }
 :focus-visible { outline: 3px solid var(--accent); outline-offset: 2px; }
 .answer p { margin: .3rem 0; }
+#result { overflow-wrap: anywhere; }
 .answer pre, .chunk { white-space: pre; overflow-x: auto; background: color-mix(in srgb, var(--line) 30%, transparent); padding: .6rem; border-radius: 6px; font: .8em/1.45 ui-monospace, monospace; }
 a.cite { font-size: .85em; vertical-align: super; text-decoration: none; padding: 0 .1em; }
 .sources { padding-left: 0; list-style: none; }
@@ -114,7 +115,7 @@ function showAnswer(r) {
     nodes.push(el("p", {class: "meta"}, `confidence ${num(r.confidence, 2)} · threshold ${num(threshold, 2)} · ${num((r.ms || 0) + (r.answer_ms || 0), 0)} ms`));
     const list = el("ol", {class: "sources", "aria-label": "sources"});
     for (const c of r.citations || []) {
-      const hit = hits.get(String(c.n)) || {};
+      const hit = hits.get(String(c.rank || c.n)) || {};  // c.rank: the hit the citation quotes (n is its order in the answer)
       list.append(el("li", {}, el("details", {id: `src-${c.n}`},
         el("summary", {}, `[${c.n}] ${trail(c)}`, " ", el("span", {class: "where"}, where(c))),
         el("pre", {class: "chunk"}, hit.text || ""))));
@@ -322,7 +323,11 @@ ANSWER = {
         "answer": {"type": "string"},
         "citations": {
             "type": "array",
-            "items": {"type": "object", "required": ["n", "chunk_id"], "properties": LOCATION | {"n": {"type": "integer"}}},
+            "items": {
+                "type": "object",
+                "required": ["n", "chunk_id"],
+                "properties": LOCATION | {"n": {"type": "integer"}, "rank": {"type": "integer"}},
+            },
         },
         "refused": {"type": "boolean"},
         "reason": {"type": ["string", "null"]},
@@ -340,6 +345,9 @@ HEALTH = {
         "generation": {"type": "string"},
         "chunks": {"type": "integer"},
         "requests": {"type": "integer"},
+        "pending": {"type": ["string", "null"]},
         "reload_error": {"type": ["string", "null"]},
+        "busy": {"type": "object"},
+        "connections": {"type": ["object", "null"]},
     },
 }

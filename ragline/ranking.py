@@ -11,10 +11,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ragline import options
+
 if TYPE_CHECKING:
     from rag_index import Index
 
-DEFAULT_RRF_K = 60  # the k of reciprocal rank fusion
+DEFAULT_RRF_K = options.default("rrf_k")  # the k of reciprocal rank fusion
 BLOCK = 1 << 15  # chunk rows dense retrieval scores at a time (`dense_top`): BATCH x BLOCK floats at most
 
 
@@ -49,7 +51,7 @@ def rrf(rankings: dict[str, list[int]], k: int = DEFAULT_RRF_K) -> dict[int, flo
     return fused
 
 
-def dense_scores(index: Index, queries: np.ndarray, passages: bool = True) -> np.ndarray:
+def dense_scores(index: Index, queries: np.ndarray, *, passages: bool = True) -> np.ndarray:
     """Cosine of each query (unit rows) with each chunk: (queries, chunks).
 
     With `passages` and an index that has passage vectors (rag-embed --passages), a
@@ -136,7 +138,7 @@ class _DenseViews:
 
 
 def dense_top(
-    index: Index, queries: np.ndarray, k: int, tiebreak: np.ndarray, passages: bool = True, block: int | None = None
+    index: Index, queries: np.ndarray, k: int, tiebreak: np.ndarray, *, passages: bool = True, block: int | None = None
 ) -> list[DenseTop]:
     """Per query, the k best chunks by `dense_scores` (ties by `tiebreak`), and the extremes of its scores,
     scoring `block` chunk rows at a time (BLOCK by default).

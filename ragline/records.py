@@ -54,6 +54,25 @@ def one_line(text: str, limit: int = 300) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+_CONTROL = None  # compiled on first use: no work at import time
+
+
+def printable(text: str, keep: str = "") -> str:
+    """`text` with nothing a terminal or a log reader takes as structure: every control
+    character (C0, DEL, C1: newline, ESC, BEL, ...), the Unicode line and paragraph
+    separators and the backslash itself written as Python escapes (`\\n`, `\\x1b`,
+    `\\u2028`, `\\\\`), so one line stays one line, a forged log line reads as what it
+    is, and no escape sequence reaches the terminal. Other text is unchanged, and so are the
+    characters in `keep` (`keep="\n"` for text shown on a terminal a line at a time)."""
+    global _CONTROL
+    if _CONTROL is None:
+        import re
+
+        _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\\]")
+    names = {"\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+    return _CONTROL.sub(lambda m: m.group() if m.group() in keep else names.get(m.group(), repr(m.group())[1:-1]), text)
+
+
 @contextlib.contextmanager
 def stage(name: str) -> Iterator[None]:
     """Run a stage's body under the error contract.
@@ -74,7 +93,7 @@ def stage(name: str) -> Iterator[None]:
     except KeyboardInterrupt:
         _die(name, "interrupted", 130)
     except OSError as err:
-        if err.errno == 32:  # EPIPE raised as plain OSError by some writers
+        if err.errno == errno.EPIPE:  # raised as plain OSError by some writers
             _quiet_stdout()
             raise SystemExit(141) from None
         target = f"{err.filename}: " if err.filename else ""
@@ -199,13 +218,28 @@ def open_inputs(paths: Iterable[str], usage: str | None = None) -> Iterator[tupl
                 yield path, handle
 
 
+MAX_RECORD = 16 << 20  # bytes of one JSON line: a longer one is refused before it is read whole
+
+
+def bounded_lines(name: str, stream: Iterable[bytes], limit: int = MAX_RECORD) -> Iterator[bytes]:
+    """The stream's lines, each read `limit` bytes at most: a longer line is a StageError naming it,
+    so one line with no newline (a 200 MB file) costs `limit` bytes of memory, not its size."""
+    readline = getattr(stream, "readline", None)
+    lines = iter(lambda: readline(limit + 1), b"") if readline is not None else iter(stream)
+    for number, raw in enumerate(lines, 1):
+        if len(raw) > limit and not (len(raw) == limit + 1 and raw.endswith(b"\n")):
+            raise StageError(f"a line of over {limit >> 20} MiB: not a record ragline writes", place(name, number))
+        yield raw
+
+
 def parse_lines(name: str, stream: Iterable[bytes]) -> Iterator[tuple[Line, dict[str, Any]]]:
     """Parse one JSON object per line; blank lines are skipped.
 
     A UTF-8 byte-order mark on the first line is tolerated (editors write it).
-    Anything that is not a JSON object is a StageError naming the line.
+    Anything that is not a JSON object is a StageError naming the line, and so is a line
+    over MAX_RECORD bytes (`bounded_lines`).
     """
-    for number, raw in enumerate(stream, 1):
+    for number, raw in enumerate(bounded_lines(name, stream), 1):
         if number == 1 and raw.startswith(b"\xef\xbb\xbf"):
             raw = raw[3:]
         if not raw.strip():
@@ -256,7 +290,7 @@ def _json_kind(value: Any) -> str:
 _KIND_NAMES = {str: "a string", list: "an array", dict: "an object", int: "an integer", float: "a number", bool: "a boolean"}
 
 
-def field(record: dict[str, Any], name: str, kind: type | tuple[type, ...], where: Line | str) -> Any:
+def require_field(record: dict[str, Any], name: str, kind: type | tuple[type, ...], where: Line | str) -> Any:
     """record[name], checked to be of `kind`; otherwise a StageError naming the field.
 
     Also turns "KeyError: 'hits'" into "expected a hits record, got a chunk record"

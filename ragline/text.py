@@ -17,42 +17,160 @@ from typing import Any
 # --------------------------------------------------------------------------- site-generator markup
 
 # Template tags of site generators: ERB `<%= ... %>`, Liquid/Jinja `{% ... %}` and `{{ ... }}`,
-# Hugo shortcodes `{{< ... >}}` and `{{% ... %}}`. Markup, not words of the handbook.
-TEMPLATE_TAG = re.compile(r"<%.*?%>|\{\{[<%].*?[%>]\}\}|\{%.*?%\}|\{\{.*?\}\}", re.S)
-# A quoted string literal with a space in it, inside a tag: `<%= warning_text('Do not ...') %>` says
-# something to the reader; `<%= partial 'partials/banner' %>` does not.
-_PROSE_LITERAL = re.compile(r"'([^'\n]*\s[^'\n]*)'|\"([^\"\n]*\s[^\"\n]*)\"")
+# Hugo shortcodes `{{< ... >}}` and `{{% ... %}}`. One tag; a tag may run over lines, not over a
+# blank line, and holds no opener of its own kind (so an unclosed `{{` costs a scan to the next
+# one, not to the paragraph's end).
+_IN_PARAGRAPH = r"(?:[^\n]|\n(?![ \t]*\n))"
+
+
+def _body(opener: str) -> str:
+    return rf"(?:(?!{opener}){_IN_PARAGRAPH})*?"
+
+
+_ERB_BODY, _LIQUID_BODY, _OUTPUT_BODY = _body("<%"), _body(r"\{%"), _body(r"\{\{")
+TEMPLATE_TAG = re.compile(rf"<%{_ERB_BODY}%>|\{{\{{[<%]{_OUTPUT_BODY}[%>]\}}\}}|\{{%{_LIQUID_BODY}%\}}|\{{\{{{_OUTPUT_BODY}\}}\}}")
+# What `strip_templates` scans prose for: an inline code span (code: kept as it is), a Liquid
+# comment block (renders nothing), a raw block (renders its content as written), or a tag.
+_COMMENT, _END_COMMENT = r"\{%-?\s*comment\s*-?%\}", r"\{%-?\s*endcomment\s*-?%\}"
+_RAW, _END_RAW = r"\{%-?\s*raw\s*-?%\}", r"\{%-?\s*endraw\s*-?%\}"
+_TEMPLATE_SCAN = re.compile(
+    rf"(?P<code>(?P<ticks>`(?<!``)`*)(?!`){_IN_PARAGRAPH}*?(?<!`)(?P=ticks)(?!`))"  # each branch opens with a literal: re skips ahead
+    rf"|(?P<comment>{_COMMENT}(?:(?!{_COMMENT}).)*?{_END_COMMENT})"
+    rf"|{_RAW}(?P<raw>(?:(?!{_RAW}).)*?){_END_RAW}"
+    rf"|(?P<tag>{TEMPLATE_TAG.pattern})",
+    re.S,
+)
 _FENCE_LINE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+_QUOTED = re.compile(r"'((?:[^'\\\n]|\\.)*)'|\"((?:[^\"\\\n]|\\.)*)\"")
+_TAG_NAME = re.compile(r"\s*(/)?\s*([A-Za-z_][\w.]*[?!]?)?")
+_KEYWORD = re.compile(r"([A-Za-z_]\w*)\s*(?::|=)\s*$")  # `caption="`, `alt: '`: the string is that argument's value
+_HTML_TAG = re.compile(r"</?[A-Za-z][^>]*>")
+# Tags by what a reader sees of them. Statements and control flow render nothing of their own
+# (`{% if %}`, `<% end %>`, a block's closing tag); includes, partials and embeds render other
+# content, never their argument; a link tag renders its label, or its path; a channel tag the
+# channel's name. Any other tag shows its quoted strings.
+_STATEMENT_TAGS = frozenset(
+    """if elsif elif else endif unless endunless case when endcase for endfor while endwhile break
+    continue assign capture endcapture increment decrement cycle tablerow endtablerow set endset
+    macro endmacro call endcall filter endfilter block endblock extends import from with endwith
+    liquid do end yield content_for provide layout""".split()
+)
+_RENDER_TAGS = frozenset(
+    """include include_relative include_cached render partial readfile param template embed image
+    image_tag img figure svg icon youtube vimeo gist tweet instagram javascript_include_tag
+    stylesheet_link_tag asset_path image_path""".split()
+)
+_LINK_TAG = re.compile(r"link|link_to|\w+_link|link_\w+|page|ref|relref|post_url|url_for")
+_CHANNEL_TAG = re.compile(r"\w*(?:slack|channel)\w*")
+# Keyword arguments whose value a reader sees (`{{< figure src="a.png" caption="The flow" >}}`).
+_TEXT_KEYS = frozenset("title caption alt text label content message heading summary description".split())
+
+
+def _path_like(value: str) -> bool:
+    """A file path, URL or anchor (`partials/banner`, `x.md`, `https://...`, `#top`), not words."""
+    return " " not in value.strip() and ("/" in value or value.startswith("#") or re.search(r"\.[A-Za-z]\w{0,4}$", value) is not None)
 
 
 def _untag(match: re.Match[str]) -> str:
-    said = [a or b for a, b in _PROSE_LITERAL.findall(match.group())]
-    return " ".join(said)
+    """What a reader sees of one template tag (see `strip_templates`)."""
+    tag = match.group()
+    if tag.startswith("<%"):  # ERB: only `<%= ... %>` outputs; `<% ... %>` is a statement, `<%# ... %>` a comment
+        if not tag.startswith("<%="):
+            return ""
+        inner = tag[3:-2].strip("=-")
+    elif tag.startswith(("{{<", "{{%")):
+        inner = tag[3:-3]
+    else:
+        inner = tag[2:-2].strip("-")
+    closing, name = _TAG_NAME.match(inner).groups()  # type: ignore[union-attr]
+    if closing or inner.lstrip().startswith("#"):  # `{{< /notice >}}`, `{{/* comment */}}`, `{%# comment %}`
+        return ""
+    name = (name or "").rstrip("?!")
+    if name in _STATEMENT_TAGS:
+        return ""
+    positional: list[str] = []
+    keyed: list[str] = []
+    for m in _QUOTED.finditer(inner):
+        value = _HTML_TAG.sub("", re.sub(r"\\(.)", r"\1", m.group(1) if m.group(1) is not None else m.group(2))).strip()
+        before = inner[: m.start()].rstrip()
+        if not value or before.endswith("["):  # a key into a map, `site.data["x"]`
+            continue
+        if key := _KEYWORD.search(before):
+            if key.group(1).lower() in _TEXT_KEYS:
+                keyed.append(value)
+        elif not before.endswith(("==", "!=")):
+            positional.append(value)
+    # A Liquid tag's bare first argument is a literal (`{% link docs/x.md %}`); an ERB one a variable.
+    words = inner[_TAG_NAME.match(inner).end() :].split()  # type: ignore[union-attr]
+    bare = words[0] if words and tag.startswith("{%") and not positional and not keyed else ""
+    if name in _RENDER_TAGS:
+        return " ".join(keyed)
+    if _CHANNEL_TAG.fullmatch(name) and (positional or bare):
+        channel = positional[0] if positional else bare
+        return channel if channel.startswith("#") else "#" + channel
+    if _LINK_TAG.fullmatch(name):
+        label = [v for v in keyed + positional if not _path_like(v)]
+        if label or positional:
+            return label[0] if label else positional[0]
+        return bare if _path_like(bare) else ""
+    return " ".join(keyed + [v for v in positional if not _path_like(v)])
+
+
+def _render(match: re.Match[str]) -> str:
+    if match.group("code") is not None:
+        return match.group()
+    if match.group("comment") is not None:
+        return ""
+    if match.group("raw") is not None:
+        return match.group("raw")
+    return _untag(match)
 
 
 def strip_templates(text: str) -> str:
-    """`text` with site-generator template tags taken out, outside fenced code.
+    """`text` as a reader of the built site sees it: template tags replaced by what they render,
+    outside code.
 
-    A tag whose arguments hold a quoted phrase (`<%= warning_text('Do not ...') %>`)
-    leaves that phrase; any other tag leaves nothing. Inside a code fence a tag is
-    code (`${{ github.sha }}` in a workflow file) and stays. Text without tags is
-    returned unchanged (the same object).
+    For every syntax (ERB `<%= %>`, Liquid/Jinja `{% %}` and `{{ }}`, Hugo `{{< >}}` and
+    `{{% %}}`): a tag whose arguments include a quoted string shows that string
+    (`<%= warning_text('Do not ...') %>`); a channel tag shows the channel,
+    `{% slack_channel "team-x" %}` as `#team-x`; a link tag its label, or its path when it
+    has none (`<%= link_to "the guide", url %>`, `{{< ref "x.md" >}}`); a block tag keeps
+    its content (`{% alert %}...{% endalert %}`); a tag with nothing a reader would see
+    vanishes: a variable (`{{ site.baseurl }}`, `<%= current_page.data.title %>`), a
+    statement (`<% end %>`, `{% if %}`), a closing tag, an include, partial or embed (they
+    render other content, not their argument: `{% include x.html %}`, `<%= partial
+    'partials/banner' %>`), a comment (`{% comment %}...{% endcomment %}` with its
+    content). Quoted file paths and URLs show only from a link tag; a keyword argument
+    only when it is text (`caption="..."`, `alt: '...'`, `content="..."`), even from an
+    include. `{% raw %}...{% endraw %}` shows its content as written. Inside a code fence
+    or an inline code span a tag is code (`${{ github.sha }}` in a workflow file) and
+    stays. Text without tags is returned unchanged (the same object).
     """
-    if "{" not in text and "<%" not in text:
+    if "{{" not in text and "{%" not in text and "<%" not in text:
         return text
     out: list[str] = []
+    prose: list[str] = []
     fence: str | None = None
+
+    def flush() -> None:
+        if prose:
+            out.append(_TEMPLATE_SCAN.sub(_render, "\n".join(prose)))
+            prose.clear()
+
     for line in text.split("\n"):
-        if m := _FENCE_LINE.match(line):
-            marker = m.group(1)
-            if fence is None:
-                fence = marker
-            elif marker[0] == fence[0] and len(marker) >= len(fence):
-                fence = None
-            out.append(line)
+        m = _FENCE_LINE.match(line)
+        if fence is None and m is None:
+            prose.append(line)
             continue
-        out.append(line if fence is not None else TEMPLATE_TAG.sub(_untag, line))
-    return "\n".join(out)
+        if fence is None:
+            flush()
+            fence = m.group(1)  # type: ignore[union-attr]
+        elif m and m.group(1)[0] == fence[0] and len(m.group(1)) >= len(fence):
+            fence = None
+        out.append(line)
+    flush()
+    result = "\n".join(out)
+    return text if result == text else result
 
 
 def retrieval_text(record: dict[str, Any], headings: bool = True, text_field: str = "text") -> str:
@@ -153,7 +271,8 @@ def stem(word: str) -> str:
     return word
 
 
-def _normalise(text: str) -> str:
+def normalise(text: str) -> str:
+    """NFKC, then casefold: the text `tokenize` splits."""
     return unicodedata.normalize("NFKC", text).casefold()
 
 
@@ -167,16 +286,11 @@ def tokenize(text: str, *, stopwords: bool = True) -> list[str]:
     The same as `digit_group_terms` of the normalised text, then `word_terms` of
     each of its `split_words` (rag_index memoises the second, word by word).
     """
-    text = _normalise(text)
+    text = normalise(text)
     terms = digit_group_terms(text)
     for word in split_words(text):
         terms.extend(word_terms(word, stopwords))
     return terms
-
-
-def normalise(text: str) -> str:
-    """NFKC, then casefold: the text `tokenize` splits."""
-    return _normalise(text)
 
 
 def split_words(normalised: str) -> list[str]:
@@ -189,8 +303,22 @@ def digit_group_terms(normalised: str) -> list[str]:
     return [match.group().replace(" ", "") for match in _DIGIT_GROUPS.finditer(normalised)]
 
 
+MAX_TERM = 64  # characters of a term: a longer token (a hex dump, a base64 blob) is cut to its first MAX_TERM
+
+
 def word_terms(word: str, stopwords: bool = True) -> list[str]:
-    """The terms one word of a normalised text gives (see `tokenize`); depends on the word alone."""
+    """The terms one word of a normalised text gives (see `tokenize`); depends on the word alone.
+
+    A term longer than MAX_TERM characters is cut to its first MAX_TERM: a query holding the
+    same long token is cut the same way, so it still matches, and no token makes a term (or
+    the index's vocabulary) bigger than that.
+    """
+    if len(word) <= MAX_TERM:
+        return _word_terms(word, stopwords)
+    return [term[:MAX_TERM] for term in _word_terms(word, stopwords)]
+
+
+def _word_terms(word: str, stopwords: bool) -> list[str]:
     parts = _PART.findall(word)
     if len(parts) == 1:
         if word.isalpha() and "'" not in word and stopwords and word in STOPWORDS:

@@ -1,23 +1,29 @@
 """Mutation testing (`just mutate`): mutmut over the metrics, fusion and top-k, and the citation check.
 
-    python3 scripts/mutate.py           # results/mutation.json (then `just readme` renders its table)
+    python3 scripts/mutate.py           # results/mutation.json (then `just docs` renders its table)
     python3 scripts/mutate.py --keep    # also leave the temporary copy, to `mutmut show NAME` in it
 
-Scope: all of irmetrics.py; in ranking.py `topk`, `rrf`, `score_fusion` and
-`dense_scores`; in citations.py `check_citations`, `escape_markers` and the `CITATION`
-pattern. mutmut generates mutants for every function of those files; only the scoped
+Scope: all of ragline/eval/metrics.py; in ragline/ranking.py `topk`, `rrf`, `score_fusion`
+and `dense_scores`; in ragline/answer/citations.py `check_citations`, `escape_markers` and
+the `CITATION` pattern. mutmut generates mutants for every function of those files; only the scoped
 functions' mutants are run and counted (`mutmut run` with their names).
 
 mutmut rewrites the files it mutates, so it never runs in this tree (others run tests
 here): the tree as it stands (tracked and untracked files, .gitignore honoured) is copied
 to a temporary directory, mutmut runs there, and the copy is removed when the run ends or
-is interrupted (SIGINT, SIGTERM). Every top-level module goes into mutmut's source paths,
-so the tests import the copy's modules, never this tree's through the editable install.
+is interrupted (SIGINT, SIGTERM). Every top-level module and the `ragline` package go into
+mutmut's source paths, so the tests import the copy's modules, never this tree's through the
+editable install. mutmut names a mutant by its module's dotted path (a file inside the package,
+ragline/eval/metrics.py, gives `ragline.eval.metrics.x_FUNCTION__mutmut_N`) and keeps its
+verdicts beside the mutated file (mutants/ragline/eval/metrics.py.meta).
 
 Per mutant, only the fast tests of the three modules run (`-m "not model and not slow"`),
 and of those only the ones that call the mutated function (mutmut's own mapping).
-tests/test_irmetrics.py::test_imports_only_numpy_and_the_standard_library is deselected:
-it reads irmetrics.py's imports, and mutmut's trampoline adds one to every mutated file.
+Two tests are deselected, as they watch imports and mutmut's trampoline adds one to every
+mutated file: tests/test_irmetrics.py::test_imports_only_numpy_and_the_standard_library reads
+the metrics module's imports, and tests/test_search.py::test_one_question_loads_no_writer_and_no_cache_modules
+checks that a one-question rag-search never imports shutil or tempfile, which mutmut's own
+modules import as soon as a mutated ragline.ranking is.
 
 mutmut mutates only code inside functions, so `CITATION` (a module-level constant) is
 mutated here with mutmut's own operators and tested with tests/test_answer.py in the
@@ -40,19 +46,21 @@ import mutation_report
 
 ROOT = Path(__file__).resolve().parent.parent
 SCOPE: dict[str, tuple[str, ...] | None] = {  # file -> functions (None: the whole module)
-    "irmetrics.py": None,
-    "ranking.py": ("topk", "rrf", "score_fusion", "dense_scores"),
-    "citations.py": ("check_citations", "escape_markers"),
+    "ragline/eval/metrics.py": None,
+    "ragline/ranking.py": ("topk", "rrf", "score_fusion", "dense_scores"),
+    "ragline/answer/citations.py": ("check_citations", "escape_markers"),
 }
-CONSTANTS = {"citations.py": ("CITATION",)}  # module-level names, mutated outside mutmut
+CONSTANTS = {"ragline/answer/citations.py": ("CITATION",)}  # module-level names, mutated outside mutmut
 TESTS = ["tests/test_irmetrics.py", "tests/test_search.py", "tests/test_answer.py"]
-CONSTANT_TESTS = {"citations.py": ["tests/test_answer.py"]}
+CONSTANT_TESTS = {"ragline/answer/citations.py": ["tests/test_answer.py"]}
 PYTEST_ARGS = [
     "-m",
     "not model and not slow",
     "--hypothesis-seed=0",  # the same examples every run, so the score does not wander
     "--deselect",
     "tests/test_irmetrics.py::test_imports_only_numpy_and_the_standard_library",
+    "--deselect",
+    "tests/test_search.py::test_one_question_loads_no_writer_and_no_cache_modules",
 ]
 
 
@@ -72,7 +80,7 @@ def configure(work: Path) -> None:
     text = pyproject.read_text(encoding="utf-8")
     if "[tool.mutmut]" in text:
         raise SystemExit("mutate: pyproject.toml already has a [tool.mutmut] table; scripts/mutate.py writes it")
-    modules = sorted(p.name for p in work.glob("*.py"))
+    modules = [*sorted(p.name for p in work.glob("*.py")), "ragline"]
     table = {
         "source_paths": modules,
         "only_mutate": list(SCOPE),
@@ -83,11 +91,16 @@ def configure(work: Path) -> None:
     pyproject.write_text(text.rstrip("\n") + "\n\n[tool.mutmut]\n" + lines, encoding="utf-8")
 
 
+def module_name(file: str) -> str:
+    """The dotted module name mutmut gives a file's mutants: ragline/eval/metrics.py -> ragline.eval.metrics."""
+    return file.removesuffix(".py").replace("/", ".")
+
+
 def patterns() -> list[str]:
     """mutmut's mutant-name patterns for the scope."""
     out = []
     for file, functions in SCOPE.items():
-        module = file.removesuffix(".py")
+        module = module_name(file)
         out += [f"{module}.*"] if functions is None else [f"{module}.x_{f}__mutmut_*" for f in functions]
     return out
 
@@ -139,7 +152,7 @@ def constant_mutants(work: Path, log: Path) -> dict[str, dict]:
                         continue
                     for new in operator(node):
                         n += 1
-                        key = f"{file.removesuffix('.py')}.{name}__mutmut_{n}"
+                        key = f"{module_name(file)}.{name}__mutmut_{n}"
                         mutated = statement.deep_replace(node, new)
                         path.write_text(module.deep_replace(statement, mutated).code, encoding="utf-8")
                         try:

@@ -4,7 +4,7 @@ Called by scripts/mutate.py with the temporary copy mutmut ran in. For each scop
 it reads mutmut's verdict (mutants/FILE.meta, mutmut's own exit-code meanings) and, for a
 survivor, where it is and what it changed: the mutant function against mutmut's unmutated
 copy of it (mutants/FILE), placed on the line of the source file. The JSON's `markdown`
-is the README's `mutation` section (scripts/readme.py copies it; never typed).
+is the `mutation` section of docs/development.md (scripts/docs.py copies it; never typed).
 
     score = (killed + timed out) / mutants       (a mutant no test runs counts as survived)
 
@@ -27,165 +27,174 @@ from typing import Any
 _AS_FLOAT = "np.asarray of the numbers these take (float, int or bool) computes the same float64 results"
 # (file:function, "old  ->  new") -> (kind, why it is left)
 LEFT: dict[tuple[str, str], tuple[str, str]] = {
-    ("irmetrics.py:_fold", 'return " ".join(text.casefold().split())  ->  return "XX XX".join(text.casefold().split())'): (
+    ("ragline/eval/metrics.py:_fold", 'return " ".join(text.casefold().split())  ->  return "XX XX".join(text.casefold().split())'): (
         "equivalent",
         "phrase and answer are folded with the same joiner, and casefolded text holds no 'X', so 'XX XX' parts words exactly as a space does",
     ),
-    ("irmetrics.py:_resampled_means", "means = np.empty(resamples, dtype=np.float64)  ->  means = np.empty(resamples, dtype=None)"): (
+    (
+        "ragline/eval/metrics.py:_resampled_means",
+        "means = np.empty(resamples, dtype=np.float64)  ->  means = np.empty(resamples, dtype=None)",
+    ): (
         "equivalent",
         "float64 is np.empty's default dtype",
     ),
-    ("irmetrics.py:_resampled_means", "means = np.empty(resamples, dtype=np.float64)  ->  means = np.empty(resamples, )"): (
+    ("ragline/eval/metrics.py:_resampled_means", "means = np.empty(resamples, dtype=np.float64)  ->  means = np.empty(resamples, )"): (
         "equivalent",
         "float64 is np.empty's default dtype",
     ),
-    ("irmetrics.py:_resampled_means", "batch = max(1, _BATCH_VALUES // n)  ->  batch = max(2, _BATCH_VALUES // n)"): (
+    ("ragline/eval/metrics.py:_resampled_means", "batch = max(1, _BATCH_VALUES // n)  ->  batch = max(2, _BATCH_VALUES // n)"): (
         "equivalent",
         "matters only past 2,000,000 values, and numpy draws the same int64 indices in batches of 1 or 2 (test_resampling_in_batches_draws_the_same_samples)",
     ),
     (
-        "irmetrics.py:_resampled_means",
+        "ragline/eval/metrics.py:_resampled_means",
         "means[start:stop] = data[rng.integers(0, n, size=(stop - start, n))].mean(axis=1)  ->  means[start:stop] = data[rng.integers(n, size=(stop - start, n))].mean(axis=1)",
     ): ("equivalent", "rng.integers(n) is rng.integers(0, n): the same call"),
-    ("irmetrics.py:bootstrap_interval", "data = np.asarray(values, dtype=np.float64)  ->  data = np.asarray(values, dtype=None)"): (
+    (
+        "ragline/eval/metrics.py:bootstrap_interval",
+        "data = np.asarray(values, dtype=np.float64)  ->  data = np.asarray(values, dtype=None)",
+    ): (
         "equivalent",
         _AS_FLOAT,
     ),
-    ("irmetrics.py:bootstrap_interval", "data = np.asarray(values, dtype=np.float64)  ->  data = np.asarray(values, )"): (
+    ("ragline/eval/metrics.py:bootstrap_interval", "data = np.asarray(values, dtype=np.float64)  ->  data = np.asarray(values, )"): (
         "equivalent",
         _AS_FLOAT,
     ),
     (
-        "irmetrics.py:macro_bootstrap_interval",
+        "ragline/eval/metrics.py:macro_bootstrap_interval",
         "means = np.mean([_resampled_means(np.asarray(g, dtype=np.float64), rng, resamples) for g in groups], axis=0)  ->  means = np.mean([_resampled_means(np.asarray(g, dtype=None), rng, resamples) for g in groups], axis=0)",
     ): ("equivalent", _AS_FLOAT),
     (
-        "irmetrics.py:macro_bootstrap_interval",
+        "ragline/eval/metrics.py:macro_bootstrap_interval",
         "means = np.mean([_resampled_means(np.asarray(g, dtype=np.float64), rng, resamples) for g in groups], axis=0)  ->  means = np.mean([_resampled_means(np.asarray(g, ), rng, resamples) for g in groups], axis=0)",
     ): ("equivalent", _AS_FLOAT),
     (
-        "irmetrics.py:choose_threshold",
+        "ragline/eval/metrics.py:choose_threshold",
         "labels = np.zeros(refuse.shape[1], dtype=np.intp) if groups is None else np.asarray(groups)  ->  labels = np.zeros(refuse.shape[1], dtype=np.intp) if (groups is None) and False else np.asarray(groups)",
     ): ("equivalent", "np.asarray(None) is one label that equals None for every question: one group, as the zeros are"),
     (
-        "irmetrics.py:choose_threshold",
+        "ragline/eval/metrics.py:choose_threshold",
         "labels = np.zeros(refuse.shape[1], dtype=np.intp) if groups is None else np.asarray(groups)  ->  labels = np.zeros(refuse.shape[1], dtype=None) if groups is None else np.asarray(groups)",
     ): ("equivalent", "float zeros are one group as integer zeros are"),
     (
-        "irmetrics.py:choose_threshold",
+        "ragline/eval/metrics.py:choose_threshold",
         "labels = np.zeros(refuse.shape[1], dtype=np.intp) if groups is None else np.asarray(groups)  ->  labels = np.zeros(refuse.shape[1], ) if groups is None else np.asarray(groups)",
     ): ("equivalent", "float zeros are one group as integer zeros are"),
     (
-        "irmetrics.py:choose_threshold",
+        "ragline/eval/metrics.py:choose_threshold",
         "within &= refuse[:, members].sum(axis=1) <= budget * int(members.sum()) + 1e-9  ->  within &= refuse[:, members].sum(axis=1) < budget * int(members.sum()) + 1e-9",
     ): ("equivalent", "a count of questions is an integer and never equals budget * n + 1e-9"),
     (
-        "irmetrics.py:macro_weights",
+        "ragline/eval/metrics.py:macro_weights",
         "return np.concatenate([np.full(n, 1.0 / (len(filled) * n) if n else 0.0) for n in sizes]) if filled else np.zeros(0)  ->  return np.concatenate([np.full(n, 1.0 / (len(filled) * n) if n else 1.0) for n in sizes]) if filled else np.zeros(0)",
     ): ("equivalent", "the value fills an empty group's np.full(0, ...), which is empty whatever the value"),
     (
-        "irmetrics.py:paired_randomisation",
+        "ragline/eval/metrics.py:paired_randomisation",
         "d = np.asarray(b, dtype=np.float64) - np.asarray(a, dtype=np.float64)  ->  d = np.asarray(b, dtype=None) - np.asarray(a, dtype=np.float64)",
     ): ("equivalent", _AS_FLOAT + " (the other operand is still float64)"),
     (
-        "irmetrics.py:paired_randomisation",
+        "ragline/eval/metrics.py:paired_randomisation",
         "d = np.asarray(b, dtype=np.float64) - np.asarray(a, dtype=np.float64)  ->  d = np.asarray(b, ) - np.asarray(a, dtype=np.float64)",
     ): ("equivalent", _AS_FLOAT + " (the other operand is still float64)"),
     (
-        "irmetrics.py:paired_randomisation",
+        "ragline/eval/metrics.py:paired_randomisation",
         "d = np.asarray(b, dtype=np.float64) - np.asarray(a, dtype=np.float64)  ->  d = np.asarray(b, dtype=np.float64) - np.asarray(a, dtype=None)",
     ): ("equivalent", _AS_FLOAT + " (the other operand is still float64)"),
     (
-        "irmetrics.py:paired_randomisation",
+        "ragline/eval/metrics.py:paired_randomisation",
         "d = np.asarray(b, dtype=np.float64) - np.asarray(a, dtype=np.float64)  ->  d = np.asarray(b, dtype=np.float64) - np.asarray(a, )",
     ): ("equivalent", _AS_FLOAT + " (the other operand is still float64)"),
-    ("irmetrics.py:paired_randomisation", "if n == 0 or not np.any(d):  ->  if n == 0 and not np.any(d):"): (
+    ("ragline/eval/metrics.py:paired_randomisation", "if n == 0 or not np.any(d):  ->  if n == 0 and not np.any(d):"): (
         "equivalent",
         "with every difference 0 each draw's statistic is 0, as extreme as the observed 0, so the test itself gives p = 1",
     ),
-    ("irmetrics.py:paired_randomisation", "if n == 0 or not np.any(d):  ->  if n == 1 or not np.any(d):"): (
+    ("ragline/eval/metrics.py:paired_randomisation", "if n == 0 or not np.any(d):  ->  if n == 1 or not np.any(d):"): (
         "equivalent",
         "one pair: flipping its sign leaves |T| as it is, so every draw counts and the test itself gives p = 1",
     ),
     (
-        "irmetrics.py:paired_randomisation",
+        "ragline/eval/metrics.py:paired_randomisation",
         "w = np.full(n, 1.0 / n) if weights is None else np.asarray(weights, dtype=np.float64)  ->  w = np.full(n, 1.0 / n) if weights is None else np.asarray(weights, dtype=None)",
     ): ("equivalent", _AS_FLOAT + " (the differences are float64)"),
     (
-        "irmetrics.py:paired_randomisation",
+        "ragline/eval/metrics.py:paired_randomisation",
         "w = np.full(n, 1.0 / n) if weights is None else np.asarray(weights, dtype=np.float64)  ->  w = np.full(n, 1.0 / n) if weights is None else np.asarray(weights, )",
     ): ("equivalent", _AS_FLOAT + " (the differences are float64)"),
-    ("irmetrics.py:paired_randomisation", "batch = max(1, _BATCH_VALUES // n)  ->  batch = max(2, _BATCH_VALUES // n)"): (
+    ("ragline/eval/metrics.py:paired_randomisation", "batch = max(1, _BATCH_VALUES // n)  ->  batch = max(2, _BATCH_VALUES // n)"): (
         "harmless",
         "changes only which random signs are drawn (numpy buffers int8 draws per call), and only past 2,000,000 pairs; p keeps its distribution",
     ),
     (
-        "irmetrics.py:paired_randomisation",
+        "ragline/eval/metrics.py:paired_randomisation",
         "signs = rng.integers(0, 2, size=(size, n), dtype=np.int8) * 2 - 1  ->  signs = rng.integers(2, size=(size, n), dtype=np.int8) * 2 - 1",
     ): ("equivalent", "rng.integers(2) is rng.integers(0, 2): the same call"),
     (
-        "irmetrics.py:paired_randomisation",
+        "ragline/eval/metrics.py:paired_randomisation",
         "hits += int(np.count_nonzero(np.abs(signs @ wd) >= observed - 1e-12))  ->  hits += int(np.count_nonzero(np.abs(signs @ wd) > observed - 1e-12))",
     ): (
         "harmless",
         "differs only for a draw whose statistic is exactly the observed one minus 1e-12, to the last bit: the edge of a rounding tolerance",
     ),
-    ("irmetrics.py:roc_auc", "pos = np.asarray(positive, dtype=np.float64)  ->  pos = np.asarray(positive, dtype=None)"): (
+    ("ragline/eval/metrics.py:roc_auc", "pos = np.asarray(positive, dtype=np.float64)  ->  pos = np.asarray(positive, dtype=None)"): (
         "equivalent",
         "comparisons of float, int or bool scores give the same counts",
     ),
-    ("irmetrics.py:roc_auc", "pos = np.asarray(positive, dtype=np.float64)  ->  pos = np.asarray(positive, )"): (
+    ("ragline/eval/metrics.py:roc_auc", "pos = np.asarray(positive, dtype=np.float64)  ->  pos = np.asarray(positive, )"): (
         "equivalent",
         "comparisons of float, int or bool scores give the same counts",
     ),
-    ("irmetrics.py:roc_auc", "neg = np.asarray(negative, dtype=np.float64)  ->  neg = np.asarray(negative, dtype=None)"): (
+    ("ragline/eval/metrics.py:roc_auc", "neg = np.asarray(negative, dtype=np.float64)  ->  neg = np.asarray(negative, dtype=None)"): (
         "equivalent",
         "comparisons of float, int or bool scores give the same counts",
     ),
-    ("irmetrics.py:roc_auc", "neg = np.asarray(negative, dtype=np.float64)  ->  neg = np.asarray(negative, )"): (
+    ("ragline/eval/metrics.py:roc_auc", "neg = np.asarray(negative, dtype=np.float64)  ->  neg = np.asarray(negative, )"): (
         "equivalent",
         "comparisons of float, int or bool scores give the same counts",
     ),
-    ("irmetrics.py:thresholds", "if steps < 1 or abs(steps * step - 1) > 1e-9:  ->  if steps < 1 or abs(steps * step - 1) >= 1e-9:"): (
+    (
+        "ragline/eval/metrics.py:thresholds",
+        "if steps < 1 or abs(steps * step - 1) > 1e-9:  ->  if steps < 1 or abs(steps * step - 1) >= 1e-9:",
+    ): (
         "harmless",
         "differs only for a step whose rounding error is exactly 1e-9, the edge of a rounding tolerance",
     ),
     (
-        "ranking.py:dense_scores",
+        "ragline/ranking.py:dense_scores",
         "scores = queries @ vectors.T if len(queries) > 1 else (vectors @ queries[0])[None, :]  ->  scores = queries @ vectors.T if (len(queries) > 1) or True else (vectors @ queries[0])[None, :]",
     ): (
         "equivalent",
         "one query takes a matrix-vector product for speed; the matrix product gives the same cosines (bit for bit with numpy's BLAS here)",
     ),
     (
-        "ranking.py:dense_scores",
+        "ragline/ranking.py:dense_scores",
         "scores = queries @ vectors.T if len(queries) > 1 else (vectors @ queries[0])[None, :]  ->  scores = queries @ vectors.T if len(queries) >= 1 else (vectors @ queries[0])[None, :]",
     ): (
         "equivalent",
         "one query takes a matrix-vector product for speed; the matrix product gives the same cosines (bit for bit with numpy's BLAS here)",
     ),
     (
-        "ranking.py:dense_scores",
+        "ragline/ranking.py:dense_scores",
         'order = np.argsort(rows, kind="stable")  # rag-index writes them in chunk order already: a no-op then  ->  order = np.argsort(rows, kind=None)  # rag-index writes them in chunk order already: a no-op then',
     ): (
         "equivalent",
         "a chunk's dense score is the max over its own passages, which no order among them changes; the sort only groups them by chunk (numpy reads the kind case-insensitively)",
     ),
     (
-        "ranking.py:dense_scores",
+        "ragline/ranking.py:dense_scores",
         'order = np.argsort(rows, kind="stable")  # rag-index writes them in chunk order already: a no-op then  ->  order = np.argsort(rows, )  # rag-index writes them in chunk order already: a no-op then',
     ): (
         "equivalent",
         "a chunk's dense score is the max over its own passages, which no order among them changes; the sort only groups them by chunk (numpy reads the kind case-insensitively)",
     ),
     (
-        "ranking.py:dense_scores",
+        "ragline/ranking.py:dense_scores",
         'order = np.argsort(rows, kind="stable")  # rag-index writes them in chunk order already: a no-op then  ->  order = np.argsort(rows, kind="STABLE")  # rag-index writes them in chunk order already: a no-op then',
     ): (
         "equivalent",
         "a chunk's dense score is the max over its own passages, which no order among them changes; the sort only groups them by chunk (numpy reads the kind case-insensitively)",
     ),
-    ("ranking.py:topk", "if k < n:  ->  if k <= n:"): (
+    ("ragline/ranking.py:topk", "if k < n:  ->  if k <= n:"): (
         "equivalent",
         "with k = n the k-th best score is the lowest, so every row survives, as in the other branch",
     ),

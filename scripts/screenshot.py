@@ -1,4 +1,4 @@
-"""The README's picture of the page: rag-serve on build/idx, headless Chromium asking a Northwind question.
+"""The picture of the page in the README and docs/service.md: rag-serve on build/idx, headless Chromium asking a Northwind question.
 
     python3 scripts/screenshot.py            # results/serve-page.png (`just screenshot`)
 

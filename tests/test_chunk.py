@@ -8,9 +8,10 @@ from pathlib import Path
 from unittest import mock
 
 import pytest
-from conftest import GDS_WAY, SHARED, parse
+from corpora import GDS_WAY, SHARED
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from jsonl import parse
 
 import rag_chunk
 from rag_chunk import Doc, chunk_document, main, slugify

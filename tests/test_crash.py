@@ -3,7 +3,7 @@
 rag-index rebuilding an existing index is killed with SIGKILL at seeded random moments:
 afterwards the index loads and is the old corpus or the new one, never a mixture, and
 rag-search works on it; in `test_sigkill_loop_with_a_reader`, a reader queries throughout
-and never fails (`just reliability` runs that loop on 100,000 chunks: tests/killing.py,
+and never fails (`just reliability` runs that loop on 100,000 chunks: tests/support/killing.py,
 which also holds the helpers here). The same for rag-eval score writing its result file.
 
 What a SIGKILL leaves behind (no handler runs), and why it is acceptable:
@@ -33,7 +33,7 @@ from pathlib import Path
 
 import orjson
 import pytest
-from conftest import build_index
+from corpora import build_index
 from killing import Clock, embedded_corpus, kill_after, kill_loop, moments, timed_build
 from stagecli import command, copy_workspace, live_generation, run, shared_workspace, stage_env
 
@@ -253,7 +253,7 @@ def test_interrupt_after_current_is_replaced_keeps_the_new_index(tmp_path, monke
         if Path(path) == idx:
             raise KeyboardInterrupt
 
-    monkeypatch.setattr(ragline, "fsync_dir", interrupted)
+    monkeypatch.setattr(ragline.records, "fsync_dir", interrupted)
     with pytest.raises(KeyboardInterrupt):
         build_index(tmp_path, {"other": "# Other\n\nDifferent text entirely.\n"})
     monkeypatch.undo()

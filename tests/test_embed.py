@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import jsonl, parse
+from jsonl import jsonl, parse
 
 import rag_embed
 from rag_embed import HashEmbedder, OnnxEmbedder, describe, embed_records, main
@@ -48,9 +48,12 @@ class TestRecords:
     def test_heading_path_joined_unless_switched_off(self):
         rec = {"id": "a", "text": "retry twice", "headings": ["Runbook: Settlement stall", "Recovery steps"]}
         where = Line("<stdin>", 1)
-        assert rag_embed.record_text(rec, where, "text", False, True) == "Runbook: Settlement stall > Recovery steps :: retry twice"
-        assert rag_embed.record_text(rec, where, "text", False, False) == "retry twice"
-        assert rag_embed.record_text({"question": "q"}, where, "question", True, True) == "q"
+        assert (
+            rag_embed.record_text(rec, where, "text", query=False, headings=True)
+            == "Runbook: Settlement stall > Recovery steps :: retry twice"
+        )
+        assert rag_embed.record_text(rec, where, "text", query=False, headings=False) == "retry twice"
+        assert rag_embed.record_text({"question": "q"}, where, "question", query=True, headings=True) == "q"
 
     def test_missing_field(self):
         with pytest.raises(StageError, match=r"^<stdin>:2: missing field 'text'$"):
@@ -66,8 +69,8 @@ class TestRecords:
                 return super().embed(texts, query)
 
         cache = rag_embed.Cache(tmp_path / "c.sqlite", "hash:none")
-        first = rag_embed.embed_texts(Counting(), texts, False, cache)
-        second = rag_embed.embed_texts(Counting(), [*texts, "new text"], False, cache)
+        first = rag_embed.embed_texts(Counting(), texts, query=False, cache=cache)
+        second = rag_embed.embed_texts(Counting(), [*texts, "new text"], query=False, cache=cache)
         assert np.array_equal(first, second[:20])
         assert calls == [20, 1]
 
@@ -317,10 +320,10 @@ class TestInterrupted:
         path = tmp_path / "c.sqlite"
         first = Counting(fail_at=3)
         with pytest.raises(KeyboardInterrupt):
-            rag_embed.embed_texts(first, texts, False, rag_embed.Cache(path, "hash:test"))
+            rag_embed.embed_texts(first, texts, query=False, cache=rag_embed.Cache(path, "hash:test"))
         again = Counting()
         cache = rag_embed.Cache(path, "hash:test")
-        vectors = rag_embed.embed_texts(again, texts, False, cache)
+        vectors = rag_embed.embed_texts(again, texts, query=False, cache=cache)
         assert cache.hits == 2 * rag_embed.CACHE_COMMIT
         assert again.embedded == len(texts) - 2 * rag_embed.CACHE_COMMIT
         assert np.array_equal(vectors, HashEmbedder().embed(texts))  # the same vectors, in input order

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import orjson
 import pytest
-from conftest import ROOT, SHARED, jsonl, parse
+from corpora import ROOT, SHARED
 from evalfixtures import (
     CHUNKS,
     CORPUS_A,
@@ -26,6 +26,7 @@ from evalfixtures import (
     score,
     write_jsonl,
 )
+from jsonl import jsonl, parse
 
 import rag_chunk
 import rag_eval
@@ -34,7 +35,7 @@ from rag_eval import main
 from ragline.eval import runs as evalruns
 from ragline.eval import sweep as abstain
 from ragline.eval import tables as evaltables
-from ragline.eval.golden import KINDS, load_golden, parse_golden, resolve_gold
+from ragline.eval.golden import KINDS, Relabel, load_golden, parse_golden, relabelled, resolve_gold
 from ragline.eval.runs import RUNS
 from ragline.records import StageError
 
@@ -177,6 +178,29 @@ class TestResolveGold:
         ):
             resolve_gold(golden.by_id()["id-01"], chunking(chunks), "g")
 
+    def test_a_mistyped_gold_id_is_named_with_the_id_found(self, golden):
+        typo = parse_golden(GOLDEN.replace("gold: [idem#keys]", "gold: [idem#kyes]"), "golden.yaml")
+        q = typo.by_id()["se-01"]
+        resolved = {q.id: resolve_gold(q, chunking(), "g")[0]}
+        assert resolved == {"se-01": ("idem#keys",)}
+        (relabel,) = relabelled(typo, chunking(), resolved)
+        assert relabel == Relabel(q, "idem#kyes", ("idem#keys",))
+        assert relabel.message(typo, chunking()) == (
+            "golden.yaml:10: question 'se-01': gold chunk 'idem#kyes' is not in chunks.jsonl; its evidence is in 'idem#keys', scored as gold"
+        )
+        assert relabelled(golden, chunking(), {}) == []  # labels that stand: nothing to say
+
+    def test_each_missing_id_gets_the_ids_found_in_its_own_document(self):
+        golden = parse_golden(GOLDEN.replace("gold: [errors#platform, errors#why]", "gold: [errors#platfrom, idem#why]"), "g.yaml")
+        chunks = [*CHUNKS[:1], {"id": "idem#why", "doc": "idem", "text": "Other text."}, *CHUNKS[1:]]
+        chunks = [c for c in chunks if c["id"] != "idem#why"]  # both labelled ids are gone
+        q = golden.by_id()["id-01"]
+        resolved = {q.id: resolve_gold(q, chunking(chunks), "g")[0]}
+        assert [(r.given, r.found) for r in relabelled(golden, chunking(chunks), resolved)] == [
+            ("errors#platfrom", ("errors#platform", "errors#why")),
+            ("idem#why", ("errors#platform", "errors#why")),  # nothing of its document: every id found
+        ]
+
     def test_the_repository_golden_holds_under_the_default_chunking_and_refinds_under_others(self):
         golden = load_golden(str(ROOT / "golden.yaml"))
         for window in (180, 120, 300):
@@ -188,9 +212,28 @@ class TestResolveGold:
 
     @pytest.mark.skipif(not SHARED.exists(), reason="the eng-practices corpus is not in ../shared")
     def test_the_second_golden_file_holds_under_its_corpus(self):
-        golden = load_golden(str(ROOT / "eval" / "eng-practices.golden.yaml"))
         chunks = list(rag_chunk.chunk_paths([str(SHARED)], 180))
+        labels = load_golden(str(ROOT / "eval" / "eng-practices.golden.yaml"))
+        golden = rag_eval.cut_labels(labels, {c["id"] for c in chunks})  # labels written before ids were cut, as cut
+        assert golden != labels  # one is (the test below shows how)
         assert not any(resolve_gold(q, chunking(chunks), "g")[1] for q in golden.questions)
+
+    def test_a_label_written_before_ids_were_cut_is_read_as_cut(self):
+        long_id = "standards/disaster-recovery#decide-on-manual-or-automatic-recovery-in-the-event-of-a-disaster"
+        cut = "standards/disaster-recovery#decide-on-manual-or-automatic-recovery-in-the"
+        assert rag_chunk.cut_ids(long_id) == [cut]
+        assert rag_chunk.cut_ids(long_id + "-2") == [f"{cut}-2", cut]  # `-2`: a part, else the heading's own digits
+        assert rag_chunk.cut_ids("errors#why") == ["errors#why"]
+        golden = parse_golden(GOLDEN.replace("gold: [idem#keys]", f"gold: [{long_id}]"), "g.yaml")
+        chunks = [c | {"id": cut} if c["id"] == "idem#keys" else c for c in CHUNKS]
+        relabelled_golden = rag_eval.cut_labels(golden, {c["id"] for c in chunks})
+        assert relabelled_golden.by_id()["se-01"].gold == (cut,)
+        assert relabelled_golden.by_id()["id-01"] == golden.by_id()["id-01"]
+        assert rag_eval.cut_labels(golden, {"idem#keys"}).by_id()["se-01"].gold == (long_id,)  # not there cut either: as written
+        records = perfect_run()
+        records[1]["hits"][0]["chunk_id"] = cut
+        result = score(golden, records, chunks=chunks, resamples=10)
+        assert (result["questions"][1]["gold"], result["counts"]["refound"]) == ([cut], 0)
 
 
 # --------------------------------------------------------------------------- scoring and its guards
@@ -228,8 +271,15 @@ class TestScore:
         }  # fmt: skip
         assert list(result["questions"][0]) == [
             "id", "kind", "answerable", "gold", "refound", "ranked", "recall@1", "recall@3", "recall@5", "rr", "ndcg@5",
-            "answer_ok", "citations", "citations_on_target", "refused", "reason", "confidence", "signals", "ms", "search_ms", "answer_ms",
+            "answer_ok", "citations", "citations_on_target", "answer_words", "refused", "reason", "confidence", "signals", "ms", "search_ms",
+            "answer_ms",
         ]  # fmt: skip
+        assert [q["answer_words"] for q in result["questions"]] == [
+            None if q["refused"] else len(q_record["answer"].replace("[1]", "").replace("[2]", "").split())
+            for q, q_record in zip(result["questions"], perfect_run(), strict=True)
+        ]
+        overall = result["aggregates"]["overall"]
+        assert overall["answer_ok_answerable"] == 1.0 and overall["words_p50"] is not None and overall["words_p90"] >= overall["words_p50"]
         assert set(result["intervals"]["overall"]) == set(evalruns.INTERVAL_METRICS)
         assert orjson.loads(rag_eval.dump_json(result)) == result
 
@@ -432,6 +482,30 @@ class TestCommands:
         got = parse(result.stdout_bytes)
         assert got[0] == {"id": "id-01", "question": "What does NW-5001 mean?", "kind": "identifier"}
         assert [r["kind"] for r in got] == ["identifier", "semantic", "procedural", "factual", "unanswerable"]
+
+    def test_score_names_each_mistyped_gold_id_on_stderr(self, runner, tmp_path):
+        golden = tmp_path / "golden.yaml"
+        golden.write_text(GOLDEN.replace("gold: [idem#keys]", "gold: [idem#kyes]").replace("gold: [payouts#how]", "gold: [payout#how]"))
+        out = tmp_path / "result.json"
+        # under another window an id that is gone has moved: nothing to correct
+        for label, window, said in (("default", 180, True), ("window-120", 120, False)):
+            answers = write_jsonl(tmp_path / "answers.jsonl", perfect_run(window=window))
+            chunks = write_jsonl(tmp_path / "chunks.jsonl", [c | {"window": window} for c in CHUNKS])
+            args = ["score", "--golden", str(golden), "--label", label, "--out", str(out), "--corpus-chunks", str(chunks)]
+            result = runner.invoke(main, [*args, str(answers)])
+            assert result.exit_code == 0, result.output
+            lines = [line for line in result.stderr.splitlines() if "gold chunk" in line]
+            assert lines == (
+                [
+                    f"rag-eval: {golden}:10: question 'se-01': gold chunk 'idem#kyes' is not in {chunks}; "
+                    "its evidence is in 'idem#keys', scored as gold",
+                    f"rag-eval: {golden}:22: question 'fa-01': gold chunk 'payout#how' is not in {chunks}; "
+                    "its evidence is in 'payouts#how', scored as gold",
+                ]
+                if said
+                else []
+            )
+            assert orjson.loads(out.read_bytes())["counts"]["refound"] == 2
 
     def test_score_sweep_table(self, runner, golden_path, tmp_path):
         answers = write_jsonl(tmp_path / "answers.jsonl", perfect_run())

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
+from corpora import ROOT
 from evalfixtures import perfect_run, score
 
 import rag_chunk

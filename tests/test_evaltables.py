@@ -143,29 +143,38 @@ class TestTable:
         assert result.exit_code == 1
         assert result.stderr == f"rag-eval: {other}: scored against another golden file than {paths[1]} (sha256 differs): nothing to pair\n"
 
-    def test_readme_is_written_between_the_markers_and_checked(self, runner, results, tmp_path):
+    def test_tables_are_written_into_a_page_between_the_markers_and_checked(self, runner, results, tmp_path):
         _, paths = results
-        readme = tmp_path / "README.md"
-        readme.write_text(f"# ragline\n\nBefore.\n\n{evaltables.BEGIN}\nstale\n{evaltables.END}\n\nAfter.\n")
-        args = ["table", *map(str, paths), "--readme", str(readme)]
+        page = tmp_path / "evaluation.md"
+        page.write_text(f"# Evaluation\n\nBefore.\n\n{evaltables.BEGIN}\nstale\n{evaltables.END}\n\nAfter.\n")
+        args = ["table", *map(str, paths), "--into", str(page)]
         check = runner.invoke(main, [*args, "--check"])
         assert check.exit_code == 1
-        assert check.stderr == f"rag-eval: {readme}: the tables are out of date with the 3 files given: run 'just tables'\n"
+        assert check.stderr == f"rag-eval: {page}: the tables are out of date with the 3 files given: run 'just tables'\n"
         assert runner.invoke(main, args).exit_code == 0
-        text = readme.read_text()
-        assert text.startswith(f"# ragline\n\nBefore.\n\n{evaltables.BEGIN}\nScored against")
+        text = page.read_text()
+        assert text.startswith(f"# Evaluation\n\nBefore.\n\n{evaltables.BEGIN}\nScored against")
         assert text.endswith(f"{evaltables.END}\n\nAfter.\n") and "stale" not in text
         assert runner.invoke(main, [*args, "--check"]).exit_code == 0
-        assert runner.invoke(main, ["table", *map(str, paths[1:]), "--readme", str(readme), "--check"]).exit_code == 1  # drift
+        assert runner.invoke(main, ["table", *map(str, paths[1:]), "--into", str(page), "--check"]).exit_code == 1  # drift
 
-    def test_readme_usage_and_markers(self, runner, results, tmp_path):
+    def test_readme_is_the_old_name_of_into(self, runner, results, tmp_path):
         _, paths = results
-        assert runner.invoke(main, ["table", str(paths[0]), "--check"]).exit_code == 2
-        readme = tmp_path / "README.md"
-        readme.write_text("# no markers\n")
-        result = runner.invoke(main, ["table", str(paths[0]), "--readme", str(readme)])
+        page = tmp_path / "README.md"
+        page.write_text(f"{evaltables.BEGIN}\nstale\n{evaltables.END}\n")
+        assert runner.invoke(main, ["table", *map(str, paths), "--readme", str(page)]).exit_code == 0
+        assert "stale" not in page.read_text()
+        assert runner.invoke(main, ["table", *map(str, paths), "--into", str(page), "--check"]).exit_code == 0
+
+    def test_into_usage_and_markers(self, runner, results, tmp_path):
+        _, paths = results
+        usage = runner.invoke(main, ["table", str(paths[0]), "--check"])
+        assert usage.exit_code == 2 and "--check needs --into" in usage.stderr
+        page = tmp_path / "evaluation.md"
+        page.write_text("# no markers\n")
+        result = runner.invoke(main, ["table", str(paths[0]), "--into", str(page)])
         assert result.exit_code == 1
-        assert result.stderr == f"rag-eval: {readme}: needs one '{evaltables.BEGIN}' line and one '{evaltables.END}' line after it\n"
+        assert result.stderr == f"rag-eval: {page}: needs one '{evaltables.BEGIN}' line and one '{evaltables.END}' line after it\n"
 
     def test_not_a_result_file(self, runner, tmp_path):
         path = write_jsonl(tmp_path / "answers.jsonl", perfect_run())
@@ -263,3 +272,27 @@ def test_signal_auc_by_hand():
     assert evaltables.signal_auc(rows, "top RRF score") == pytest.approx(0.25)
     assert evaltables.signal_auc(rows, "missing") is None
     assert evaltables.signal_auc(rows[:2], "confidence") is None
+
+
+def test_the_answer_targets_table_says_met_or_missed_by_how_much():
+    t = evaltables.Tables(
+        (),
+        (),
+        (
+            {
+                "corpora": [
+                    {"name": "a", "loco": {"refused_when_unanswerable": 0.5, "refused_when_answerable": 0.2}},
+                    {"name": "b", "loco": None},
+                ]
+            },
+        ),
+        (
+            ("a", {"recall@1": 0.5, "answer_ok_answerable": 0.7, "words_p50": 40.0, "words_p90": 130.0}),
+            ("b", {"recall@1": 0.6, "answer_ok_answerable": 0.6, "words_p50": 61.0, "words_p90": 90.0}),
+        ),
+    )
+    lines = evaltables.answer_targets_table(t)
+    assert "| a | 0.50 | 0.70 ✓ | 40 ✓ | 130 (missed by 10) | 0.50 ✓ | 0.20 (missed by 0.08) |" in lines
+    assert "| b | 0.60 | 0.60 (missed by 0.10) | 61 (missed by 1) | 90 ✓ | – | – |" in lines
+    assert "| mean |  | 0.65 ✓ |  |  |  |  |" in lines
+    assert evaltables.answer_targets_table(evaltables.Tables((), (), (), ())) == []

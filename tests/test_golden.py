@@ -10,10 +10,11 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, SHARED
+from corpora import ROOT, SHARED
 
 import rag_answer
 import rag_chunk
+import rag_eval
 from ragline.eval import runs as evalruns
 from ragline.eval.golden import Golden, load_golden
 
@@ -115,8 +116,8 @@ def test_the_other_golden_sets_are_valid(corpus):
     docs = ROOT / corpus.docs
     if not docs.is_dir():
         pytest.skip(f"{docs} is absent (it lies beside the repository, not in it)")
-    g = load_golden(str(ROOT / corpus.golden))
     chunks = {c["id"]: c for c in rag_chunk.chunk_paths([str(docs)])}
+    g = rag_eval.cut_labels(load_golden(str(ROOT / corpus.golden)), chunks)  # labels written before ids were cut, as cut
     check_gold_ids_exist(g, chunks)
     check_evidence_is_unique_and_inside_a_gold_chunk(g, chunks, corpus_text(sorted(docs.rglob("*.md"))))
     check_answer_phrases_are_in_a_gold_chunk_and_not_in_the_question(g, chunks)
@@ -150,17 +151,22 @@ def test_results_hold_every_run_on_every_corpus_scored_against_its_golden_file()
     assert [c["name"] for c in sweep["corpora"]] == [c.name for c in evalruns.CORPORA]
 
 
-def test_readme_tables_match_the_results():
+def test_evaluation_tables_match_the_results():
+    """`just tables-check`'s first half: docs/evaluation.md's result tables are what results/ renders."""
     results = [*sorted(str(p) for p in (ROOT / "results").glob("*/*.json")), str(ROOT / "results" / "abstain-sweep.json")]
     done = subprocess.run(
-        [sys.executable, "-m", "rag_eval", "table", *results, "--readme", "README.md", "--check"], cwd=ROOT, capture_output=True, text=True
+        [sys.executable, "-m", "rag_eval", "table", *results, "--into", "docs/evaluation.md", "--check"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
     )
     assert done.returncode == 0, done.stderr
 
 
-@pytest.mark.skipif(not SHARED.is_dir(), reason=f"{SHARED} is absent: the README's chunk table covers it")
-def test_readme_generated_sections_are_current():
-    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "readme.py"), "--check"], cwd=ROOT, capture_output=True, text=True)
+@pytest.mark.skipif(not SHARED.is_dir(), reason=f"{SHARED} is absent: docs/evaluation.md's chunk table covers it")
+def test_generated_docs_are_current():
+    """`just tables-check`'s second half: every other generated section of README.md and docs/."""
+    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "docs.py"), "--check"], cwd=ROOT, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
 
 
@@ -184,3 +190,13 @@ def test_the_readmes_pipeline_runs_as_written_without_a_warning(tmp_path):
     assert [line.split(":")[0] for line in result.stderr.splitlines()] in ([], ["rag-embed"]), result.stderr  # its count of long texts
     scored = json.loads((tmp_path / "build" / "default.json").read_text())
     assert scored["gold_checked"] is True and scored["label"] == "default"
+
+
+def test_the_answer_choice_ships_the_fitted_weights():
+    """rag_answer.FITTED is the grid point scripts/fit_answer.py chose (results/answer-fit.json), and the
+    fit reports leave-one-corpus-out for every development corpus, beside the hand-set weights."""
+    import dataclasses
+
+    fit = json.loads((ROOT / "results" / "answer-fit.json").read_text())
+    assert fit["chosen"]["weights"] == dataclasses.asdict(rag_answer.FITTED), "rerun 'just fit-answer' and update rag_answer.FITTED"
+    assert set(fit["leave_one_corpus_out"]) == set(fit["corpora"]) == {"northwind", "eng-practices", "gds-way"}

@@ -9,7 +9,7 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
-from conftest import ROOT
+from corpora import ROOT
 from packaging.requirements import Requirement
 
 LIGHT_LIMIT_MB = 300  # the bound for the first command's venv

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import orjson
 import pytest
-from conftest import load_minilm
+from corpora import load_minilm
 
 import rag_embed
 from ragline import models
@@ -168,11 +168,11 @@ def test_tokenizer_and_session_open_only_when_a_text_misses_the_cache(tmp_path):
     cache = rag_embed.cache_for(embedder, str(tmp_path / "c.sqlite"))
     want = np.eye(384, dtype=np.float32)[:2]
     cache.put([(cache.key("a", True), want[0]), (cache.key("b", True), want[1])])
-    got = rag_embed.embed_texts(embedder, ["a", "b", "a"], True, cache)
+    got = rag_embed.embed_texts(embedder, ["a", "b", "a"], query=True, cache=cache)
     assert np.array_equal(got, want[[0, 1, 0]])
     assert "session" not in vars(embedder) and "tokenizer" not in vars(embedder)
     with pytest.raises(StageError, match="cannot load"):
-        rag_embed.embed_texts(embedder, ["a", "c"], True, cache)
+        rag_embed.embed_texts(embedder, ["a", "c"], query=True, cache=cache)
 
 
 @pytest.mark.model
@@ -180,7 +180,7 @@ def test_an_index_built_on_the_int8_file_is_queried_with_it(tmp_path, monkeypatc
     """rag-search embeds the question with the file the index was built with: an index from before the
     derived file (int8 vectors) keeps working, with int8 query vectors, one built with the int8-arithmetic
     file is queried with it, and the default builds fp32 ones."""
-    from conftest import build_index
+    from corpora import build_index
 
     import rag_index
     import rag_search

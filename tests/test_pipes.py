@@ -204,7 +204,7 @@ def test_pipeline_twice_is_byte_identical(corpus, ws, tmp_path):
     first = pipeline(tmp_path / "one", source, golden)
     second = pipeline(tmp_path / "two", source, golden)
     assert first.keys() == second.keys()
-    assert {"idx/vectors.npy", "idx/chunks.jsonl", "idx/manifest.json", "idx/bm25/terms.npy"} <= first.keys()
+    assert {"idx/vectors.npy", "idx/chunks.jsonl", "idx/manifest.json", "idx/bm25/terms_utf8.npy"} <= first.keys()
     differ = [name for name in first if first[name] != second[name]]
     assert differ == []
 
@@ -250,10 +250,19 @@ def test_chunking_is_linear_in_the_document():
 
 
 def test_measure_large_script_runs(tmp_path):
-    """tests/measure_large.py (run by hand: it writes results/reliability.json) works at a small size."""
+    """tests/support/measure_large.py (run by hand: it writes results/reliability.json) works at a small size."""
     out = tmp_path / "reliability.json"
     done = subprocess.run(
-        [sys.executable, str(ROOT / "tests" / "measure_large.py"), "--markdown-mb", "1", "--records", "2000", "--out", str(out)],
+        [
+            sys.executable,
+            str(ROOT / "tests" / "support" / "measure_large.py"),
+            "--markdown-mb",
+            "1",
+            "--records",
+            "2000",
+            "--out",
+            str(out),
+        ],
         capture_output=True,
         env=stage_env(),
         timeout=300,

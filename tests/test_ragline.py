@@ -48,20 +48,20 @@ class TestParse:
 
 class TestField:
     def test_present_and_typed(self):
-        assert ragline.records.field({"x": "a"}, "x", str, "f:1") == "a"
-        assert ragline.records.field({"x": 3}, "x", float, "f:1") == 3
+        assert ragline.records.require_field({"x": "a"}, "x", str, "f:1") == "a"
+        assert ragline.records.require_field({"x": 3}, "x", float, "f:1") == 3
 
     def test_missing_names_schema(self):
         with pytest.raises(StageError, match=r"^f:1: missing field 'hits' \(got a chunk/1 record\)$"):
-            ragline.records.field({"schema": "chunk/1"}, "hits", list, "f:1")
+            ragline.records.require_field({"schema": "chunk/1"}, "hits", list, "f:1")
 
     def test_mistyped(self):
         with pytest.raises(StageError, match="^f:2: field 'text' must be a string, got a number$"):
-            ragline.records.field({"text": 5}, "text", str, "f:2")
+            ragline.records.require_field({"text": 5}, "text", str, "f:2")
 
     def test_bool_is_not_a_number(self):
         with pytest.raises(StageError, match="must be a number, got a boolean"):
-            ragline.records.field({"x": True}, "x", float, "f:1")
+            ragline.records.require_field({"x": True}, "x", float, "f:1")
 
 
 class TestAtomic:
@@ -146,7 +146,7 @@ class TestTokenize:
 
 def test_strip_templates_takes_tags_out_of_prose_but_not_code():
     text = "Use it <%= partial 'partials/banner' %>now.\n{% include x.html %}Then {{ site.name }} and {{< ref \"a\" >}}.\n```yaml\nrun: ${{ github.sha }}\n```\n"
-    assert ragline.text.strip_templates(text) == "Use it now.\nThen  and .\n```yaml\nrun: ${{ github.sha }}\n```\n"
+    assert ragline.text.strip_templates(text) == "Use it now.\nThen  and a.\n```yaml\nrun: ${{ github.sha }}\n```\n"
 
 
 def test_strip_templates_keeps_a_quoted_phrase_and_returns_plain_text_untouched():
@@ -212,8 +212,8 @@ def test_every_command_says_its_version(module):
 @pytest.mark.parametrize(
     ("command", "typed", "offered"), [("rag-search", "--ra", "plain,--raw-input"), ("rag-eval", "co", "plain,compare")]
 )
-def test_shell_completion_works_as_the_readme_says(command, typed, offered):
-    """The README's completion recipe: click's `_RAG_..._COMPLETE` protocol through the console scripts."""
+def test_shell_completion_works_as_the_docs_say(command, typed, offered):
+    """The completion recipe of docs/options.md: click's `_RAG_..._COMPLETE` protocol through the console scripts."""
     import os
     import shutil
     import subprocess

@@ -9,9 +9,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import build_index, jsonl, parse
+from corpora import build_index
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from jsonl import jsonl, parse
 
 import rag_embed
 import rag_index

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import orjson
 import pytest
-from conftest import TINY, build_index
-from serving import Server, httpx, rebuild, serving, slow_llm
+from corpora import TINY, build_index
+from serving import Server, httpx, rebuild, serving, settled, slow_llm
 from stagecli import command, run, stage_env
 
 pytestmark = pytest.mark.serve
@@ -299,9 +299,9 @@ def test_rebuild_while_serving_swaps_generation(tmp_path: Path) -> None:
             assert thread.is_alive()  # and the request that started on it is still running
             thread.join(30)
             with server.client() as c:
-                health = c.get("/health").json()
-                after = c.post("/answer", json={"question": SWEEP}).json()
+                after = c.post("/answer", json={"question": SWEEP}).json()  # a request swaps before it runs
                 hits = c.get("/search", params={"q": SWEEP}).json()
+                health = c.get("/health").json()
         finally:
             server.stop()
     assert got[0].status_code == 200 and got[0].json()["answer"] == "The sweep runs at 23:40 [1]."
@@ -336,7 +336,7 @@ def test_requests_during_rebuilds_never_fail(tmp_path: Path) -> None:
             stop.set()
             thread.join(30)
         with server.client() as c:
-            final = c.get("/health").json()["generation"]
+            final = settled(c)["generation"]
     assert statuses and set(statuses) == {200}
     assert final == (index / "CURRENT").read_text().strip() and len(seen) >= 2
 
@@ -349,7 +349,7 @@ def test_a_generation_that_fails_to_load_leaves_the_old_one_serving(tmp_path: Pa
         shutil.copytree(index / old, broken)
         (broken / "chunks.jsonl").write_bytes((broken / "chunks.jsonl").read_bytes().replace(b"23:40", b"99:99"))
         (index / "CURRENT").write_text("gen-broken\n")
-        health = c.get("/health").json()
+        health = settled(c)
         assert health["generation"] == old and "gen-broken" in health["reload_error"] and "sha256" in health["reload_error"]
         assert "23:40" in c.post("/answer", json={"question": SWEEP}).json()["answer"]
     assert "generation gen-broken not loaded, still serving" in server.log()

@@ -13,7 +13,7 @@ from pathlib import Path
 from urllib.parse import urlencode
 
 import pytest
-from conftest import TINY, build_index
+from corpora import TINY, build_index
 from serving import Server, serving
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
@@ -32,14 +32,22 @@ from selenium.webdriver.common.keys import Keys  # noqa: E402
 from selenium.webdriver.support import expected_conditions as ready  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
-HOSTILE = """# Hostile
+HOSTILE = (
+    """# Hostile
 
 ## Payload notes
 
 The payload notes quote <script>window.pwned = 1</script> as an example of markup.
 
 The payload notes also quote <img src="x" onerror="window.pwned = 2"> as an image.
+
+## Dump token
+
+The dump token is """
+    + "9f" * 3000
+    + """ in full.
 """
+)
 
 
 @pytest.fixture(scope="module")
@@ -114,3 +122,13 @@ def test_hostile_chunk_text_shows_as_text_and_runs_nothing(server: Server, brows
     assert "<script>window.pwned = 1</script>" in shown or '<img src="x" onerror="window.pwned = 2">' in shown
     assert not browser.find_elements(By.CSS_SELECTOR, "#result img, #result script")
     assert browser.execute_script("return typeof window.pwned") == "undefined"
+
+
+@pytest.mark.parametrize("view", ["search", "answer"])
+def test_one_long_token_wraps_instead_of_widening_the_page(server: Server, browser, view: str) -> None:
+    """A 6,000-character token in an answer or a hit wraps: the page is no wider than the window (it was 75,803 px)."""
+    browser.get(server.url + "/?" + urlencode({"q": "What is the dump token?", "view": view}))
+    result_title(browser, "Search: " if view == "search" else "Answer")
+    assert "9f9f9f" in browser.find_element(By.ID, "result").get_attribute("textContent")
+    wide, window = browser.execute_script("return [document.documentElement.scrollWidth, window.innerWidth]")
+    assert wide <= window, f"the page is {wide} px wide in a {window} px window"

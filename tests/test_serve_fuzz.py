@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 
 import pytest
-from conftest import build_index
+from corpora import build_index
 from serving import Server, serving
 
 schemathesis = pytest.importorskip("schemathesis", reason="the fuzz test needs schemathesis: pip install -e '.[serve-test]'")

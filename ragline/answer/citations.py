@@ -1,13 +1,18 @@
 """citations: the answer's citation contract: `[n]` markers, sentences, and the check every answer passes.
 
 A library, not a stage (rag_answer uses it, and any generator's text goes through
-`check_citations`): every sentence must cite a block that was sent; quoted handbook text
-has its `[n]` made inert (`escape_markers`) so it can never read as a citation.
+`check_citations`): every sentence must cite a block that was sent, and that block must
+support it: the numbers, times, identifiers and names the sentence states are in the
+block, and so are enough of its words. A sentence that only repeats a block's heading
+path or a piece of the prompt is no answer. Quoted handbook text has its `[n]` made
+inert (`escape_markers`) so it can never read as a citation.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 import ragline.text
 
@@ -67,28 +72,116 @@ def split_sentences(text: str) -> list[str]:
     return out
 
 
-def check_citations(answer: str, n_blocks: int) -> tuple[list[str], list[int], int]:
-    """(kept sentences, cited block numbers in order of first use, number dropped).
+# The share of a sentence's terms (`ragline.text.tokenize`: stopwords out, plurals folded) that the
+# blocks it cites must hold. A quote holds all of them; a paraphrase keeps most of its words from
+# the block; a sentence made up around one borrowed word does not.
+SUPPORT = 0.5
+_OPENS = re.compile(r"(?:^|[.!?:|>*+-])[\s\"'(\[*_`]*$")  # before a word that opens a sentence, a cell or an item
+_NOT_NAMES = frozenset({"i", "ok", "okay"})
+_ATX = re.compile(r"^ {0,3}#{1,6}(?:[ \t].*)?$", re.M)  # a markdown heading line: the heading path, not the block's prose
 
-    Every sentence must cite at least one block that was really sent (1..n_blocks).
-    A sentence citing nothing, or only blocks that were not sent, is dropped; in a
-    sentence citing both, the markers of blocks that were not sent are removed.
-    Escaped markers (`\\[7]`, quoted handbook text) are not citations.
+
+@dataclass(frozen=True)
+class Source:
+    """What one context block gave the generator: its text and its heading path."""
+
+    text: str
+    headings: tuple[str, ...] = ()
+
+    def terms(self) -> set[str]:
+        return ragline.text.term_set(self.text) | ragline.text.term_set(" ".join(self.headings))
+
+
+@dataclass
+class Checked:
+    """The check's verdict on one answer: the sentences kept, the blocks they cite (in
+    order of first use), and each sentence dropped with why."""
+
+    kept: list[str] = field(default_factory=list)
+    cited: list[int] = field(default_factory=list)
+    dropped: list[tuple[str, str]] = field(default_factory=list)
+
+
+def stated(sentence: str) -> list[str]:
+    """The facts a sentence states, as terms: numbers and times (`23:40`, `T+1`'s `1`),
+    identifiers (`NW-5001`, `dependabot.yml`) and names (a capitalised word that does not
+    open the sentence, a table cell or a list item: `Sundays`, `Gerrit`)."""
+    out: list[str] = []
+    for match in ragline.text.words(sentence):
+        word = match.group()
+        name = word[0].isupper() and word.casefold() not in _NOT_NAMES and not _OPENS.search(sentence[: match.start()])
+        if name or ragline.text.identifier_like(word, hyphen=False):
+            terms = ragline.text.tokenize(word)  # a stopword ("The" after a comma) gives none
+            if terms and terms[0] not in out:
+                out.append(terms[0])
+    return out
+
+
+def _words(text: str) -> list[str]:
+    return ragline.text.split_words(ragline.text.normalise(text))
+
+
+def _within(part: list[str], whole: list[str]) -> bool:
+    """Is `part` a contiguous run of `whole`?"""
+    n = len(part)
+    return n > 0 and any(whole[i : i + n] == part for i in range(len(whole) - n + 1))
+
+
+def unsupported(sentence: str, sources: Sequence[Source], cited: Sequence[int], prompt: Sequence[str] = ()) -> str | None:
+    """Why the blocks `cited` (numbers into `sources`) do not support `sentence`, or None when they do.
+
+    In order: the sentence's words are a run of a block's heading path (an echoed heading,
+    "[1] Error codes > Why NW-5001 is different") or of a prompt text (the instructions, the
+    question), and not of a cited block's prose (a list item that is also another block's
+    heading is a quote); a fact it states (`stated`) is in none of the cited blocks; fewer
+    than SUPPORT of its terms are in them.
     """
-    kept: list[str] = []
-    cited: list[int] = []
-    dropped = 0
+    body = CITATION.sub(" ", sentence)
+    words = _words(body)
+    quoted = any(_within(words, _words(_ATX.sub("", sources[n - 1].text))) for n in cited)  # a quote of the block's own prose
+    if not quoted and any(_within(words, _words(" > ".join(s.headings))) for s in sources):
+        return "repeats a heading path"
+    if not quoted and any(_within(words, _words(p)) for p in prompt):
+        return "repeats the prompt"
+    held: set[str] = set().union(*(sources[n - 1].terms() for n in cited))
+    missing = [t for t in stated(body) if t not in held]
+    if missing:
+        return f"states {', '.join(missing)}, which the cited block does not"
+    terms = set(ragline.text.tokenize(body))
+    share = len(terms & held) / len(terms) if terms else 0.0
+    if share < SUPPORT:
+        return f"the cited block holds {len(terms & held)} of its {len(terms)} terms"
+    return None
+
+
+def check_citations(answer: str, sources: Sequence[Source], prompt: Sequence[str] = ()) -> Checked:
+    """Check every sentence of `answer` against the context blocks `sources` ([1] is sources[0]).
+
+    A sentence is kept when it cites at least one block that was really sent
+    (1..len(sources)) and those blocks support it (`unsupported`: its facts are in them,
+    enough of its terms are, and it is not a heading path or a piece of `prompt`, the texts
+    the generator was given besides the blocks). Anything else is dropped, with why. In a
+    sentence citing blocks sent and not sent, the markers of those not sent are removed.
+    Escaped markers (`\\[7]`, quoted handbook text) are not citations. The extractive
+    generator quotes the blocks, so its sentences pass by construction.
+    """
+    out = Checked()
+    n_blocks = len(sources)
     for sentence in split_sentences(answer):
         if not CITATION.sub("", sentence).strip(" .!?"):
             continue  # a bare marker with nothing to cite for
         numbers = [int(m) for m in CITATION.findall(sentence)]
-        valid = [n for n in numbers if 1 <= n <= n_blocks]
+        valid = list(dict.fromkeys(n for n in numbers if 1 <= n <= n_blocks))
         if not valid:
-            dropped += 1
+            out.dropped.append((sentence, "cites no block that was sent" if numbers else "cites nothing"))
             continue
-        if len(valid) != len(numbers):
+        if any(not 1 <= n <= n_blocks for n in numbers):
             sentence = CITATION.sub(lambda m: m.group(0) if 1 <= int(m.group(1)) <= n_blocks else "", sentence)
             sentence = re.sub(r"\s{2,}", " ", sentence).strip()
-        kept.append(sentence)
-        cited.extend(n for n in valid if n not in cited)
-    return kept, cited, dropped
+        why = unsupported(sentence, sources, valid, prompt)
+        if why is not None:
+            out.dropped.append((sentence, why))
+            continue
+        out.kept.append(sentence)
+        out.cited.extend(n for n in valid if n not in out.cited)
+    return out

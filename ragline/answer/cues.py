@@ -37,8 +37,16 @@ _DURATION_Q = re.compile(
     re.I,
 )
 _TIME_Q = re.compile(r"\b(?:when|what time|schedule|how often)\b", re.I)
+# "When is it OK to ...", "when two engineers argue, what ...": a condition, not a time. A "when"
+# asks for a time only where it opens the question and no other question word follows it.
+_CONDITION_WHEN = re.compile(
+    r"^\s*when (?:is it|are we|am i|do i need to|would)\b"
+    r"|^\s*when\b[^?]*,\s*(?:what|which|who|how|should|can|do|is|are)\b|\S\s+when\b",
+    re.I,
+)
 _NAME_Q = re.compile(
-    r"\b(?:which|what) (?:\w+ )?(?:tools?|services?|products?|software|librar(?:y|ies)|systems?|platforms?|languages?|frameworks?|apps?|providers?)\b",
+    r"\b(?:which|what) (?:\w+ )?(?:tools?|services?|products?|software|librar(?:y|ies)|systems?|platforms?|languages?|frameworks?|apps?|providers?"
+    r"|channels?|teams?|people|person|groups?|repositor(?:y|ies)|vendors?|databases?)\b|^\s*who\b|\bwho (?:do|should|can|owns|is|are|to)\b",
     re.I,
 )
 _NAME = re.compile(r"(?<!^)(?<![.!?]\s)\b[A-Z][\w.+-]*[A-Za-z0-9]|`[^`]+`")
@@ -105,9 +113,66 @@ def question_cue(question: str) -> str | None:
         ("name", _NAME_Q),
         ("definition", _DEFINITION_Q),
     ):
-        if pattern.search(q):
+        if pattern.search(q) and not (
+            cue == "time" and _CONDITION_WHEN.search(q) and not re.search(r"\b(?:what time|schedule|how often)\b", q, re.I)
+        ):
             return cue
     return None
+
+
+# --------------------------------------------------------------------------- the asked-for quantity
+
+_NUMBER_WORD = (
+    r"(?:\d[\d,.]*|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|fifteen|twenty|thirty|forty|fifty|sixty"
+    r"|ninety|hundred|thousand|a few|several|a couple of|single|a|an)"
+)
+_HOW_MANY = re.compile(r"\bhow many ([a-z]+)", re.I)
+_NUMBER_OF = re.compile(
+    r"\b(?:minimum|maximum|max|min|largest|smallest)(?: number of ([a-z]+)| (?:\w+ )?(?:length|size|number|count)\b)", re.I
+)
+_PERCENT_Q = re.compile(r"\bpercentage\b|\bwhat percent\b|\bhow much of\b[^?]*\bcoverage\b", re.I)
+_VERSION_Q = re.compile(r"\b(?:which|what)\b[^?]*\bversion\b|\bversion (?:number|of)\b", re.I)
+_PERCENT = re.compile(r"\d\s?%|\bper ?cent\b", re.I)
+_VERSION = re.compile(r"\b\d+\.\d+(?:\.\d+)*\b|\bv\d+\b|\bversion \d+", re.I)
+_COUNTED = re.compile(r"\b" + _NUMBER_WORD + r"(?=((?:[\s-]+[a-z]+){1,3}))", re.I)
+
+
+def asked_quantity(question: str) -> tuple[str, str | None] | None:
+    """What quantity a question asks for, when it names one precisely:
+
+    ("count", UNIT)  "how many days ...", "the maximum number of files": a number of UNIT
+    ("number", None) "the minimum password length": some number
+    ("percent", None) "what percentage of test coverage ..."
+    ("version", None) "which Go version ...", "what version number"
+    None otherwise (how often, how long and how much have answers in too many shapes).
+    """
+    if m := _HOW_MANY.search(question):
+        return ("count", m.group(1).casefold())
+    if _PERCENT_Q.search(question):
+        return ("percent", None)
+    if _VERSION_Q.search(question):
+        return ("version", None)
+    if m := _NUMBER_OF.search(question):
+        return ("count", m.group(1).casefold()) if m.group(1) else ("number", None)
+    return None
+
+
+def holds_quantity(asked: tuple[str, str | None], text: str, question: str = "") -> bool:
+    """Whether `text` holds an answer of the shape `asked_quantity` gave: a number (as digits or
+    a word) of the unit within two words of it ("14 days", "two approving reviewers", "a single
+    file"; the unit compared by its stem), a percentage, a version, or any number. A number
+    the question itself states does not count."""
+    kind, unit = asked
+    stated = " ".join(question.casefold().split())
+    if kind == "count" and unit:
+        want = ragline.text.stem(unit)
+        for m in _COUNTED.finditer(text):
+            after = [ragline.text.stem(w) for w in re.split(r"[\s-]+", m.group(1).casefold()) if w]
+            if want in after and " ".join(m.group().casefold().split()) not in stated:
+                return True
+        return False
+    pattern = {"percent": _PERCENT, "version": _VERSION}.get(kind, NUMBER)
+    return any(" ".join(m.group().casefold().split()) not in stated for m in pattern.finditer(text))
 
 
 def cue_match(cue: str | None, cand: Any, question: str = "") -> float:
@@ -147,10 +212,17 @@ _STRONG = re.compile(r"(\*\*|__)(?=\S)(.+?)(?<=\S)\1")
 _EMPHASIS = re.compile(r"(?<![\w*\\])([*_])(?=[^\s*_])(.+?)(?<=[^\s*_])\1(?![\w*])")
 
 
+_SHORTCUT_LINK = re.compile(
+    r"(?<![\w\\!\]])\[([^\]\n]*[^\W\d_][^\]\n]+|[^\]\n]+[^\W\d_][^\]\n]*)\](?![(\[:])"
+)  # [Amazon CloudWatch]: a link by its label
+
+
 def plain(text: str) -> str:
-    """Prose markup a reader should not see in a quote: `[text](url)` and `[text][ref]` become
-    text, `**strong**`, `*emphasis*` and `_emphasis_` lose their marks. Inline code, and
-    underscores inside words (`snake_case`), stay. Code blocks are not passed here."""
+    """Prose markup a reader should not see in a quote: `[text](url)`, `[text][ref]` and the
+    shortcut `[text]` become text, `**strong**`, `*emphasis*` and `_emphasis_` lose their
+    marks. Inline code, underscores inside words (`snake_case`), a citation-like `[7]` and a
+    task box `[ ]` stay. Code blocks are not passed here."""
     text = _LINK.sub(r"\1", text)
+    text = _SHORTCUT_LINK.sub(r"\1", text)
     text = _STRONG.sub(r"\2", text)
     return _EMPHASIS.sub(r"\2", text)

@@ -14,13 +14,14 @@ A library, not a stage (rag_eval alone uses it; it owns the golden file's format
 An unanswerable question has no gold, evidence or answer_contains. `parse_golden` reads
 the file strictly (safe YAML loading only; every fault names its line); `resolve_gold`
 finds a question's gold chunks again under a chunking that moved text (the window
-ablations), from its evidence strings.
+ablations), from its evidence strings; `relabelled` names the labelled ids it had to
+replace, which under the default chunking are labels to correct.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -246,8 +247,8 @@ def read_chunking(records: Iterable[tuple[Line, dict[str, Any]]], source: str) -
     texts: dict[str, str] = {}
     windows = set()
     for where, record in records:
-        cid = ragline.records.field(record, "id", str, where)
-        text = ragline.records.field(record, "text", str, where)
+        cid = ragline.records.require_field(record, "id", str, where)
+        text = ragline.records.require_field(record, "text", str, where)
         if cid in texts:
             raise StageError(f"chunk id '{cid}' appears twice", str(where))
         docs[cid] = record.get("doc")
@@ -297,6 +298,44 @@ def resolve_gold(question: Question, chunking: Chunking | None, where: str) -> t
         which = "its evidence is found nowhere" if len(lost) == len(evidence) else f"evidence {show(lost[0])} is found nowhere"
         raise StageError(f"{question.id}: {what} and {which}", where)
     return tuple(found), True
+
+
+@dataclass(frozen=True)
+class Relabel:
+    """A labelled gold id the chunking lacks, and the ids its question's evidence was found in."""
+
+    question: Question
+    given: str
+    found: tuple[str, ...]
+
+    def message(self, golden: Golden, chunking: Chunking) -> str:
+        """`golden.yaml:12: question 'se-01': gold chunk 'idem#kyes' is not in chunks.jsonl; its evidence is in 'idem#keys', scored as gold`."""
+        head = f"{golden.where(self.question)}: question '{self.question.id}': gold chunk '{self.given}' is not in {chunking.source}"
+        if not self.found:
+            return f"{head}; its evidence is in its other gold chunks, scored without it"
+        return f"{head}; its evidence is in {', '.join(repr(c) for c in self.found)}, scored as gold"
+
+
+def relabelled(golden: Golden, chunking: Chunking, resolved: dict[str, Sequence[str]]) -> list[Relabel]:
+    """Every labelled gold id the chunking lacks, in file order, with the ids scored in its place.
+
+    `resolved` is each question's gold as `resolve_gold` found it (a result's `gold`). The
+    ids found in a missing id's place are the resolved ids its question did not label; where
+    a question lacks several, each gets those of its own document (all of them when none is).
+    Under the chunking the labels name (the default window) each one is a label to correct:
+    a typo, or a heading renamed since.
+    """
+    out: list[Relabel] = []
+    for q in golden.questions:
+        missing = [g for g in q.gold if g not in chunking.texts]
+        if not missing or q.id not in resolved:
+            continue
+        new = [c for c in resolved[q.id] if c not in q.gold]
+        for given in missing:
+            doc = given.partition("#")[0]
+            same = [c for c in new if (chunking.docs.get(c) or c.partition("#")[0]) == doc]
+            out.append(Relabel(q, given, tuple(same if same and len(missing) > 1 else new)))
+    return out
 
 
 def gold_docs(gold: Iterable[str], chunking: Chunking | None) -> set[str]:

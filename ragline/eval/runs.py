@@ -11,8 +11,9 @@ RUNS and nowhere else.
 A configuration maps each CONFIG_KEYS name to a value. Answer records show it: the
 retrieval keys in their `retrieval` field, the answer stage's (`features`, `threshold`,
 `context`) in `generator` (`Key.holder`). A key added after some records were written
-has a value for its absence (`Key.absent`), so an older record reads as that value. To
-add a key: one `Key(...)` line in CONFIG_KEYS; to add a run: one line in RUNS. A run
+has a value for its absence (`Key.absent`), so an older record reads as that value. The
+keys come from the options declared in `ragline.options` that answer records show
+(`recorded`): to add a key, declare the option there; to add a run: one line in RUNS. A run
 scored under a label of its own (not in RUNS) is recorded with the configuration its
 records show, and nothing is checked against a name.
 """
@@ -25,8 +26,9 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ragline import options
 from ragline.eval.golden import show
-from ragline.records import ANSWER_FEATURES, Line, StageError, field
+from ragline.records import ANSWER_FEATURES, Line, StageError, require_field
 
 CUTOFF = 5  # every retrieval metric looks at the top 5 hits at most; runs must retrieve k >= 5
 RESAMPLES = 10_000  # bootstrap resamples and randomisation-test permutations
@@ -34,8 +36,7 @@ SEED = 20_240_611
 LEVEL = 0.95  # interval coverage
 
 FEATURES = ANSWER_FEATURES  # the extractive generator's switches, one ablation each
-MINILM = "all-MiniLM-L6-v2"
-STAGES = ("chunk", "embed", "index", "search", "answer")  # rag-chunk ... rag-answer: the plan's flag columns
+STAGES = options.PIPELINE  # rag-chunk ... rag-answer: the plan's flag columns
 
 # --------------------------------------------------------------------------- corpora
 
@@ -64,19 +65,12 @@ def corpus_order(name: str) -> tuple[int, str]:
 
 # --------------------------------------------------------------------------- configuration keys
 
-REQUIRED = object()  # a Key.absent: records must show the key
-
-
-def _option(name: str) -> Callable[[Any], list[str]]:
-    return lambda value: [name, f"{value:g}" if isinstance(value, float) else str(value)]
-
-
-def _switch(on: str, off: str) -> Callable[[Any], list[str]]:
-    return lambda value: [on if value else off]
+REQUIRED = options.REQUIRED  # a Key.absent: records must show the key
 
 
 def _features_off(value: Sequence[str]) -> list[str]:
-    return [flag for f in FEATURES if f not in value for flag in ("--off", f)]
+    off = options.get("off").flag
+    return [flag for f in FEATURES if f not in value for flag in (off, f)]
 
 
 @dataclass(frozen=True)
@@ -95,27 +89,36 @@ class Key:
     holder: str = "retrieval"
 
 
-CONFIG_KEYS: tuple[Key, ...] = (
-    Key("model", MINILM, ("embed",), _option("--model")),
-    Key("dense", True, ("search",), _switch("--dense", "--no-dense")),
-    Key("sparse", True, ("search",), _switch("--sparse", "--no-sparse")),
-    Key("rerank", "lexical", ("search",), _option("--rerank")),
-    Key("embed_headings", True, ("embed",), _switch("--headings", "--no-headings")),
-    Key("embed_long", "windows", ("embed",), _option("--long")),
-    Key("window", 180, ("chunk",), _option("--words")),
-    Key("fusion", "score", ("search",), _option("--fusion"), absent="rrf"),
-    Key("dense_weight", 0.9, ("search",), _option("--dense-weight"), absent=0.5),
-    Key("passages", True, ("embed", "search"), _switch("--passages", "--no-passages"), absent=False),
-    Key("exact", False, ("search",), _switch("--exact", "--no-exact"), absent=False),
-    # rag_search.DEFAULT_K, rag_search.CANDIDATES, rag_answer.CONTEXT (tests/test_evalruns.py holds them equal)
-    Key("k", 5, ("search",), _option("--k")),
-    Key("candidates", 30, ("search",), _option("--candidates"), absent=30),
-    Key("rrf_k", 60, ("search",), _option("--rrf-k"), absent=60),
-    Key("features", list(FEATURES), ("answer",), _features_off, holder="generator"),
-    # rag_answer.DEFAULT_ABSTAIN (tests/test_golden.py holds the two equal, and both to the sweep's choice)
-    Key("threshold", 0.23, ("answer",), _option("--threshold"), absent=None, holder="generator"),
-    Key("context", 5, ("answer",), _option("--context"), absent=5, holder="generator"),
-)
+# The order result files show the keys in (their `actual`), kept from the files already
+# written; a key not named here follows, in the declarations' order.
+ORDER = (
+    "model", "dense", "sparse", "rerank", "embed_headings", "embed_long", "window", "fusion", "dense_weight",
+    "passages", "exact", "k", "candidates", "rrf_k", "features", "threshold", "context",
+)  # fmt: skip
+
+
+def _keys() -> tuple[Key, ...]:
+    """A key per recorded option (`ragline.options.recorded`): its default, its absent value, the
+    record field that shows it; its flags go to the first pipeline stage that takes it (rag-search,
+    not rag-answer, for a retrieval option), and to each stage with an option of that name
+    (--no-passages: rag-embed makes no passage vectors, rag-search uses none). Then `features`,
+    which records the extractive features left on by --off."""
+    declared: dict[str, list[options.Option]] = {}
+    for option in options.recorded():
+        declared.setdefault(option.name, []).append(option)
+    keys = []
+    for name, same in declared.items():
+        first = same[0]
+        if any((o.default, o.absent, o.recorded) != (first.default, first.absent, first.recorded) for o in same):
+            raise ValueError(f"the options named {name!r} must agree on their default, absent value and record field")
+        stages = tuple(next(s for s in STAGES if s in o.stages) for o in same)
+        keys.append(Key(name, first.default, stages, first.args, first.absent, first.recorded or "retrieval"))
+    keys.append(Key("features", list(FEATURES), ("answer",), _features_off, holder="generator"))
+    rank = {name: n for n, name in enumerate(ORDER)}
+    return tuple(sorted(keys, key=lambda k: rank.get(k.name, len(ORDER))))
+
+
+CONFIG_KEYS: tuple[Key, ...] = _keys()
 
 # The shipped configuration: each key's default, which is the stages' own, so a run's
 # flags are the keys where it differs from this. Every other run is this with one thing
@@ -162,6 +165,7 @@ METRICS: dict[str, tuple[str, str]] = {
     "mrr": ("rr", "answerable"),
     "ndcg@5": ("ndcg@5", "answerable"),
     "answer_ok": ("answer_ok", "all"),
+    "answer_ok_answerable": ("answer_ok", "answerable"),
     "citations_on_target": ("citations_on_target", "answerable"),
     "refused_when_unanswerable": ("refused", "unanswerable"),
     "refused_when_answerable": ("refused", "answerable"),
@@ -237,8 +241,8 @@ def run_config(record: dict[str, Any], where: Line | str) -> dict[str, Any]:
     """The configuration an answer record shows: the CONFIG_KEYS in its `retrieval`, and
     its `generator.features` (in FEATURES order, unknown names after them, sorted). A key
     the record lacks is its `absent` value, or a StageError where it is REQUIRED."""
-    retrieval = field(record, "retrieval", dict, where)
-    generator = field(record, "generator", dict, where)
+    retrieval = require_field(record, "retrieval", dict, where)
+    generator = require_field(record, "generator", dict, where)
     config = {}
     for key in CONFIG_KEYS:
         name, holder = key.holder, generator if key.holder == "generator" else retrieval

@@ -1,4 +1,4 @@
-"""tables: the README's result tables, from rag-eval's result and sweep files.
+"""tables: the result tables of docs/evaluation.md, from rag-eval's result and sweep files.
 
 A library, not a stage (rag_eval alone uses it). `compare` computes every number the
 tables show, p-values included; the `*_table` functions only format them, one function
@@ -115,6 +115,7 @@ class Tables:
     corpora: tuple[Comparison, ...]
     mean: tuple[Row, ...]
     sweeps: tuple[dict[str, Any], ...]
+    defaults: tuple[tuple[str, dict[str, Any]], ...] = ()  # each corpus's `default` run: (corpus, its overall aggregates)
 
     @property
     def rows(self) -> tuple[Row, ...]:
@@ -154,7 +155,12 @@ def compare(results: Sequence[tuple[str, dict[str, Any]]], sweeps: Sequence[tupl
     mean = tuple(macro_row(label, list(groups.values())) for label in labels) if len(groups) > 1 else ()
     order = list(RUNS)
     ordered = sorted((s for _, s in sweeps), key=lambda s: order.index(s["label"]) if s["label"] in order else len(order))
-    return Tables(corpora, mean, tuple(ordered))
+    defaults = tuple(
+        (name, next(r for r in by_label.values() if r.get("label") == "default")["aggregates"]["overall"])
+        for name, by_label in groups.items()
+        if any(r.get("label") == "default" for r in by_label.values())
+    )
+    return Tables(corpora, mean, tuple(ordered), defaults)
 
 
 def row_names(results: Sequence[tuple[str, dict[str, Any]]]) -> list[str]:
@@ -415,6 +421,9 @@ def render_tables(t: Tables) -> str:
     for swept in t.sweeps:
         sections += [["### Abstain threshold"]] if many else []
         sections.append(sweep_table(swept))
+    answers = answer_targets_table(t)
+    if answers:
+        sections += ([["### Answers: the fact, short, and a refusal each handbook fits"]] if many else []) + [answers]
     sections += table_notes(t)
     return "\n\n".join("\n".join(section) for section in sections if section) + "\n"
 
@@ -491,6 +500,71 @@ def verdict_table(t: Tables) -> list[str]:
                 ]
             )
     return [intro, "", *_table(["corpus", "metric", f"`{BEFORE}`", "`default`", "change", "p", "target"], lines)]
+
+
+# The answer stage's targets (issue 22): answer ok of answerable questions at least recall@1 + ANSWER_OVER_RECALL
+# on every corpus and ANSWER_OK_MEAN on the mean; answers' median and nine-in-ten lengths; and, from the
+# sweep, each corpus left out: refused unanswerable at least REFUSED_UNANSWERABLE at most REFUSAL_BUDGET
+# of its answerable ones refused.
+ANSWER_OVER_RECALL = 0.10
+ANSWER_OK_MEAN = 0.65
+WORDS_P50, WORDS_P90 = 60, 120
+REFUSED_UNANSWERABLE = 0.50
+REFUSAL_BUDGET_TARGET = 0.125
+
+
+def _goal(value: float | None, goal: float, sense: str, digits: int = 2) -> str:
+    if value is None:
+        return "–"
+    short = (goal - value) if sense == "min" else (value - goal)
+    return f"{value:.{digits}f} " + ("✓" if short <= 1e-9 else f"(missed by {short:.{digits}f})")
+
+
+def answer_targets_table(t: Tables) -> list[str]:
+    """For each corpus's `default` run: answer ok of answerable questions against recall@1 +
+    ANSWER_OVER_RECALL, the answers' median and 90th-percentile length in words (refusals aside,
+    markers not counted), and the refusal rates with the abstain threshold chosen on the other
+    corpora (the first sweep's `loco`); the mean of answer ok against ANSWER_OK_MEAN. Each
+    target met (✓) or missed by how much. None without default runs that record answer lengths."""
+    rows = [(name, agg) for name, agg in t.defaults if agg.get("answer_ok_answerable") is not None and "words_p50" in agg]
+    if not rows:
+        return []
+    loco = {c["name"]: c.get("loco") for c in t.sweeps[0]["corpora"]} if t.sweeps else {}
+    lines = []
+    for name, agg in rows:
+        r1 = agg["recall@1"]
+        held = loco.get(name) or {}
+        lines.append(
+            [
+                name,
+                f"{r1:.2f}",
+                _goal(agg["answer_ok_answerable"], r1 + ANSWER_OVER_RECALL, "min"),
+                _goal(agg["words_p50"], WORDS_P50, "max", 0),
+                _goal(agg["words_p90"], WORDS_P90, "max", 0),
+                _goal(held.get("refused_when_unanswerable"), REFUSED_UNANSWERABLE, "min"),
+                _goal(held.get("refused_when_answerable"), REFUSAL_BUDGET_TARGET, "max"),
+            ]
+        )
+    if len(rows) > 1:
+        mean = sum(agg["answer_ok_answerable"] for _, agg in rows) / len(rows)
+        lines.append(["mean", "", _goal(mean, ANSWER_OK_MEAN, "min"), "", "", "", ""])
+    intro = (
+        f"The `default` run. Answer ok here is over answerable questions, against recall@1 + {ANSWER_OVER_RECALL:g} (the answer should "
+        f"hold the fact more often than the right section is ranked first) and {ANSWER_OK_MEAN:g} on the mean; words: the answers' "
+        f"median and 90th percentile (refusals aside, `[n]` not counted), against {WORDS_P50} and {WORDS_P90}; refusals: each corpus "
+        f"left out, at the abstain threshold chosen on the others (the sweep's leave-one-corpus-out), against {REFUSED_UNANSWERABLE:g} "
+        f"of the unanswerable refused at most {REFUSAL_BUDGET_TARGET:g} of the answerable. ✓ met, else missed by how much."
+    )
+    head = [
+        "corpus",
+        "recall@1",
+        "answer ok (answerable)",
+        "words p50",
+        "words p90",
+        "unanswerable refused (left out)",
+        "answerable refused (left out)",
+    ]
+    return [intro, "", *_table(head, lines)]
 
 
 def fitted_table(t: Tables, key: str) -> list[str]:
@@ -621,9 +695,9 @@ def table_notes(t: Tables) -> list[list[str]]:
     return [[note] for note in notes]
 
 
-def replace_tables(readme: str, tables: str, source: str) -> str:
-    """The README with the text between BEGIN and END replaced by `tables`."""
-    start, end = readme.find(BEGIN), readme.find(END)
-    if start < 0 or end < start or readme.count(BEGIN) != 1 or readme.count(END) != 1:
+def replace_tables(page: str, tables: str, source: str) -> str:
+    """The markdown `page` with the text between BEGIN and END replaced by `tables`."""
+    start, end = page.find(BEGIN), page.find(END)
+    if start < 0 or end < start or page.count(BEGIN) != 1 or page.count(END) != 1:
         raise StageError(f"needs one '{BEGIN}' line and one '{END}' line after it", source)
-    return readme[: start + len(BEGIN)] + "\n" + tables + readme[end:]
+    return page[: start + len(BEGIN)] + "\n" + tables + page[end:]

@@ -1,7 +1,7 @@
 """Measure the stages on large inputs and write results/reliability.json (run by hand, not a test).
 
-    python tests/measure_large.py                       # 50 MB of markdown, 200,000 records
-    python tests/measure_large.py --markdown-mb 5 --records 20000 --out /tmp/r.json
+    python tests/support/measure_large.py               # 50 MB of markdown, 200,000 records
+    python tests/support/measure_large.py --markdown-mb 5 --records 20000 --out /tmp/r.json
 
 Peak RSS is the kernel's count for the one child process (os.wait4's ru_maxrss), with
 stdout sent to /dev/null. The markdown is generated (headed sections of prose, code
@@ -76,7 +76,7 @@ def main() -> None:
         "machine": {"python": platform.python_version(), "system": platform.system(), "processor": platform.machine()},
     }
     report["markdown"] = (
-        "Large inputs, measured by `python3 tests/measure_large.py` (peak resident memory of the one process):\n\n"
+        "Large inputs, measured by `python3 tests/support/measure_large.py` (peak resident memory of the one process):\n\n"
         "| stage | input | peak RSS | time |\n| --- | --- | ---: | ---: |\n"
         f"| `rag-chunk` | {md_bytes / 1e6:.0f} MB of markdown in one file | {chunk['peak_rss_mib']} MiB | {chunk['seconds']} s |\n"
         f"| `rag-embed --model hash` | {args.records:,} records ({stream_bytes / 1e6:.0f} MB) | {embed['peak_rss_mib']} MiB | {embed['seconds']} s |\n\n"

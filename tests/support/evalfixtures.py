@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import jsonl
+from jsonl import jsonl
 
 import rag_eval
 from ragline.eval.golden import ANSWERABLE_KINDS, Chunking, Golden, load_golden, parse_golden, read_chunking

@@ -1,6 +1,6 @@
-"""Print the bad-input table for the README, from the cases test_bad_input.py runs.
+"""Print the bad-input table for docs/reliability.md, from the cases test_bad_input.py runs.
 
-    python tests/bad_input_table.py > /tmp/table.md
+    python tests/support/bad_input_table.py > /tmp/table.md
 
 One row per case: what the input is, the stage, the exit code, and what stderr says
 (`…` stands for any text; exit 2 shows click's `Error:` line, under its `Usage:` lines).
@@ -14,7 +14,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from test_bad_input import CASES, Case
+from bad_input_cases import Case
+from bad_input_query_cases import CASES
 
 
 def cell(text: str) -> str:
@@ -24,7 +25,7 @@ def cell(text: str) -> str:
 
 def stderr(case: Case) -> str:
     if case.code == 0:
-        return "(nothing)"
+        return f"(a notice) {cell(case.expect)}" if case.expect else "(nothing)"
     return cell(case.expect)
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import orjson
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parent.parent.parent
 BIN = Path(sys.executable).parent
 STAGES = ("rag-chunk", "rag-embed", "rag-index", "rag-search", "rag-answer", "rag-eval")
 NO_MODELS = "/nonexistent/ragline-models"
@@ -114,7 +114,7 @@ def build_workspace(base: Path) -> Path:
     hits.jsonl  answers.jsonl  result.json
     """
     _importable(Path(__file__).parent)
-    from conftest import TINY
+    from corpora import TINY
 
     base.mkdir(parents=True, exist_ok=True)
     (base / "corpus").mkdir()

@@ -1,7 +1,7 @@
 """SIGKILL at random moments: the helpers of tests/test_crash.py, and the kill loop at scale.
 
-    python tests/killing.py                           # `just reliability`: 100,000 chunks, 50 kills
-    python tests/killing.py --records 4000 --kills 6 --out /tmp/sigkill.json
+    python tests/support/killing.py                   # `just reliability`: 100,000 chunks, 50 kills
+    python tests/support/killing.py --records 4000 --kills 6 --out /tmp/sigkill.json
 
 The loop builds an index of `--records` chunks (synthetic: random unit vectors of 384 values,
 texts of 20 words drawn from a small vocabulary), then rebuilds it from two corpora in turn
@@ -12,7 +12,7 @@ loads (`rag_index.load`: every file against the manifest's sizes and sha256s), i
 corpus or the new one, answers a query through `rag-search`, and that no more than
 `rag_index.DEAD_BOUND` dead generations (and one `.CURRENT.*.tmp`) lie beside the live one.
 Every query of the reader must answer. The figures go to results/sigkill.json, whose
-`markdown` the README's reliability section shows (`just readme`).
+`markdown` the reliability section of docs/reliability.md shows (`just docs`).
 """
 
 from __future__ import annotations
@@ -311,7 +311,7 @@ def markdown(f: dict) -> str:
     ]
     table = "".join(f"| {label} | {a} | {b} |\n" for label, a, b in rows)
     return (
-        f"SIGKILL at scale, by `just reliability` (`tests/killing.py`): an index of {f['records']:,} chunks "
+        f"SIGKILL at scale, by `just reliability` (`tests/support/killing.py`): an index of {f['records']:,} chunks "
         f"({f['dim']}-value synthetic vectors; {f['index_bytes'] / 1e6:.0f} MB on disk; a full build {f['build_seconds']} s, "
         f"writing its generation from {f['writing_from_seconds']} s) rebuilt from two corpora in turn until {f['kills']} rebuilds "
         "had been killed with SIGKILL, half at a random moment of the whole run, half at a random moment of its writing and swap "

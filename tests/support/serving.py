@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+import resource
 import signal
 import subprocess
 import threading
@@ -37,7 +38,16 @@ class Server:
     url: str = ""
 
     @classmethod
-    def start(cls, index: Path, *flags: str, env: dict[str, str] | None = None, log: Path | None = None, timeout: float = 60) -> Server:
+    def start(
+        cls,
+        index: Path,
+        *flags: str,
+        env: dict[str, str] | None = None,
+        log: Path | None = None,
+        timeout: float = 60,
+        files: int | None = None,
+    ) -> Server:
+        """`files`: the server's open-file limit (RLIMIT_NOFILE, soft and hard), as `ulimit -n` sets it."""
         log = log or index.parent / f"serve-{time.monotonic_ns()}.log"
         handle = open(log, "wb")  # noqa: SIM115 - the child writes to it until it exits
         proc = subprocess.Popen(
@@ -46,6 +56,7 @@ class Server:
             stdout=handle,
             stderr=handle,
             env=env or stage_env(),
+            preexec_fn=None if files is None else lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (files, files)),
         )
         handle.close()
         server = cls(proc, log)
@@ -78,8 +89,8 @@ class Server:
 
 
 @contextmanager
-def serving(index: Path, *flags: str, env: dict[str, str] | None = None) -> Iterator[Server]:
-    server = Server.start(index, *flags, env=env)
+def serving(index: Path, *flags: str, env: dict[str, str] | None = None, files: int | None = None) -> Iterator[Server]:
+    server = Server.start(index, *flags, env=env, files=files)
     try:
         yield server
     finally:
@@ -136,3 +147,13 @@ def rebuild(corpus: Path, index: Path) -> None:
     done = subprocess.run([*command("rag-index"), "--out", str(index), "--quiet"], stdin=embed.stdout, capture_output=True, env=stage_env())
     embed.stdout.close()
     assert chunk.wait() == 0 and embed.wait() == 0 and done.returncode == 0, done.stderr.decode()
+
+
+def settled(client: httpx.Client, timeout: float = 30) -> dict:
+    """/health once no swap is pending: /health answers at once and queues a swap to a new CURRENT on the worker."""
+    deadline = time.monotonic() + timeout
+    while True:
+        health = client.get("/health").json()
+        if health.get("pending") is None or time.monotonic() > deadline:
+            return health
+        time.sleep(0.05)

@@ -7,6 +7,7 @@ import json
 
 import pytest
 from bad_input_cases import (
+    BUILD_CASES,
     QUERY,
     SCORE,
     TTY,
@@ -125,7 +126,7 @@ QUERY_CASES: list[Case] = [
         "rag-search",
         ("--index", "idx"),
         1,
-        "rag-search: idx: index format is 'ragline-index/0', expected 'ragline-index/1': rebuild it",
+        "rag-search: idx: index format is 'ragline-index/0', expected 'ragline-index/2': rebuild it",
         manifest_edit(lambda m: m | {"format": "ragline-index/0"}),
     ),
     Case(
@@ -301,7 +302,8 @@ QUERY_CASES: list[Case] = [
         "rag-eval",
         (*SCORE[:2], "moved.yaml", *SCORE[3:], "answers.jsonl"),
         0,
-        "",
+        "rag-eval: moved.yaml:3: question 't-01': gold chunk 'settlement#no-such-section' is not in chunks.jsonl; "
+        "its evidence is in 'settlement#the-nightly-sweep', scored as gold",
         golden_edit(*UNKNOWN_GOLD, "moved.yaml"),
         outputs=("result.json",),
         verify=lambda d, out: json.loads((d / "result.json").read_bytes())["counts"]["refound"] == 1 or pytest.fail("not re-found"),
@@ -479,3 +481,6 @@ QUERY_CASES: list[Case] = [
         stdin(TTY),
     ),
 ]
+
+# The whole battery tests/test_bad_input.py runs and tests/support/bad_input_table.py renders: the build cases, then these.
+CASES: list[Case] = BUILD_CASES + QUERY_CASES

@@ -1,6 +1,6 @@
-"""Print the machine-faults table for the README, from the faults tests/test_faults.py injects.
+"""Print the machine-faults table for docs/reliability.md, from the faults tests/test_faults.py injects.
 
-    python tests/fault_table.py > /tmp/faults.md
+    python tests/support/fault_table.py > /tmp/faults.md
 
 One row per fault: how a user meets it, the stage, the exit code, what stderr says (`…` stands
 for any text; paths are shortened to their names) and what is left on disk.
@@ -13,7 +13,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from test_faults import FAULTS, Fault
+from faults import FAULTS, Fault
 
 
 def cell(text: str) -> str:

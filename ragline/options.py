@@ -1,0 +1,671 @@
+"""options: every option of the stages, declared once.
+
+An `Option` says all there is to say about one option: its name, its flags, its type and
+default, its range or choices, its environment variable, its help, the stages that take
+it, whether rag-serve takes it per request, and whether answer records show it. Everything
+else is derived from OPTIONS:
+
+- each stage's click options (`Option.click`, `decorate`), with " Env: VAR." after the help
+- rag-search's `Config` and `SearchArgs` (`config_class`, `retrieval`), and `check`, which
+  holds a configuration built in code to the ranges the command line enforces
+- rag-serve's request fields and their validation (`request_fields`)
+- the configuration keys rag-eval records and checks (`ragline.eval.runs.CONFIG_KEYS`, from
+  `recorded`): each key's default, the flags that ask for a value (`Option.args`), the value
+  an older record without it means (`absent`)
+- the options table of the documentation (`markdown_table`): `python3 -m ragline.options`
+  prints it, `python3 -m ragline.options docs/options.md [--check]` writes (or checks) it
+  between `<!-- options:begin -->` and `<!-- options:end -->`, and `scripts/docs.py`
+  renders it into docs/options.md
+
+A stage's own switches that configure nothing (--json, --quiet, --raw-input, --explain,
+--open, ...) stay plain click options in the stage.
+
+Adding an option is one declaration here plus the code that uses it. A retrieval option
+that drops hits under a score, for instance:
+
+    Option(
+        "min_score", float, 0.0, "Drop the hits scoring under this.", env="RAG_MIN_SCORE",
+        stages=SEARCHING, range=(0.0, 1.0), served="retrieval", recorded="retrieval", absent=0.0,
+    ),
+
+and in `rag_search.Searcher` the line that uses `self.config.min_score`. rag-search,
+rag-answer and rag-serve then take `--min-score` (and RAG_MIN_SCORE) with its range,
+`Config` has the field, /search and /answer take "min_score" with the same range, answer
+records show it under `retrieval` (results written before it read as 0.0), `rag-eval plan`
+passes `--min-score` to rag-search for a run that sets it in RUNS, and the docs table has
+its row.
+
+    >>> get("dense_weight").click_help()
+    'The dense share of --fusion score. Env: RAG_DENSE_WEIGHT.'
+    >>> get("passages", "embed").env, get("passages", "search").env
+    ('RAG_EMBED_PASSAGES', 'RAG_USE_PASSAGES')
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from ragline.records import ANSWER_FEATURES
+
+PIPELINE = ("chunk", "embed", "index", "search", "answer")  # the stages in pipeline order (rag-eval's flag columns)
+STAGES = (*PIPELINE, "serve")
+SEARCHING = ("search", "answer", "serve")  # rag-answer and rag-serve search with rag-search's options
+ANSWERING = ("answer", "serve")  # rag-serve answers with rag-answer's options, its defaults
+REQUIRED = object()  # an `absent` value: every answer record must show the key
+
+
+@dataclass(frozen=True)
+class Option:
+    """One option. `name` is its parameter (click's, `Config`'s field, the request field and the
+    configuration key), unless `param` names the command's parameter otherwise; two
+    declarations share a name only when no stage takes both. `flags` are click's (a switch is
+    "--on/--off"); `type` the value's type (bool, int, float, str); `path` "dir" or "file" for a
+    str that names one. `help` is one sentence or two; the click help adds " Env: VAR.", the
+    request field reads `summary` where that is shorter. `served`: "retrieval" (every search
+    and answer request) or "answer" (answer requests only), else rag-serve fixes it at start.
+    `recorded`: the answer record's field that shows it ("retrieval" or "generator"), which
+    makes it a configuration key of rag-eval, with `absent` the value of a record written
+    before the key existed."""
+
+    name: str
+    type: type
+    default: Any
+    help: str
+    flags: tuple[str, ...] = ()
+    env: str | None = None
+    stages: tuple[str, ...] = ()
+    range: tuple[Any, Any] | None = None
+    choices: tuple[str, ...] | None = None
+    param: str | None = None
+    path: str | None = None
+    required: bool = False
+    multiple: bool = False
+    metavar: str | None = None
+    show_default: bool = True
+    summary: str | None = None
+    served: str | None = None
+    recorded: str | None = None
+    absent: Any = REQUIRED
+
+    def __post_init__(self) -> None:
+        if not self.flags:  # --name, or --name/--no-name for a switch
+            flag = "--" + self.name.replace("_", "-")
+            object.__setattr__(self, "flags", (f"{flag}/--no-{flag[2:]}" if self.type is bool else flag,))
+
+    @property
+    def parameter(self) -> str:
+        """The name the command's function takes it under."""
+        return self.param or self.name
+
+    @property
+    def flag(self) -> str:
+        """The long flag (the "on" one of a switch)."""
+        return self.flags[0].split("/")[0]
+
+    def click_help(self) -> str:
+        """The --help text: the help, then its variable (a list's is comma-separated and read by the stage)."""
+        if self.env is None:
+            return self.help
+        return f"{self.help} Env: {self.env}{' (comma-separated)' if self.multiple else ''}."
+
+    def click(self) -> Callable[[Any], Any]:
+        """The click option decorator."""
+        import click
+
+        kind: Any = None
+        if self.choices is not None:
+            kind = click.Choice(self.choices)
+        elif self.range is not None:
+            kind = (click.IntRange if self.type is int else click.FloatRange)(*self.range)
+        elif self.path is not None:
+            kind = click.Path(file_okay=self.path != "dir", dir_okay=self.path != "file")
+        settings: dict[str, Any] = {"help": self.click_help()}
+        if self.env is not None and not self.multiple:
+            settings["envvar"] = self.env
+        if self.required:
+            settings["required"] = True
+        elif self.multiple:
+            settings["multiple"] = True
+        else:
+            settings["default"] = self.default
+            if self.show_default and self.default is not None:
+                settings["show_default"] = True
+        if kind is not None:
+            settings["type"] = kind
+        if self.metavar is not None:
+            settings["metavar"] = self.metavar
+        return click.option(*self.flags, self.parameter, **settings)
+
+    def args(self, value: Any) -> list[str]:
+        """The command-line arguments that ask for `value` (`--no-sparse`, `--k 7`, `--dense-weight 0.5`)."""
+        if self.type is bool:
+            on, _, off = self.flags[0].partition("/")
+            return [on if value else off]
+        return [self.flag, f"{value:g}" if isinstance(value, float) else str(value)]
+
+    def check(self, value: Any) -> str | None:
+        """Why `value` is outside the declared choices or range, else None."""
+        if self.choices is not None and value not in self.choices:
+            return f"{self.flag} must be one of {', '.join(self.choices)}, got {value!r}"
+        if self.range is not None and not self.range[0] <= value <= self.range[1]:
+            low, high = self.range
+            return f"{self.flag} must be between {low:g} and {high:g}, got {value:g}"
+        return None
+
+
+# --------------------------------------------------------------------------- the declarations
+#
+# In each stage's --help order. The defaults that measurement chose say where they come from.
+
+OPTIONS: tuple[Option, ...] = (
+    # rag-chunk
+    Option(
+        "window",
+        int,
+        180,
+        "The window: most words in a chunk (atomic blocks may exceed it).",
+        flags=("--words",),
+        env="RAG_CHUNK_WORDS",
+        stages=("chunk",),
+        range=(10, 100_000),
+        recorded="retrieval",
+    ),
+    # rag-embed
+    Option(
+        "model",
+        str,
+        "all-MiniLM-L6-v2",
+        "Model name (all-MiniLM-L6-v2, bge-small-en-v1.5, hash) or a model folder.",
+        flags=("--model", "-m"),
+        env="RAG_MODEL",
+        stages=("embed",),
+        recorded="retrieval",
+    ),
+    Option(
+        "embed_headings",
+        bool,
+        True,
+        "Join the chunk's heading path to its text.",
+        flags=("--headings/--no-headings",),
+        param="headings",
+        env="RAG_EMBED_HEADINGS",
+        stages=("embed",),
+        recorded="retrieval",
+    ),
+    Option(
+        "passages",
+        bool,
+        True,
+        "Also embed each chunk's passages (runs of sentences of about 60 words) for rag-search to match.",
+        env="RAG_EMBED_PASSAGES",
+        stages=("embed",),
+        recorded="retrieval",
+        absent=False,
+    ),
+    # Texts per model call. With batches sorted by length, smaller batches pad less:
+    # the batch-size ablation in results/bench.json (`just bench`) is what chose it.
+    Option("batch_size", int, 8, "Texts per model call.", env="RAG_BATCH_SIZE", stages=("embed",), range=(1, 4096)),
+    Option(
+        "threads",
+        int,
+        0,
+        "onnxruntime intra-op threads (0: one per core).",
+        env="RAG_THREADS",
+        stages=("embed",),
+        range=(0, 256),
+        show_default=False,
+    ),
+    Option(
+        "embed_long",
+        str,
+        "windows",
+        "A text over the model's max tokens: embed every window and average them, or keep the first window.",
+        flags=("--long",),
+        param="long_mode",
+        env="RAG_EMBED_LONG",
+        stages=("embed",),
+        choices=("truncate", "windows"),
+        recorded="retrieval",
+    ),
+    Option(
+        "cache_path",
+        str,
+        None,
+        "A vector cache file (sqlite): unchanged text is not embedded again.",
+        flags=("--cache",),
+        env="RAG_EMBED_CACHE",
+        stages=("embed",),
+        path="file",
+    ),
+    # rag-index
+    Option(
+        "out",
+        str,
+        None,
+        "The index directory to write (replaced atomically).",
+        flags=("--out", "-o"),
+        env="RAG_INDEX",
+        stages=("index",),
+        path="dir",
+        required=True,
+    ),
+    # rag-search, and rag-answer and rag-serve, which search with them
+    Option(
+        "index_path",
+        str,
+        None,
+        "The index directory.",
+        flags=("--index", "-i"),
+        env="RAG_INDEX",
+        stages=SEARCHING,
+        path="dir",
+        required=True,
+    ),
+    Option(
+        "model",
+        str,
+        None,
+        "Query model; must be the index's own (default: the index's).",
+        flags=("--model", "-m"),
+        env="RAG_MODEL",
+        stages=SEARCHING,
+    ),
+    Option("dense", bool, True, "Dense retrieval.", env="RAG_USE_DENSE", stages=SEARCHING, served="retrieval", recorded="retrieval"),
+    Option(
+        "sparse",
+        bool,
+        True,
+        "BM25, fused with dense (see --fusion).",
+        env="RAG_USE_SPARSE",
+        stages=SEARCHING,
+        summary="BM25, fused with dense.",
+        served="retrieval",
+        recorded="retrieval",
+    ),
+    Option(
+        "rerank",
+        str,
+        "lexical",
+        "Reorder candidates by query-term overlap.",
+        env="RAG_RERANK",
+        stages=SEARCHING,
+        choices=("lexical", "none"),
+        served="retrieval",
+        recorded="retrieval",
+    ),
+    Option(
+        "k",
+        int,
+        5,
+        "Hits per question.",
+        flags=("--k", "-k"),
+        env="RAG_K",
+        stages=SEARCHING,
+        range=(1, 1000),
+        served="retrieval",
+        recorded="retrieval",
+    ),
+    Option(
+        "rrf_k",
+        int,
+        60,
+        "The k of reciprocal rank fusion.",
+        env="RAG_RRF_K",
+        stages=SEARCHING,
+        range=(0, 10_000),
+        served="retrieval",
+        recorded="retrieval",
+        absent=60,
+    ),
+    Option(
+        "candidates",
+        int,
+        30,
+        "Each retriever's list length before fusion and rerank.",
+        env="RAG_CANDIDATES",
+        stages=SEARCHING,
+        range=(1, 10_000),
+        served="retrieval",
+        recorded="retrieval",
+        absent=30,
+    ),
+    Option(
+        "fusion",
+        str,
+        "score",
+        "How dense and BM25 combine: reciprocal rank fusion, or a weighted sum of normalised scores.",
+        env="RAG_FUSION",
+        stages=SEARCHING,
+        choices=("rrf", "score"),
+        summary="How dense and BM25 combine.",
+        served="retrieval",
+        recorded="retrieval",
+        absent="rrf",
+    ),
+    # chosen across the three dev corpora: results/ (just eval), the dense-weight rows
+    Option(
+        "dense_weight",
+        float,
+        0.9,
+        "The dense share of --fusion score.",
+        env="RAG_DENSE_WEIGHT",
+        stages=SEARCHING,
+        range=(0.0, 1.0),
+        summary="The dense share of fusion 'score'.",
+        served="retrieval",
+        recorded="retrieval",
+        absent=0.5,
+    ),
+    Option(
+        "passages",
+        bool,
+        True,
+        "Score a chunk by its best passage vector too, where the index has them.",
+        env="RAG_USE_PASSAGES",
+        stages=SEARCHING,
+        summary="Score a chunk by its best passage vector too.",
+        served="retrieval",
+        recorded="retrieval",
+        absent=False,
+    ),
+    Option(
+        "exact",
+        bool,
+        False,
+        "Lift chunks that hold the question's identifiers (error codes, commands, file names) whole.",
+        env="RAG_EXACT",
+        stages=SEARCHING,
+        summary="Lift chunks that hold the question's identifiers whole.",
+        served="retrieval",
+        recorded="retrieval",
+        absent=False,
+    ),
+    Option(
+        "threads",
+        int,
+        0,
+        "onnxruntime threads for query embedding (0: one per core).",
+        env="RAG_THREADS",
+        stages=SEARCHING,
+        range=(0, 256),
+        show_default=False,
+    ),
+    # rag-serve's own
+    Option("host", str, "127.0.0.1", "The address to bind.", env="RAG_SERVE_HOST", stages=("serve",)),
+    Option("port", int, 8000, "The port (0: any free one).", env="RAG_SERVE_PORT", stages=("serve",), range=(0, 65535)),
+    Option(
+        "token",
+        str,
+        None,
+        "Require 'Authorization: Bearer TOKEN' on every route but the page.",
+        env="RAG_SERVE_TOKEN",
+        stages=("serve",),
+    ),
+    Option(
+        "max_body",
+        int,
+        64 * 1024,
+        "The largest request body, in bytes.",
+        env="RAG_SERVE_MAX_BODY",
+        stages=("serve",),
+        range=(1024, 64 << 20),
+    ),
+    Option(
+        "workers",
+        int,
+        1,
+        "Server processes sharing the port, each with the index and the model loaded (memory times N) and following rebuilds on its own.",
+        env="RAG_SERVE_WORKERS",
+        stages=("serve",),
+        range=(1, 64),
+    ),
+    # rag-answer, and rag-serve, whose defaults they are
+    Option(
+        "llm",
+        str,
+        "extractive",
+        "The generator.",
+        env="RAG_LLM",
+        stages=ANSWERING,
+        choices=("extractive", "openai"),
+    ),
+    Option(
+        "off",
+        str,
+        None,
+        f"Switch off an extractive feature ({', '.join(ANSWER_FEATURES)}); repeatable.",
+        env="RAG_ANSWER_OFF",
+        stages=ANSWERING,
+        multiple=True,
+        metavar="FEATURE",
+    ),
+    # Read off results/abstain-sweep.json (`just eval`, its `chosen.threshold`): within one wrongly
+    # refused answerable question in eight, the threshold that refuses the most unanswerable ones.
+    # tests/test_golden.py checks it against the committed sweep, so the two cannot drift apart.
+    Option(
+        "threshold",
+        float,
+        0.23,
+        "The abstain threshold: refuse a question whose confidence is under it (0: never on confidence).",
+        env="RAG_ABSTAIN_CONFIDENCE",
+        stages=ANSWERING,
+        range=(0, 1),
+        summary="The abstain threshold.",
+        served="answer",
+        recorded="generator",
+        absent=None,
+    ),
+    Option(
+        "context",
+        int,
+        5,
+        "Hits sent as context blocks.",
+        param="size",
+        env="RAG_CONTEXT",
+        stages=ANSWERING,
+        range=(1, 50),
+        served="answer",
+        recorded="generator",
+        absent=5,
+    ),
+)
+
+
+@dataclass(frozen=True)
+class Variable:
+    """A setting read from the environment alone (no flag): for the documentation's table."""
+
+    name: str
+    default: str
+    help: str
+    stages: tuple[str, ...]
+
+
+# Read where they are used (ragline.models, rag_answer.openai_from_env); listed here for the table.
+VARIABLES: tuple[Variable, ...] = (
+    Variable(
+        "RAG_MODEL_HOME",
+        "`~/.cache/ragline/models`",
+        "The model cache (`$XDG_CACHE_HOME/ragline/models` where set).",
+        ("embed", *SEARCHING),
+    ),
+    Variable(
+        "RAG_MODEL_WEIGHTS",
+        "`fp32`",
+        "The model file: the derived float32 one, the shipped `int8` one, or the int8-arithmetic `qint8` one derived from the float32 one.",
+        ("embed", *SEARCHING),
+    ),
+    Variable("RAG_LLM_URL", "", "`--llm openai`: the API base of an OpenAI-protocol server (required).", ANSWERING),
+    Variable("RAG_LLM_MODEL", "`default`", "`--llm openai`: the model name sent.", ANSWERING),
+    Variable("RAG_LLM_KEY", "", "`--llm openai`: a bearer key.", ANSWERING),
+    Variable("RAG_LLM_TIMEOUT", "60", "`--llm openai`: the longest wait, in seconds, for the next piece of the streamed reply.", ANSWERING),
+    Variable("RAG_LLM_MAX_TOKENS", "`rag_answer.MAX_TOKENS`", "`--llm openai`: the most tokens the reply may have.", ANSWERING),
+)
+
+
+# --------------------------------------------------------------------------- lookups
+
+
+def get(name: str, stage: str | None = None) -> Option:
+    """The declaration of `name` (taken by `stage`, where two stages have options of that name)."""
+    found = [o for o in OPTIONS if o.name == name and (stage is None or stage in o.stages)]
+    if len(found) != 1:
+        raise KeyError(f"{len(found)} options named {name!r}" + (f" for {stage}" if stage else "") + ": name the stage")
+    return found[0]
+
+
+def default(name: str, stage: str | None = None) -> Any:
+    """The default of `name` (see `get`)."""
+    return get(name, stage).default
+
+
+def taken_by(stage: str) -> tuple[Option, ...]:
+    """The options a stage takes, in its --help order."""
+    return tuple(o for o in OPTIONS if stage in o.stages)
+
+
+def declared_for(stages: tuple[str, ...]) -> tuple[Option, ...]:
+    """The options declared for exactly these stages (SEARCHING, ANSWERING): the set one shared decorator applies."""
+    return tuple(o for o in OPTIONS if o.stages == stages)
+
+
+def retrieval() -> tuple[Option, ...]:
+    """The retrieval configuration: rag-search's options that its records show (`Config`'s fields)."""
+    return tuple(o for o in taken_by("search") if o.recorded == "retrieval")
+
+
+def served(kind: str) -> tuple[Option, ...]:
+    """The options a request may set: "retrieval" (search and answer requests) or "answer"."""
+    return tuple(o for o in OPTIONS if o.served == kind)
+
+
+def recorded() -> tuple[Option, ...]:
+    """The options answer records show: rag-eval's configuration keys (one key per name)."""
+    return tuple(o for o in OPTIONS if o.recorded is not None)
+
+
+# --------------------------------------------------------------------------- derived
+
+
+def decorate(options: Iterable[Option]) -> Callable[[Any], Any]:
+    """A decorator applying the click options, first on top (the --help order)."""
+    chosen = list(options)
+
+    def apply(f: Any) -> Any:
+        for option in reversed(chosen):
+            f = option.click()(f)
+        return f
+
+    return apply
+
+
+def config_class(name: str, options: Iterable[Option], base: type = object, doc: str | None = None, module: str | None = None) -> type:
+    """A frozen dataclass with one field per option (its parameter name, its default), and
+    `base`'s methods."""
+    fields = [(o.parameter, o.type if o.default is not None else o.type | None, dataclasses.field(default=o.default)) for o in options]
+    made = dataclasses.make_dataclass(name, fields, bases=(base,), frozen=True)
+    made.__doc__ = doc
+    if module is not None:
+        made.__module__ = module
+    return made
+
+
+def check(options: Iterable[Option], values: Any) -> None:
+    """ValueError for the first attribute of `values` outside its option's choices or range."""
+    for option in options:
+        if (why := option.check(getattr(values, option.parameter))) is not None:
+            raise ValueError(why)
+
+
+def request_fields(kind: str) -> dict[str, Any]:
+    """pydantic field definitions (for `pydantic.create_model`) of the options a request may set
+    (see `served`): each optional (None: the server's default), typed, in its range or choices."""
+    from typing import Literal
+
+    from pydantic import Field
+
+    fields: dict[str, Any] = {}
+    for o in served(kind):
+        annotation: Any = Literal[o.choices] if o.choices is not None else o.type
+        bounds = {} if o.range is None else {"ge": o.type(o.range[0]), "le": o.type(o.range[1])}
+        fields[o.name] = (annotation, Field(None, **bounds, description=o.summary or o.help))
+    return fields
+
+
+def _shown(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, str):
+        return f"`{value}`"
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def markdown_table() -> str:
+    """The options table of the documentation: every option, then the settings read from the environment alone."""
+    rows = [
+        "| option | variable | default | values | stages | what it sets |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for o in OPTIONS:
+        flags = " / ".join(f"`{f}`" for f in o.flags)
+        values = ""
+        if o.choices is not None:
+            values = ", ".join(f"`{c}`" for c in o.choices)
+        elif o.range is not None:
+            values = f"{_shown(o.range[0])} to {_shown(o.range[1])}"
+        env = f"`{o.env}`" + (" (comma-separated)" if o.multiple else "") if o.env else ""
+        default = "required" if o.required else _shown(o.default)
+        rows.append(f"| {flags} | {env} | {default} | {values} | {', '.join(o.stages)} | {o.help} |")
+    rows += ["", "| variable | default | stages | what it sets |", "| --- | --- | --- | --- |"]
+    rows += [f"| `{v.name}` | {v.default} | {', '.join(v.stages)} | {v.help} |" for v in VARIABLES]
+    return "\n".join(rows)
+
+
+BEGIN, END = "<!-- BEGIN options -->", "<!-- END options -->"
+
+
+def render_into(text: str) -> str:
+    """`text` with the table between its BEGIN and END markers (a ValueError without them)."""
+    start, end = text.find(BEGIN), text.find(END)
+    if start < 0 or end < start:
+        raise ValueError(f"no {BEGIN} ... {END} markers")
+    return text[: start + len(BEGIN)] + "\n" + markdown_table() + "\n" + text[end:]
+
+
+def main(argv: list[str]) -> int:
+    """`python3 -m ragline.options` prints the table; `... FILE` writes it into FILE between the
+    markers (atomically); `... FILE --check` exits 1 when FILE's table is stale."""
+    import os
+    import sys
+
+    files = [a for a in argv if a != "--check"]
+    if not files:
+        sys.stdout.write(markdown_table() + "\n")
+        return 0
+    for name in files:
+        with open(name, encoding="utf-8") as f:
+            old = f.read()
+        try:
+            new = render_into(old)
+        except ValueError as err:
+            sys.stderr.write(f"options: {name}: {err}\n")
+            return 1
+        if "--check" in argv and new != old:
+            sys.stderr.write(f"options: {name}: the options table is stale: run 'python3 -m ragline.options {name}'\n")
+            return 1
+        if new != old and "--check" not in argv:
+            with open(name + ".tmp", "w", encoding="utf-8") as out:
+                out.write(new)
+            os.replace(name + ".tmp", name)
+    return 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    raise SystemExit(main(sys.argv[1:]))

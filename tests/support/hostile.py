@@ -1,0 +1,317 @@
+"""The hostile battery (`just hostile`): rag-serve on loopback under load, idle and slow sockets, heavy
+and forged requests, and a damaged index pointer, all at once; results/hostile.json and docs/reliability.md.
+
+    python tests/support/hostile.py                                  # `just hostile`: about a minute
+    python tests/support/hostile.py --seconds 10 --out /tmp/hostile.json
+
+It builds an index of the repository's corpus with the `hash` embedder (no model needed; the
+server's defences do not depend on the model), starts `rag-serve` with an open-file limit of
+`--files` (as `ulimit -n`), and for `--seconds` runs, side by side:
+
+- `--clients` client threads asking /search and /answer the golden questions over and over;
+- a probe asking /health every 0.2 s, timing each answer;
+- `--idle` sockets more than the open-file limit that connect and never send a byte, opened
+  in waves, and `--slow` sockets sending a request head a byte a second;
+- heavy requests (the issue's 64 questions of 1,000 characters with k=1000), forged access-log
+  lines (a %0a newline, a %1b escape), a body that never finishes;
+- the index pointer damaged twice (bytes that are not a generation's name, then a directory),
+  then repaired by a rebuild (`rag-index --out` over the damaged pointer).
+
+Every request must get an HTTP answer (nothing lost: no connection error, no 5xx), /health must
+answer throughout, the access log must hold no forged line, no escape byte and no traceback,
+and the rebuilt generation must be served at the end. The figures go to results/hostile.json,
+whose `markdown` docs/reliability.md shows (`just docs`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import resource
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+import orjson
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from stagecli import ROOT, command, run, stage_env
+
+from ragline import serving as policy
+
+FORGED = b"GET /x%0arag-serve:%20GET%20/admin%20200%201.0%20ms HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+ESCAPE = b"GET /%1b%5b2J%07 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+
+
+def build(work: Path) -> tuple[Path, bytes]:
+    chunks = run("rag-chunk", ROOT / "corpus")
+    embedded = run("rag-embed", "--model", "hash", "--quiet", stdin=chunks.stdout)
+    done = run("rag-index", "--out", work / "idx", "--quiet", stdin=embedded.stdout)
+    assert done.returncode == 0, done.stderr
+    return work / "idx", embedded.stdout
+
+
+def start(index: Path, files: int, log: Path) -> tuple[subprocess.Popen[bytes], str]:
+    handle = open(log, "wb")  # noqa: SIM115 - the child writes to it until it exits
+    proc = subprocess.Popen(
+        [*command("rag-serve"), "--index", str(index), "--port", "0"],
+        stdin=subprocess.DEVNULL,
+        stdout=handle,
+        stderr=handle,
+        env=stage_env(),
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (files, files)),
+    )
+    handle.close()
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        text = log.read_text(errors="replace")
+        if " at http://" in text:
+            return proc, text.split(" at ", 1)[1].split()[0].rstrip("/")
+        if proc.poll() is not None:
+            raise SystemExit(f"rag-serve exited: {text}")
+        time.sleep(0.05)
+    raise SystemExit("rag-serve did not start")
+
+
+def request(address: tuple[str, int], raw: bytes, timeout: float = 60) -> int:
+    """Send one raw HTTP/1.1 request on a new connection; its status, or 0 when no answer came."""
+    try:
+        with socket.create_connection(address, timeout=timeout) as sock:
+            sock.sendall(raw)
+            data = b""
+            while chunk := sock.recv(65536):
+                data += chunk
+    except OSError:
+        return 0
+    try:
+        return int(data.split(b" ", 2)[1])
+    except (IndexError, ValueError):
+        return 0
+
+
+def post(path: str, body: dict) -> bytes:
+    data = orjson.dumps(body)
+    head = f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {len(data)}\r\nConnection: close\r\n\r\n"
+    return head.encode() + data
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seconds", type=float, default=40.0)
+    parser.add_argument("--clients", type=int, default=4)
+    parser.add_argument("--files", type=int, default=1024, help="rag-serve's open-file limit (ulimit -n)")
+    parser.add_argument("--idle", type=int, default=1030, help="idle sockets held open at once, in waves")
+    parser.add_argument("--slow", type=int, default=20, help="sockets sending a head a byte a second")
+    parser.add_argument("--out", type=Path, default=ROOT / "results" / "hostile.json")
+    args = parser.parse_args()
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = args.idle + args.slow + args.clients + 256  # this process holds the idle sockets
+    if soft < want:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(want, hard) if hard != resource.RLIM_INFINITY else want, hard))
+    questions = [q["question"] for q in map(orjson.loads, run("rag-eval", "questions", ROOT / "golden.yaml").stdout.splitlines())]
+    with tempfile.TemporaryDirectory(prefix="ragline-hostile-") as tmp:
+        work = Path(tmp)
+        index, embedded = build(work)
+        first = (index / "CURRENT").read_text().strip()
+        log = work / "serve.log"
+        proc, url = start(index, args.files, log)
+        host, port = url.removeprefix("http://").rsplit(":", 1)
+        address = (host, int(port))
+        stop = threading.Event()
+        statuses: Counter[int] = Counter()
+        kinds: Counter[str] = Counter()
+        lock = threading.Lock()
+        health_ms: list[float] = []
+        health_bad = [0]
+        reload_errors: set[str] = set()
+        idle_opened = [0]
+        idle_closed = [0]
+        slow_closed = [0]
+
+        def count(kind: str, status: int) -> None:
+            with lock:
+                statuses[status] += 1
+                kinds[kind] += 1
+
+        def client(n: int) -> None:
+            i = n
+            while not stop.is_set():
+                q = questions[i % len(questions)]
+                i += 1
+                kind = "search" if i % 2 else "answer"
+                count(kind, request(address, post(f"/{kind}", {"question": q, "k": 5})))
+
+        def probe() -> None:
+            while not stop.is_set():
+                start_ = time.monotonic()
+                try:
+                    with socket.create_connection(address, timeout=10) as sock:
+                        sock.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+                        data = b""
+                        while chunk := sock.recv(65536):
+                            data += chunk
+                    health_ms.append((time.monotonic() - start_) * 1000)
+                    body = orjson.loads(data.split(b"\r\n\r\n", 1)[1])
+                    if body.get("reload_error"):
+                        reload_errors.add(body["reload_error"])
+                except (OSError, ValueError, IndexError):
+                    health_bad[0] += 1
+                time.sleep(0.2)
+
+        def idle_waves() -> None:
+            while not stop.is_set():
+                socks = []
+                for _ in range(args.idle):
+                    try:
+                        socks.append(socket.create_connection(address, timeout=5))
+                    except OSError:
+                        break
+                idle_opened[0] += len(socks)
+                time.sleep(policy.HEAD_TIMEOUT + 3)  # from the connect; the server may accept a burst a moment later
+                for s in socks:
+                    s.settimeout(0.05)
+                    try:
+                        if s.recv(1) == b"":
+                            idle_closed[0] += 1
+                    except ConnectionResetError:
+                        idle_closed[0] += 1
+                    except OSError:
+                        pass
+                    s.close()
+
+        def slow_one() -> None:
+            try:
+                with socket.create_connection(address, timeout=5) as sock:
+                    for byte in b"GET /health HTTP/1.1\r\nHost: x\r\nX-Slow: " + b"a" * 60:
+                        if stop.is_set():
+                            return
+                        sock.send(bytes([byte]))
+                        time.sleep(1.0)
+            except OSError:
+                with lock:
+                    slow_closed[0] += 1
+
+        def attacks() -> None:
+            heavy = [("settlement sweep " * 70)[:1000] + str(i) for i in range(64)]
+            while not stop.is_set():
+                count("heavy", request(address, post("/answer", {"questions": heavy, "k": 1000})))
+                count("forged", request(address, FORGED))
+                count("escape", request(address, ESCAPE))
+                unfinished = b"POST /search HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"
+                count("unfinished body", request(address, unfinished, timeout=policy.BODY_TIMEOUT + 10))
+
+        threads = [threading.Thread(target=client, args=(n,)) for n in range(args.clients)]
+        threads += [threading.Thread(target=f) for f in (probe, idle_waves, attacks)]
+        threads += [threading.Thread(target=slow_one) for _ in range(args.slow)]
+        began = time.monotonic()
+        for t in threads:
+            t.start()
+        faults = []
+        third = args.seconds / 3
+        time.sleep(third)
+        (index / "CURRENT").unlink()
+        (index / "CURRENT").write_bytes(b"gen-\xff")
+        faults.append("CURRENT overwritten with bytes that are not a generation's name")
+        time.sleep(third / 2)
+        (index / "CURRENT").unlink()
+        (index / "CURRENT").mkdir()
+        faults.append("CURRENT replaced by a directory")
+        time.sleep(third / 2)
+        rebuilt = run("rag-index", "--out", index, "--quiet", stdin=embedded)
+        faults.append(f"rag-index --out over the damaged pointer: exit {rebuilt.returncode}")
+        time.sleep(max(0.0, args.seconds - (time.monotonic() - began)))
+        stop.set()
+        for t in threads:
+            t.join(120)
+        wall = time.monotonic() - began
+        final = orjson.loads(subprocess.run(["curl", "-s", url + "/health"], capture_output=True).stdout or b"{}")
+        proc.terminate()
+        proc.wait(60)
+        text = log.read_text(errors="replace")
+        live = (index / "CURRENT").read_text().strip()
+    lines = text.splitlines()
+    result = {
+        "schema": "hostile/1",
+        "seconds": round(wall, 1),
+        "files": args.files,
+        "clients": args.clients,
+        "requests": dict(sorted(kinds.items())),
+        "statuses": {str(k): v for k, v in sorted(statuses.items())},
+        "lost": statuses.get(0, 0) + sum(v for k, v in statuses.items() if k >= 500),
+        "health": {
+            "answered": len(health_ms),
+            "failed": health_bad[0],
+            "median_ms": round(statistics.median(health_ms), 1) if health_ms else None,
+            "max_ms": round(max(health_ms), 1) if health_ms else None,
+        },
+        "idle": {"opened": idle_opened[0], "closed_by_server": idle_closed[0], "slow_heads_cut": slow_closed[0], "slow": args.slow},
+        "connections": final.get("connections"),
+        "faults": faults,
+        "reload_errors_seen": sorted(reload_errors),
+        "faults_reported": sum(
+            any(key in e for e in reload_errors) for key in ("is not the name of a generation", "a directory, not a file")
+        ),
+        "rebuilt_served": final.get("generation") == live and live != first,
+        "log": {
+            "lines": len(lines),
+            "bytes": len(text.encode()),
+            "forged": sum(line.startswith("rag-serve: GET /admin") for line in lines),
+            "escape_bytes": text.count("\x1b") + text.count("\x07"),
+            "tracebacks": text.count("Traceback"),
+        },
+        "machine": f"{platform.machine()}, {platform.python_implementation()} {platform.python_version()}",
+    }
+    result["markdown"] = markdown(result)
+    args.out.write_bytes(orjson.dumps(result, option=orjson.OPT_INDENT_2) + b"\n")
+    print(result["markdown"])
+    ok = (
+        result["lost"] == 0
+        and not health_bad[0]
+        and result["rebuilt_served"]
+        and not any(result["log"][k] for k in ("forged", "escape_bytes", "tracebacks"))
+    )
+    return 0 if ok else 1
+
+
+def markdown(r: dict) -> str:
+    s, h, i, lg = r["statuses"], r["health"], r["idle"], r["log"]
+    answered = sum(v for k, v in s.items() if k != "0")
+    rows = [
+        ("requests sent (search, answer, heavy, forged, unfinished bodies)", f"{sum(r['requests'].values()):,}"),
+        ("answered with an HTTP status / lost (no answer, or a 5xx)", f"{answered:,} / {r['lost']}"),
+        ("statuses", ", ".join(f"{k}: {v:,}" for k, v in s.items())),
+        (
+            f"idle sockets opened (waves of more than the {r['files']}-file limit) / closed by the server",
+            f"{i['opened']:,} / {i['closed_by_server']:,}",
+        ),
+        ("heads sent a byte a second, cut off by the server", f"{i['slow_heads_cut']} of {i['slow']}"),
+        ("`/health` answered / failed, median and slowest (ms)", f"{h['answered']} / {h['failed']}, {h['median_ms']} and {h['max_ms']}"),
+        (
+            "index pointer faults / each reported by `/health`'s `reload_error`",
+            f"{len(r['faults']) - 1} / {r['faults_reported']} ({'; '.join(r['faults'][:2])})",
+        ),
+        ("the generation rebuilt over the damaged pointer is served", "yes" if r["rebuilt_served"] else "no"),
+        (
+            "access log: lines, bytes, forged lines, escape bytes, tracebacks",
+            f"{lg['lines']:,}, {lg['bytes']:,}, {lg['forged']}, {lg['escape_bytes']}, {lg['tracebacks']}",
+        ),
+    ]
+    table = "\n".join(["| the hostile battery | |", "| --- | ---: |", *(f"| {a} | {b} |" for a, b in rows)])
+    return (
+        f"The hostile battery, by `just hostile` (`tests/support/hostile.py`): `rag-serve` on loopback with an open-file limit of "
+        f"{r['files']}, the repository's corpus indexed with the `hash` embedder, for {r['seconds']} s: {r['clients']} clients "
+        "asking the golden questions, a `/health` probe every 0.2 s, waves of idle sockets and heads sent a byte a second, "
+        "the issue's heavy request, forged log lines and bodies that never finish, and the index pointer damaged twice, then "
+        f"rebuilt ({r['machine']}).\n\n{table}"
+    )
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
