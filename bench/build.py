@@ -186,7 +186,7 @@ def run(sizes: dict[str, Any]) -> dict[str, Any]:
     if not fig["cpu_vnni"]:
         notes.append(
             "this CPU has no VNNI (avx512_vnni or avx_vnni): onnxruntime's integer MatMuls run on AVX2's 16-bit multiply-add, "
-            "so the int8 file gains less than on a VNNI CPU; its vectors are the same either way"
+            "(whose pairwise sums can saturate), so the int8 file gains less than on a VNNI CPU and its vectors may differ slightly from a VNNI CPU's"
         )
     notes.append(
         "passage vectors are real work the ranking uses (a chunk's dense score is its best passage's): they hold about as many "

@@ -259,8 +259,10 @@ def derive_qint8(fp32: Path, out: Path) -> dict[str, Any]:
     onnxruntime's dynamic quantisation (`quantize_dynamic`): each quantised MatMul's weights are
     stored as int8, one scale per output column (per channel), and its input is quantised to uint8
     at run time with a scale from that input's own range (DynamicQuantizeLinear), so the product
-    runs in onnxruntime's integer kernels (MatMulInteger; VNNI where the CPU has it, else AVX2's
-    16-bit multiply-add, else plain integer code: the same vectors, at other speeds).
+    runs in onnxruntime's integer kernels (MatMulInteger: VNNI where the CPU has it, else AVX2's
+    16-bit multiply-add, whose pairwise sums of uint8 x int8 products can saturate, so a CPU
+    without VNNI may give slightly other vectors, and gains less; the pinned cosine is checked on
+    the CPU that runs the tests).
     What is left in float32 was chosen by measurement (the quantisation ablation of `just bench`:
     speed and cosine to the float32 vectors on the corpora's chunks): the fused attention (its QKV
     projection quantised cost most of the accuracy for little time) and the MatMul after each GELU
