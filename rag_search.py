@@ -44,7 +44,7 @@ import ragline
 import ragline.records
 import ragline.text
 from rag_index import Bm25, Index
-from ragline import abstain, options, progress, terminal
+from ragline import abstain, models, options, progress, terminal
 from ragline.ranking import DenseTop, dense_top, rrf, score_fusion, topk
 from ragline.records import StageError
 
@@ -192,15 +192,19 @@ def explain_dense(searcher: Searcher, question: str, chunk_id: str) -> dict[str,
 
 
 def _other_weights(embedder: Any, model: str, threads: int, want: str) -> Any:
-    """The model's other file (the shipped int8 one, or the float32 one derived from it) where that is
-    the file the index was built with, else `embedder` unchanged: an index built before the derived
-    file existed is still queried with the vectors it holds."""
-    other = "int8" if getattr(embedder, "weights", "int8") == "fp32" else "fp32"
-    try:
-        candidate = rag_embed.load_embedder(model, threads=threads, weights=other)
-    except StageError:
-        return embedder
-    return candidate if candidate.sha256 == want else embedder
+    """The model's other file (the shipped int8 one, the float32 one derived from it, or the
+    int8-arithmetic one derived from that) where that is the file the index was built with, else
+    `embedder` unchanged: an index is queried with vectors of the file that made the ones it holds."""
+    for other in models.WEIGHTS:
+        if other == getattr(embedder, "weights", "int8"):
+            continue
+        try:
+            candidate = rag_embed.load_embedder(model, threads=threads, weights=other)
+        except StageError:
+            continue
+        if candidate.sha256 == want:
+            return candidate
+    return embedder
 
 
 class Searcher:

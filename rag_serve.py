@@ -31,6 +31,9 @@ embedding is milliseconds, the rest is Python under the interpreter's lock, and 
 cache's sqlite connection belongs to the thread that opened it. What keeps one client from
 taking the service from the others (the head timeout, the connection bound, the queue, the
 budget of one request) is `ragline.serving`'s.
+With --workers N, N processes share the port (`ragline.prefork`), each loading the index and
+the model and swapping generations on its own, so N interpreters answer at once; /health counts
+one worker's requests.
 
 Bad requests get `{"error": "<one line>"}` with their status: 400 (both retrievers off, a
 body that is not JSON), 401 (no or a wrong token), 404 (an unknown route or chunk id), 405,
@@ -54,6 +57,7 @@ import errno
 import functools
 import hmac
 import ipaddress
+import os
 import re
 import signal
 import socket
@@ -90,7 +94,7 @@ SEARCHERS = 16  # retrieval configurations kept ready per generation
 GRACE = 30.0  # seconds the requests in flight get to finish at SIGTERM
 RELOAD_RETRY = 30.0  # seconds before a generation that failed to load is tried again
 EXTRA = "rag-serve needs the serve extra: pip install 'ragline[serve]' (FastAPI and uvicorn)"
-HTTP_ONLY = ("host", "port", "token", "is_open", "cors", "max_body", "quiet")  # the options --mcp has no use for
+HTTP_ONLY = ("host", "port", "token", "is_open", "cors", "max_body", "workers", "quiet")  # the options --mcp has no use for
 OPTIONS = tuple(o.name for o in ragline.options.served("retrieval"))  # what a request may set of rag-search's options
 
 
@@ -729,6 +733,48 @@ def serve(app: Any, sock: socket.socket, policy: serving.Policy | None = None, n
     return server.stopped_by
 
 
+def serve_workers(
+    workers: int, settings: Settings, sock: socket.socket, app_for: Callable[[Live], Any], say: Callable[[str], None]
+) -> None:
+    """`--workers N`: N processes (`ragline.prefork`) on the one bound socket, each loading the index
+    and the model itself and answering as the single process does (its own hot swap, its own
+    /health counts); onnxruntime's threads are shared out, cores // N each, unless --threads says.
+    One line when all are serving, one when all have stopped; a worker that cannot start has said
+    why on stderr, and the others are stopped with its exit status."""
+    from ragline import prefork
+
+    if not settings.search.threads:
+        settings = dataclasses.replace(
+            settings, search=dataclasses.replace(settings.search, threads=max(1, (os.cpu_count() or 1) // workers))
+        )
+    where = sock.getsockname()
+    shown = f"[{where[0]}]" if ":" in where[0] else where[0]
+
+    def child(report: prefork.Report) -> int:
+        with ragline.records.stage(STAGE):  # a load that fails: its one line, and SystemExit(1) ends the worker
+            live = Live(settings, note=say)
+            report("ready", f"generation {live.engine.generation}, {len(live.engine.index.chunks)} chunks")
+            serve(app_for(live), sock)
+            report("done", str(live.served))
+        return 0
+
+    ready: list[str] = []
+    served: list[int] = []
+
+    def on_report(kind: str, pid: int, text: str) -> None:
+        if kind == "ready":
+            ready.append(text)
+            if len(ready) == workers:
+                say(f"{STAGE}: serving {settings.search.index_path} ({ready[0]}) at http://{shown}:{where[1]}/ with {workers} workers")
+        elif kind == "done" and text.isdigit():
+            served.append(int(text))
+
+    code, stopped = prefork.run(workers, child, on_report, note=lambda message: say(f"{STAGE}: {message}"), listening=sock)
+    if code:
+        raise SystemExit(code)
+    say(f"{STAGE}: stopped{f' by {stopped}' if stopped else ''} after {sum(served)} requests")
+
+
 # --------------------------------------------------------------------------- MCP
 
 
@@ -827,6 +873,7 @@ def serve_mcp(settings: Settings) -> None:
 @click.option("--open", "is_open", is_flag=True, help="Serve a non-loopback address without a token, on purpose.")
 @click.option("--cors", multiple=True, metavar="ORIGIN", help="Allow browser requests from this origin (repeatable; none by default).")
 @ragline.options.get("max_body").click()
+@ragline.options.get("workers").click()
 @rag_answer.generator_options
 @click.option("--quiet", "-q", is_flag=True, help="No access log.")
 @click.option(
@@ -844,6 +891,7 @@ def main(
     is_open: bool,
     cors: tuple[str, ...],
     max_body: int,
+    workers: int,
     llm: str,
     off: tuple[str, ...],
     threshold: float,
@@ -873,9 +921,16 @@ def main(
     settings = Settings(search, llm, rag_answer.features_from(off), threshold, size)
     sock = bind(host, port)
     say = lambda message: sys.stderr.write(message + "\n")  # noqa: E731
+
+    def app_for(live: Live) -> Any:
+        live.policy = serving.Policy()
+        return make_app(live, token, cors, None if quiet else say, max_body)
+
+    if workers > 1:
+        serve_workers(workers, settings, sock, app_for, say)
+        return
     live = Live(settings, note=say)
-    live.policy = serving.Policy()
-    app = make_app(live, token, cors, None if quiet else say, max_body)
+    app = app_for(live)
     bound = sock.getsockname()
     shown = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
     say(

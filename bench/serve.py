@@ -48,6 +48,7 @@ def sizes(quick: bool) -> dict[str, Any]:
         "serve_soak_seconds": 10 if quick else 60,
         "serve_memory_requests": 1000 if quick else 10_000,
         "serve_cli_questions": 3 if quick else 10,
+        "serve_workers_runs": 1 if quick else 3,
     }
 
 
@@ -73,9 +74,9 @@ def build_index(tmp: Path) -> Path:
     return out
 
 
-def start(index: Path, log: Path) -> tuple[subprocess.Popen[bytes], str]:
+def start(index: Path, log: Path, *flags: str) -> tuple[subprocess.Popen[bytes], str]:
     with open(log, "wb") as handle:
-        proc = subprocess.Popen([bin_path("rag-serve"), "--index", str(index), "--port", "0", "--quiet"], stderr=handle, env=_env())
+        proc = subprocess.Popen([bin_path("rag-serve"), "--index", str(index), "--port", "0", "--quiet", *flags], stderr=handle, env=_env())
     for _ in range(1200):
         if m := re.search(r"at (http://\S+)/", log.read_text()):
             return proc, m.group(1)
@@ -191,6 +192,47 @@ def cli_seconds(stage: str, index: Path, questions: list[str]) -> list[float]:
     return times
 
 
+def children(pid: int) -> list[int]:
+    return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+
+
+SERVERS = {"1": (), "1, --threads 1": ("--threads", "1"), "2": ("--workers", "2")}  # "1": the one-process server of the section
+
+
+def workers(index: Path, script: Path, questions: list[str], one: str, one_pid: int, tmp: Path, runs: int, seconds: int) -> dict[str, Any]:
+    """`--workers 2` (whose workers get one onnxruntime thread each) against the one-process server `one` (one
+    thread per core) and against one process with one thread: wrk at concurrency 8 on both routes, the servers'
+    runs interleaved (median of `runs`), and the resident memory of each worker after the warm-up."""
+    procs, urls = {}, {"1": one}
+    try:
+        for name, flags in SERVERS.items():
+            if flags:
+                procs[name], urls[name] = start(index, tmp / f"serve-{len(procs)}.log", *flags)
+                warm_up(urls[name], questions)
+                warm_up(urls[name], questions)  # connections land on either worker: each has seen the questions
+        got: dict[str, dict[str, list[dict[str, Any]]]] = {route: {name: [] for name in SERVERS} for route in ROUTES}
+        for _ in range(runs):
+            for route in ROUTES:
+                for name in SERVERS:
+                    got[route][name].append(wrk(urls[name], script, route, 8, seconds))
+        out: dict[str, Any] = {"concurrency": 8, "runs": runs, "routes": {}}
+        for route, by in got.items():
+            out["routes"][route] = {name: sorted(r, key=lambda x: x["rps"])[len(r) // 2] for name, r in by.items()}  # the median run, whole
+            rps = {name: out["routes"][route][name]["rps"] for name in SERVERS}
+            out["routes"][route]["ratio"] = round(rps["2"] / rps["1"], 3)
+            out["routes"][route]["ratio_same_threads"] = round(rps["2"] / rps["1, --threads 1"], 3)
+        out["rss_mib"] = {
+            "1 worker": round(rss_kib(one_pid) / 1024, 1),
+            "2 workers, each": [round(rss_kib(c) / 1024, 1) for c in children(procs["2"].pid)],
+            "2 workers, parent": round(rss_kib(procs["2"].pid) / 1024, 1),
+        }
+        return out
+    finally:
+        for proc in procs.values():
+            proc.terminate()
+            proc.wait(60)
+
+
 def run(sizes: dict[str, Any]) -> dict[str, Any]:
     fig: dict[str, Any] = {}
     targets: list[dict[str, Any]] = []
@@ -232,6 +274,15 @@ def run(sizes: dict[str, Any]) -> dict[str, Any]:
                 "questions_per_s": round(1 / median(wall), 3),
                 "server_over_cli": round(server_rps * median(wall), 1),
             }
+        fig["workers"] = workers(index, script, questions, url, proc.pid, tmp, sizes["serve_workers_runs"], sizes["serve_seconds"])
+        ratio = fig["workers"]["routes"]["search"]["ratio"]
+        targets.append(target("serve", "GET /search requests/s at concurrency 8, 2 workers over 1", ratio, ">=", 1.3, "x"))
+        same = fig["workers"]["routes"]["search"]["ratio_same_threads"]
+        targets.append(
+            target(
+                "serve", "GET /search requests/s at concurrency 8, 2 workers over 1 with one onnxruntime thread each", same, ">=", 1.3, "x"
+            )
+        )
         soak = wrk(url, script, "search", 32, sizes["serve_soak_seconds"])
         fig["soak"] = soak | {"seconds": sizes["serve_soak_seconds"], "concurrency": 32}
         while served(url) - base_served < sizes["serve_memory_requests"]:
@@ -250,7 +301,8 @@ def run(sizes: dict[str, Any]) -> dict[str, Any]:
         targets.append(target("serve", f"errors and 5xx over {sizes['serve_soak_seconds']} s at concurrency 32", errors, "<=", 0, ""))
         targets.append(target("serve", f"memory growth over {fig['memory']['requests']:,} requests", growth, "<=", 10, "%"))
         notes.append(
-            "rag-serve runs the work on one thread in arrival order (the rest of a request is Python under the interpreter's lock): concurrency adds queueing, not throughput"
+            "one rag-serve process runs the work on one thread in arrival order (the rest of a request is Python under the interpreter's lock): "
+            "concurrency adds queueing, not throughput; --workers N adds interpreters, and on 2 cores wrk takes its share of them"
         )
     finally:
         if proc is not None:
@@ -283,6 +335,28 @@ def render(f: dict[str, Any]) -> list[str]:
     lines += ["", "| Server against CLI (requests/s at concurrency 1 over questions/s) | ratio |", "|---|---|"]
     for route, c in f.get("cli", {}).items():
         lines.append(f"| {route} | {fmt(c['server_over_cli'], 1)}x |")
+    if w := f.get("workers"):
+        lines += [
+            "",
+            f"**rag-serve --workers** (wrk at concurrency {w['concurrency']}, the two servers' runs interleaved, median of {w['runs']})",
+            "",
+            "| Route | workers | requests/s | p50 ms | p99 ms | errors | 2 over 1 (over 1 with one thread) |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for route, r in w["routes"].items():
+            path = "GET /search" if route == "search" else "POST /answer"
+            for n in [k for k in r if k not in ("ratio", "ratio_same_threads")]:
+                x = r[n]
+                ratio = f"{r['ratio']:.2f}x ({r['ratio_same_threads']:.2f}x)" if n == "2" and "ratio_same_threads" in r else ""
+                lines.append(
+                    f"| {path} | {n} | {fmt(x['rps'], 1)} | {fmt(x['p50_ms'], 1)} | {fmt(x['p99_ms'], 1)} | {x['socket_errors'] + x['non_2xx']} | {ratio} |"
+                )
+        m = w["rss_mib"]
+        each = ", ".join(f"{fmt(x, 1)}" for x in m["2 workers, each"])
+        lines += [
+            "",
+            f"Resident memory: one worker {fmt(m['1 worker'], 1)} MiB; two workers {each} MiB each, and the parent {fmt(m['2 workers, parent'], 1)} MiB.",
+        ]
     s, m = f["soak"], f["memory"]
     lines += [
         "",

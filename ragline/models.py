@@ -42,7 +42,10 @@ from ragline.records import StageError
 DESCRIPTION = "ragline-model.json"
 SOURCE_FILE = "model.onnx"  # the model file as the package ships it
 FP32_FILE = "model.fp32.onnx"  # derived by derive_fp32 at fetch time
-WEIGHTS = ("fp32", "int8")  # which file rag_embed loads: the derived one (where there is one), or the source
+QINT8_FILE = "model.qint8.onnx"  # derived from it by derive_qint8 at fetch time
+# which file rag_embed loads: the float32 one derived (where there is one), the source as shipped, or the
+# int8-arithmetic one derived from the float32 one
+WEIGHTS = ("fp32", "int8", "qint8")
 
 
 @dataclass(frozen=True)
@@ -199,7 +202,8 @@ def fetch_model(name: str, home: Path | None = None, pip: list[str] | None = Non
             for filename, data in files.items():
                 (build / filename).write_bytes(data)
             description.update(derive_fp32(build / SOURCE_FILE, build / FP32_FILE, spec.heads))
-            description["stamps"] = {f: stamp(build / f) for f in (SOURCE_FILE, FP32_FILE)}
+            description.update(derive_qint8(build / FP32_FILE, build / QINT8_FILE))
+            description["stamps"] = {f: stamp(build / f) for f in (SOURCE_FILE, FP32_FILE, QINT8_FILE)}
             (build / DESCRIPTION).write_bytes(orjson.dumps(description, option=orjson.OPT_INDENT_2))
     return target
 
@@ -242,6 +246,70 @@ def derive_fp32(source: Path, out: Path, heads: int = 12) -> dict[str, Any]:
 
         derivation["onnx"] = onnx.__version__
     return {"fp32_file": out.name, "fp32_sha256": sha256_file(out), "fp32_derivation": derivation}
+
+
+QINT8_COSINE = 0.99  # the pinned floor: the int8-arithmetic file's vectors of chunks against the float32 file's
+QINT8_DERIVATION = 1  # 1: MatMuls in int8 (dynamic, per channel) but those fed by the GELU; attention in float32
+
+
+def derive_qint8(fp32: Path, out: Path) -> dict[str, Any]:
+    """Write `out`: the float32 file with its MatMuls computing in int8, and the description fields
+    that pin it (`qint8_file`, `qint8_sha256`, `qint8_derivation`).
+
+    onnxruntime's dynamic quantisation (`quantize_dynamic`): each quantised MatMul's weights are
+    stored as int8, one scale per output column (per channel), and its input is quantised to uint8
+    at run time with a scale from that input's own range (DynamicQuantizeLinear), so the product
+    runs in onnxruntime's integer kernels (MatMulInteger: VNNI where the CPU has it, else AVX2's
+    16-bit multiply-add, whose pairwise sums of uint8 x int8 products can saturate, so a CPU
+    without VNNI may give slightly other vectors, and gains less; the pinned cosine is checked on
+    the CPU that runs the tests).
+    What is left in float32 was chosen by measurement (the quantisation ablation of `just bench`:
+    speed and cosine to the float32 vectors on the corpora's chunks): the fused attention (its QKV
+    projection quantised cost most of the accuracy for little time) and the MatMul after each GELU
+    (its inputs' long tail makes one per-tensor scale coarse: without it the worst chunk fell below
+    cosine 0.99). The same float32 file and onnxruntime give the same bytes.
+    """
+    import logging
+
+    import onnx
+    import onnxruntime as ort
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    try:
+        graph = onnx.load(str(fp32)).graph
+    except Exception as err:  # onnx raises its own exception types
+        raise StageError(f"cannot derive the int8-arithmetic model: {ragline.records.one_line(str(err))}", str(fp32)) from None
+    matmuls, kept = qint8_plan(graph)
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(logging.ERROR)  # quantize_dynamic's advice to pre-process goes to the root logger
+    try:
+        quantize_dynamic(
+            str(fp32), str(out), op_types_to_quantize=["MatMul"], per_channel=True, weight_type=QuantType.QInt8, nodes_to_exclude=kept
+        )
+    except Exception as err:  # onnxruntime.quantization raises what its helpers raise
+        raise StageError(f"cannot derive the int8-arithmetic model: {ragline.records.one_line(str(err))}", str(fp32)) from None
+    finally:
+        root.setLevel(level)
+    derivation = {
+        "from_sha256": sha256_file(fp32),
+        "onnxruntime": ort.__version__,
+        "onnx": onnx.__version__,
+        "version": QINT8_DERIVATION,
+        "quantised": f"{len(matmuls) - len(kept)} of {len(matmuls)} MatMuls (int8 weights per channel, uint8 inputs); "
+        "the MatMuls after GELU and the attention in float32",
+    }
+    return {"qint8_file": out.name, "qint8_sha256": sha256_file(out), "qint8_derivation": derivation}
+
+
+def qint8_plan(graph: Any) -> tuple[list[str], list[str]]:
+    """(every MatMul node's name, those derive_qint8 leaves in float32): the MatMuls whose weight has
+    more rows than columns, which in a BERT layer is the feed-forward's second one, fed by the GELU
+    (1536 -> 384 in MiniLM; the attention output and the first feed-forward MatMul do not narrow)."""
+    shapes = {t.name: list(t.dims) for t in graph.initializer}
+    matmuls = [n for n in graph.node if n.op_type == "MatMul"]
+    kept = [n.name for n in matmuls if len(dims := shapes.get(n.input[1], [])) == 2 and dims[0] > dims[1]]
+    return [n.name for n in matmuls], kept
 
 
 def dequantise(source: Path, out: Path) -> None:
@@ -412,9 +480,16 @@ def vouched(file: Path, spec: dict[str, Any]) -> bool:
 
 def weights_file(folder: Path, spec: dict[str, Any], weights: str) -> tuple[Path, str | None]:
     """The model file to load and its pinned sha256: the derived float32 file where the
-    description pins one and `weights` is "fp32", else the source file."""
+    description pins one and `weights` is "fp32", else the source file; for "qint8", the
+    int8-arithmetic file the description pins (a folder without one: an error)."""
     if weights not in WEIGHTS:
         raise StageError(f"model weights must be one of {', '.join(WEIGHTS)}, got {weights!r}")
+    if weights == "qint8":
+        if not spec.get("qint8_sha256"):
+            raise StageError(
+                f"the model folder has no int8-arithmetic file ({QINT8_FILE}): {refetch_hint(spec['name'], folder)}", str(folder)
+            )
+        return folder / str(spec.get("qint8_file") or QINT8_FILE), str(spec["qint8_sha256"])
     if weights == "fp32" and spec.get("fp32_sha256"):
         return folder / str(spec.get("fp32_file") or FP32_FILE), str(spec["fp32_sha256"])
     pinned = spec.get("sha256") or (KNOWN[spec["name"]].onnx_sha256 if spec["name"] in KNOWN else None)

@@ -413,6 +413,15 @@ OPTIONS: tuple[Option, ...] = (
         stages=("serve",),
         range=(1024, 64 << 20),
     ),
+    Option(
+        "workers",
+        int,
+        1,
+        "Server processes sharing the port, each with the index and the model loaded (memory times N) and following rebuilds on its own.",
+        env="RAG_SERVE_WORKERS",
+        stages=("serve",),
+        range=(1, 64),
+    ),
     # rag-answer, and rag-serve, whose defaults they are
     Option(
         "llm",
@@ -483,7 +492,12 @@ VARIABLES: tuple[Variable, ...] = (
         "The model cache (`$XDG_CACHE_HOME/ragline/models` where set).",
         ("embed", *SEARCHING),
     ),
-    Variable("RAG_MODEL_WEIGHTS", "`fp32`", "The model file: the derived float32 one, or the shipped `int8` one.", ("embed", *SEARCHING)),
+    Variable(
+        "RAG_MODEL_WEIGHTS",
+        "`fp32`",
+        "The model file: the derived float32 one, the shipped `int8` one, or the int8-arithmetic `qint8` one derived from the float32 one.",
+        ("embed", *SEARCHING),
+    ),
     Variable("RAG_LLM_URL", "", "`--llm openai`: the API base of an OpenAI-protocol server (required).", ANSWERING),
     Variable("RAG_LLM_MODEL", "`default`", "`--llm openai`: the model name sent.", ANSWERING),
     Variable("RAG_LLM_KEY", "", "`--llm openai`: a bearer key.", ANSWERING),

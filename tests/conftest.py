@@ -24,10 +24,10 @@ def runner() -> CliRunner:
     return CliRunner()
 
 
-@pytest.fixture(scope="session", params=["fp32", "int8"])
+@pytest.fixture(scope="session", params=["fp32", "int8", "qint8"])
 def minilm(request):
-    """The real all-MiniLM-L6-v2 embedder, once on the derived float32 file (the default) and once on
-    the shipped int8 file: the model tests hold for both."""
+    """The real all-MiniLM-L6-v2 embedder on the derived float32 file (the default), on the shipped
+    int8 file, and on the int8-arithmetic file derived from the float32 one: the model tests hold for all three."""
     return load_minilm(request.param)
 
 

@@ -175,6 +175,8 @@ def test_matches_sentence_transformers_reference(minilm):
     weights this pipeline matched the reference to 1.0000000 on every sentence;
     the int8 loss is largest on inputs of a few tokens ("ok": 0.9964), so those
     (under 5 tokens with [CLS] and [SEP]) are held to 0.995 and the rest to 0.998.
+    The int8-arithmetic file adds the rounding of each MatMul's input: the rest are held to its
+    pinned floor (models.QINT8_COSINE), the few-token ones to 0.975 ("ok": 0.979).
     """
     ref = json.loads(FIXTURE.read_text())
     texts = ref["sentences"] + ref["long_sentences"]
@@ -182,17 +184,26 @@ def test_matches_sentence_transformers_reference(minilm):
     counts = ref["token_counts"] + ref["long_token_counts"]
     got = minilm.embed(texts)
     cosines = (got * want).sum(axis=1) / np.linalg.norm(want, axis=1)
+    floor, short = (models.QINT8_COSINE, 0.975) if minilm.weights == "qint8" else (0.998, 0.995)
     for text, n, cos in zip(texts, counts, cosines, strict=True):
-        assert cos >= (0.998 if n >= 5 else 0.995), (text[:40], n, cos)
+        assert cos >= (floor if n >= 5 else short), (text[:40], n, cos)
     assert minilm.truncated == 1  # the long sentence, over 256 tokens
 
 
 @pytest.mark.model
 def test_batching_does_not_change_vectors(minilm):
+    """On the float32 files a text's vector is the same in any batch. The int8-arithmetic file
+    quantises each MatMul's input with one scale for the whole batch (onnxruntime's
+    DynamicQuantizeLinear), so a text's vector moves a little with its batch mates: held to
+    cosine 0.97 on this worst case (one word batched with a 200-word text; measured 0.977)."""
     texts = [("word " * n).strip() for n in (1, 50, 3, 200, 12, 7)]
     together = minilm.embed(texts)
     alone = np.vstack([minilm.embed([t]) for t in texts])
-    assert np.allclose(together, alone, atol=1e-5)
+    if minilm.weights == "qint8":
+        assert np.sum(together * alone, axis=1).min() >= 0.97
+        assert not np.allclose(together, alone, atol=1e-5)  # the batch's scale is shared: this is the file that runs int8
+    else:
+        assert np.allclose(together, alone, atol=1e-5)
 
 
 @pytest.mark.model

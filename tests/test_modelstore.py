@@ -1,4 +1,5 @@
-"""models: the float32 file derived from the shipped int8 one, pinned, reproducible, same vectors."""
+"""models: the float32 file derived from the shipped int8 one, pinned, reproducible, same vectors; the
+int8-arithmetic file derived from it, pinned, reproducible, within its pinned cosine."""
 
 from __future__ import annotations
 
@@ -51,14 +52,57 @@ def test_derivation_is_reproducible_and_pinned(tmp_path):
     assert got["fp32_sha256"] == description["fp32_sha256"]
 
 
+@pytest.mark.model
+def test_qint8_file_computes_in_int8_within_its_pinned_cosine():
+    """The int8-arithmetic file runs its MatMuls in onnxruntime's integer kernels (MatMulInteger, fed by
+    DynamicQuantizeLinear), leaves the attention and the MatMuls after GELU in float32 as its description
+    says, and gives every chunk of the Northwind handbook (and its passages) a vector within
+    models.QINT8_COSINE of the float32 file's."""
+    import onnx
+
+    from rag_chunk import chunk_paths
+
+    fp32, qint8 = load_minilm("fp32"), load_minilm("qint8")
+    assert qint8.model_file.name == models.QINT8_FILE and qint8.weights == "qint8" and qint8.sha256 not in (fp32.sha256, None)
+    ops = [n.op_type for n in onnx.load(str(qint8.model_file)).graph.node]
+    assert ops.count("MatMulInteger") == 12 and ops.count("DynamicQuantizeLinear") >= 6
+    assert ops.count("MatMul") == 6 and ops.count("Attention") == 6
+    description = orjson.loads((qint8.folder / models.DESCRIPTION).read_bytes())
+    assert description["qint8_derivation"]["from_sha256"] == description["fp32_sha256"]
+    assert description["qint8_derivation"]["quantised"].startswith("12 of 18 MatMuls")
+    chunks = list(chunk_paths([str(Path(__file__).resolve().parent.parent / "corpus")]))
+    texts = [rag_embed.record_text(c, None, "text", False, True) for c in chunks]
+    texts += [p for c in chunks for p in rag_embed.passage_texts(c)]
+    cosines = np.sum(fp32.embed(texts) * qint8.embed(texts), axis=1)
+    assert cosines.min() >= models.QINT8_COSINE, (texts[int(cosines.argmin())][:60], float(cosines.min()))
+
+
+@pytest.mark.model
+def test_qint8_derivation_is_reproducible_and_pinned(tmp_path):
+    """Deriving the int8-arithmetic file again from the folder's float32 file gives the bytes its
+    description pins (with the onnxruntime that derived it); a wrong or missing file is refused."""
+    import onnxruntime
+
+    folder = load_minilm("qint8").folder
+    description = orjson.loads((folder / models.DESCRIPTION).read_bytes())
+    got = models.derive_qint8(folder / models.FP32_FILE, tmp_path / models.QINT8_FILE)
+    assert got["qint8_sha256"] == models.sha256_file(tmp_path / models.QINT8_FILE)
+    assert got["qint8_derivation"]["version"] == models.QINT8_DERIVATION
+    if description["qint8_derivation"]["onnxruntime"] != onnxruntime.__version__:
+        pytest.skip("the folder was derived by another onnxruntime: the bytes may differ")
+    assert got["qint8_sha256"] == description["qint8_sha256"]
+
+
 def fake_folder(folder: Path) -> tuple[Path, dict]:
     """A MiniLM model folder of stand-in files (no model in them) and the description that pins them."""
     folder.mkdir()
     (folder / "model.onnx").write_bytes(b"source")
     (folder / "model.fp32.onnx").write_bytes(b"derived")
+    (folder / "model.qint8.onnx").write_bytes(b"int8 arithmetic")
     (folder / "tokenizer.json").write_text("{}")
     description = models.KNOWN["all-MiniLM-L6-v2"].description(models.sha256_file(folder / "model.onnx"))
     description["fp32_sha256"] = models.sha256_file(folder / "model.fp32.onnx")
+    description["qint8_sha256"] = models.sha256_file(folder / "model.qint8.onnx")
     return folder, description
 
 
@@ -80,8 +124,28 @@ def test_fp32_file_is_checked_against_its_pin(tmp_path):
     (folder / "model.fp32.onnx").unlink()
     with pytest.raises(StageError, match="model folder is missing model.fp32.onnx"):
         rag_embed.load_embedder(str(folder))
-    with pytest.raises(StageError, match="weights must be one of fp32, int8"):
+    with pytest.raises(StageError, match="weights must be one of fp32, int8, qint8"):
         rag_embed.load_embedder(str(folder), weights="int4")
+
+
+def test_qint8_file_is_checked_against_its_pin(tmp_path, monkeypatch):
+    """weights="qint8" (or RAG_MODEL_WEIGHTS=qint8) loads model.qint8.onnx, checked against qint8_sha256; the
+    vector cache keys it apart from the other files; a wrong file, or a folder without one, is refused."""
+    folder, description = fake_folder(tmp_path / "mine")
+    (folder / models.DESCRIPTION).write_bytes(orjson.dumps(description))
+    monkeypatch.setenv("RAG_MODEL_WEIGHTS", "qint8")
+    qint8 = rag_embed.load_embedder(str(folder))
+    assert qint8.model_file == folder / "model.qint8.onnx" and qint8.sha256 == description["qint8_sha256"] and qint8.weights == "qint8"
+    fp32 = rag_embed.load_embedder(str(folder), weights="fp32")
+    keys = {rag_embed.cache_for(e, str(tmp_path / "c.sqlite")).key("x", False) for e in (qint8, fp32)}
+    assert len(keys) == 2
+    (folder / "model.qint8.onnx").write_bytes(b"another")
+    with pytest.raises(StageError, match=r"model.qint8.onnx sha256 is .*, expected "):
+        rag_embed.load_embedder(str(folder))
+    del description["qint8_sha256"]
+    (folder / models.DESCRIPTION).write_bytes(orjson.dumps(description))
+    with pytest.raises(StageError, match=r"the model folder has no int8-arithmetic file \(model.qint8.onnx\)"):
+        rag_embed.load_embedder(str(folder))
 
 
 def test_a_folder_without_a_derived_file_loads_its_source():
@@ -114,7 +178,8 @@ def test_tokenizer_and_session_open_only_when_a_text_misses_the_cache(tmp_path):
 @pytest.mark.model
 def test_an_index_built_on_the_int8_file_is_queried_with_it(tmp_path, monkeypatch):
     """rag-search embeds the question with the file the index was built with: an index from before the
-    derived file (int8 vectors) keeps working, with int8 query vectors, and the default builds fp32 ones."""
+    derived file (int8 vectors) keeps working, with int8 query vectors, one built with the int8-arithmetic
+    file is queried with it, and the default builds fp32 ones."""
     from corpora import build_index
 
     import rag_index
@@ -125,10 +190,14 @@ def test_an_index_built_on_the_int8_file_is_queried_with_it(tmp_path, monkeypatc
     (tmp_path / "new").mkdir()
     monkeypatch.setenv("RAG_MODEL_WEIGHTS", "int8")
     old = rag_index.load(build_index(tmp_path / "old", model="all-MiniLM-L6-v2"))
+    (tmp_path / "q").mkdir()
+    monkeypatch.setenv("RAG_MODEL_WEIGHTS", "qint8")
+    q = rag_index.load(build_index(tmp_path / "q", model="all-MiniLM-L6-v2"))
     monkeypatch.delenv("RAG_MODEL_WEIGHTS")
     new = rag_index.load(build_index(tmp_path / "new", model="all-MiniLM-L6-v2"))
     assert old.manifest["model_sha256"] == load_minilm("int8").sha256 != new.manifest["model_sha256"] == load_minilm("fp32").sha256
-    for index in (old, new):
+    assert q.manifest["model_sha256"] == load_minilm("qint8").sha256
+    for index in (old, q, new):
         searcher = rag_search.Searcher(index, rag_search.Config())
         assert searcher.embedder.sha256 == index.manifest["model_sha256"]
         assert searcher.search(["when does the settlement sweep run"])[0]["hits"][0]["doc"] == "settlement"

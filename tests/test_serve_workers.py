@@ -1,0 +1,138 @@
+"""rag-serve --workers 2 as a real server on loopback: both processes answer, each the record the
+single process gives; SIGTERM and Ctrl-C finish the requests in flight and exit 0; a rebuild is
+picked up by every worker; an index that cannot serve is one line and exit 1."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from corpora import TINY, build_index
+from serving import Server, httpx, rebuild, serving, settled, slow_llm
+from stagecli import run, stage_env
+
+pytestmark = pytest.mark.serve
+
+SWEEP = "When does the nightly sweep run?"
+
+
+def workers_of(server: Server) -> list[int]:
+    """The server's child processes (its workers), from /proc."""
+    children = Path(f"/proc/{server.proc.pid}/task/{server.proc.pid}/children")
+    return [int(pid) for pid in children.read_text().split()]
+
+
+def cpu_ticks(pid: int) -> int:
+    """utime + stime of a process, in clock ticks (/proc/PID/stat fields 14 and 15)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])
+
+
+@pytest.fixture(scope="module")
+def index(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_index(tmp_path_factory.mktemp("workers"))
+
+
+def test_two_workers_both_answer_as_one_does(index: Path) -> None:
+    """Two processes serve the port; connections from several clients reach both (each one's CPU time
+    grows), and every answer is the single process's record."""
+    with serving(index, "--quiet") as one, one.client() as c:
+        want = c.get("/search", params={"q": SWEEP}).json()
+    with serving(index, "--quiet", "--workers", "2") as server:
+        pids = workers_of(server)
+        assert len(pids) == 2
+        before = {pid: cpu_ticks(pid) for pid in pids}
+        got: list[dict] = []
+
+        def ask() -> None:
+            for _ in range(40):  # a new connection each time: the kernel hands it to a worker waiting in accept
+                got.append(httpx.get(server.url + "/search", params={"q": SWEEP}, timeout=60).json())
+
+        threads = [threading.Thread(target=ask) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        grew = {pid: cpu_ticks(pid) - before[pid] for pid in pids}
+    assert len(got) == 160 and all({k: v for k, v in r.items() if k != "ms"} == {k: v for k, v in want.items() if k != "ms"} for r in got)
+    assert all(ticks > 0 for ticks in grew.values()), grew
+    assert "with 2 workers" in server.log()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "Ctrl-C"])
+def test_a_signal_to_the_server_finishes_requests_in_flight(index: Path, sig: int) -> None:
+    """The signal reaches the parent; each worker stops taking connections, finishes its request and exits;
+    the parent exits 0 with the requests of all workers summed, and no worker is left behind."""
+    with slow_llm(delay=3.0) as (url, asked):
+        server = Server.start(index, "--llm", "openai", "--workers", "2", env=stage_env(RAG_LLM_URL=url))
+        try:
+            pids = workers_of(server)
+            with server.client() as c:
+                assert c.get("/health").status_code == 200
+            got: list = []
+
+            def ask() -> None:
+                with server.client() as c:
+                    got.append(c.post("/answer", json={"question": SWEEP}))
+
+            thread = threading.Thread(target=ask)
+            thread.start()
+            assert asked.wait(30)
+            server.proc.send_signal(sig)
+            time.sleep(0.5)
+            with pytest.raises(httpx.ConnectError):
+                httpx.get(server.url + "/health", timeout=5)
+            assert thread.is_alive()
+            thread.join(30)
+            code = server.proc.wait(30)
+        finally:
+            server.stop()
+    assert got and got[0].status_code == 200 and got[0].json()["answer"] == "The sweep runs at 23:40 [1]."
+    assert code == 0
+    assert (
+        server.log().splitlines()[-1] == f"rag-serve: stopped by {signal.Signals(sig).name} after 1 requests"
+    )  # the /answer (/health is not counted)
+    assert "Traceback" not in server.log()
+    assert not any(os.path.exists(f"/proc/{pid}") for pid in pids)
+
+
+def test_every_worker_follows_a_rebuild(tmp_path: Path) -> None:
+    """Each worker swaps to the new generation on its own: after a rebuild, answers from new connections
+    (reaching both workers) all come from it."""
+    index = build_index(tmp_path)
+    corpus = tmp_path / "corpus"
+    with serving(index, "--quiet", "--workers", "2") as server:
+        for _ in range(20):
+            assert "23:40" in httpx.get(server.url + "/search", params={"q": SWEEP}, timeout=60).json()["hits"][0]["text"]
+        (corpus / "settlement.md").write_text(TINY["settlement"].replace("23:40", "22:15"))
+        rebuild(corpus, index)
+        new = (index / "CURRENT").read_text().strip()
+        for _ in range(20):  # a new connection each time: either worker; each reads CURRENT before a search
+            with server.client() as c:
+                assert "22:15" in c.get("/search", params={"q": SWEEP}).json()["hits"][0]["text"]
+                assert settled(c)["generation"] == new
+
+
+def test_an_index_that_cannot_serve_is_one_line(tmp_path: Path) -> None:
+    """The first worker fails to load and says why, once (no second one is started); exit 1."""
+    done = run("rag-serve", "--index", tmp_path / "missing", "--port", "0", "--workers", "2", timeout=60)
+    assert done.returncode == 1 and done.stdout == b""
+    assert done.stderr.decode() == f"rag-serve: {tmp_path / 'missing'}: no index here (run rag-index --out first)\n"
+
+
+def test_a_worker_killed_stops_the_server(index: Path) -> None:
+    """A worker that dies (SIGKILL) is named on stderr; the other is stopped; the server exits non-zero."""
+    server = Server.start(index, "--quiet", "--workers", "2")
+    try:
+        pids = workers_of(server)
+        os.kill(pids[0], signal.SIGKILL)
+        code = server.proc.wait(60)
+    finally:
+        server.stop()
+    assert code == 128 + signal.SIGKILL
+    assert f"rag-serve: worker {pids[0]} was killed by SIGKILL" in server.log()
+    assert not os.path.exists(f"/proc/{pids[1]}") or Path(f"/proc/{pids[1]}/stat").read_text().split()[2] == "Z"
