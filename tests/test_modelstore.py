@@ -13,6 +13,7 @@ import pytest
 from corpora import load_minilm
 
 import rag_embed
+import ragline.text
 from ragline import models
 from ragline.records import StageError
 
@@ -71,7 +72,7 @@ def test_qint8_file_computes_in_int8_within_its_pinned_cosine():
     assert description["qint8_derivation"]["from_sha256"] == description["fp32_sha256"]
     assert description["qint8_derivation"]["quantised"].startswith("12 of 18 MatMuls")
     chunks = list(chunk_paths([str(Path(__file__).resolve().parent.parent / "corpus")]))
-    texts = [rag_embed.record_text(c, None, "text", False, True) for c in chunks]
+    texts = [ragline.text.retrieval_text(c, True, "text") for c in chunks]
     texts += [p for c in chunks for p in rag_embed.passage_texts(c)]
     cosines = np.sum(fp32.embed(texts) * qint8.embed(texts), axis=1)
     assert cosines.min() >= models.QINT8_COSINE, (texts[int(cosines.argmin())][:60], float(cosines.min()))
