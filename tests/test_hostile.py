@@ -22,7 +22,7 @@ import orjson
 import pytest
 from corpora import build_index
 from serving import Server, httpx, serving, settled, slow_llm
-from stagecli import check, command, run, stage_env
+from stagecli import check, command, on_a_terminal, run, stage_env
 
 import rag_index
 from ragline import serving as policy
@@ -428,31 +428,10 @@ def test_a_huge_vector_value_is_stored_scaled_without_a_warning(tmp_path: Path) 
     assert vectors[0, 0] == 1.0 and vectors[1, 1] == 1.0
 
 
-def _on_a_terminal(argv: list[str]) -> bytes:
-    """What a command writes to a terminal (a pseudo-terminal as its stdout)."""
-    import pty
-
-    leader, follower = pty.openpty()
-    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=follower, stderr=subprocess.PIPE, env=stage_env())
-    os.close(follower)
-    out = b""
-    while True:
-        try:
-            chunk = os.read(leader, 65536)
-        except OSError:  # EIO: the child closed the terminal
-            break
-        if not chunk:
-            break
-        out += chunk
-    os.close(leader)
-    assert proc.wait(60) == 0, proc.stderr.read() if proc.stderr else b""
-    return out
-
-
 def test_control_characters_in_the_handbook_do_not_reach_the_terminal(tmp_path: Path) -> None:
     index = build_index(tmp_path, {"bell": "# Bell\n\n## The ringing sweep\n\nThe ringing sweep \x1b[2J runs at 23:40 \x07 daily.\n"})
     for stage in ("rag-search", "rag-answer"):
-        shown = _on_a_terminal([*command(stage), "--index", str(index), "--model", "hash", "When does the ringing sweep run?"])
+        shown = on_a_terminal([*command(stage), "--index", str(index), "--model", "hash", "When does the ringing sweep run?"])
         assert b"\x1b" not in shown and b"\x07" not in shown, shown
         if stage == "rag-search":
             assert b"\\x1b[2J" in shown and b"\\x07" in shown

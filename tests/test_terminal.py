@@ -2,18 +2,12 @@
 
 from __future__ import annotations
 
-import fcntl
-import os
-import pty
-import struct
-import subprocess
-import termios
 from pathlib import Path
 
 import orjson
 import pytest
 from corpora import TINY, build_index
-from stagecli import command, run, stage_env
+from stagecli import command, on_a_terminal, run
 
 import rag_answer
 import rag_search
@@ -38,24 +32,7 @@ def index(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def on_terminal(columns: int, *args: str | Path) -> list[str]:
     """Run a stage with stdout on a pseudo-terminal `columns` wide; its lines as the terminal got them."""
-    master, slave = pty.openpty()
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, columns, 0, 0))
-    env = {k: v for k, v in stage_env().items() if k not in ("COLUMNS", "LINES")}
-    proc = subprocess.Popen(
-        [*command(args[0]), *map(str, args[1:])], stdin=subprocess.DEVNULL, stdout=slave, stderr=subprocess.PIPE, env=env
-    )
-    os.close(slave)
-    out = b""
-    while True:
-        try:
-            data = os.read(master, 65536)
-        except OSError:  # EIO: the stage closed its end
-            break
-        if not data:
-            break
-        out += data
-    os.close(master)
-    assert proc.wait(60) == 0, proc.stderr.read() if proc.stderr else ""
+    out = on_a_terminal([*command(str(args[0])), *map(str, args[1:])], columns)
     return out.decode().replace("\r\n", "\n").split("\n")
 
 

@@ -79,6 +79,35 @@ def run(
     )
 
 
+def on_a_terminal(argv: list[str], columns: int | None = None) -> bytes:
+    """What a command writes to a terminal: its stdout a pseudo-terminal (`columns` wide where given,
+    with COLUMNS and LINES left out of its environment so the terminal's own size counts)."""
+    import fcntl
+    import pty
+    import struct
+    import termios
+
+    leader, follower = pty.openpty()
+    env = stage_env()
+    if columns is not None:
+        fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, columns, 0, 0))
+        env = {k: v for k, v in env.items() if k not in ("COLUMNS", "LINES")}
+    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=follower, stderr=subprocess.PIPE, env=env)
+    os.close(follower)
+    out = b""
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not chunk:
+            break
+        out += chunk
+    os.close(leader)
+    assert proc.wait(60) == 0, proc.stderr.read() if proc.stderr else b""
+    return out
+
+
 def check(done: subprocess.CompletedProcess[bytes]) -> bytes:
     """stdout of a run that must succeed; otherwise an AssertionError showing its stderr."""
     assert done.returncode == 0, f"{done.args}: exit {done.returncode}: {done.stderr.decode(errors='replace')}"
