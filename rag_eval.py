@@ -22,7 +22,7 @@ result and sweep files and writes markdown (`ragline.eval.tables`), to stdout or
 
 The formulas (recall@k, MRR, nDCG, the answer checks, the bootstrap intervals, the
 paired randomisation test, macro averages, ROC AUC, the abstain threshold rule) live in
-`irmetrics`, each specified in its docstring; this module applies them to golden
+`ragline.eval.metrics`, each specified in its docstring; this module applies them to golden
 questions and runs.
 """
 
