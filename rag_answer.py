@@ -449,7 +449,12 @@ def cite(text: str, n: int, kind: str, header: str = "") -> str:
     if kind == "row":  # one marker for the row: its cells are not sentences of their own
         return f"{text[:-1]} [{n}]." if text.endswith(".") else f"{text} [{n}]"
     marked = []
-    for sentence in sentences(text):
+    pieces = sentences(text)
+    for i in range(len(pieces) - 1):  # a glossary's "Sweep. The settlement job ...": the term leads its definition
+        if len(pieces[i].split()) == 1 and pieces[i].endswith(".") and pieces[i + 1]:
+            pieces[i + 1] = f"{pieces[i][:-1]}: {pieces[i + 1]}"
+            pieces[i] = ""
+    for sentence in filter(None, pieces):
         if sentence.endswith((".", "!", "?")):
             marked.append(f"{sentence[:-1]} [{n}]{sentence[-1]}")
         else:

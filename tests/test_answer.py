@@ -841,3 +841,8 @@ def test_a_template_tag_is_quoted_and_checked_as_the_page_shows_it(llm_server):
     assert llm["answer"] == "Ask in #team-payments and name your project [1]." and llm["dropped"] == 0
     sent = replies.seen[0][2]["messages"][-1]["content"]
     assert "#team-payments" in sent and "{%" not in sent
+
+
+def test_a_glossary_term_leads_its_definition():
+    assert rag_answer.cite("**Sweep.** The settlement job run by `marl`.", 2, "sentence") == "Sweep: The settlement job run by `marl` [2]."
+    assert rag_answer.cite("It runs daily. Then it stops.", 1, "sentence") == "It runs daily [1]. Then it stops [1]."
