@@ -77,3 +77,25 @@ def test_the_recipes_find_the_venv_from_a_plain_shell():
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.split(":")[0] == str(ROOT / ".venv" / "bin")
+
+
+def test_the_wheel_installs_the_stages_and_ragline_only(tmp_path):
+    """The built wheel's top-level names: the seven rag_* stage modules and the ragline package,
+    nothing that could collide with another distribution (no `progress`, no `ranking`)."""
+    import shutil
+    import zipfile
+
+    source = tmp_path / "src"  # a copy, so the build leaves nothing in the checkout
+    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(".venv", ".git", ".cache", "build", "results", "*.egg-info", "__pycache__"))
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--quiet", "-w", str(tmp_path / "dist"), str(source)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PIP_NO_INDEX": "1"},
+    )
+    assert done.returncode == 0, done.stderr
+    (wheel,) = (tmp_path / "dist").glob("ragline-*.whl")
+    names = {n.split("/")[0].removesuffix(".py") for n in zipfile.ZipFile(wheel).namelist() if not n.split("/")[0].endswith(".dist-info")}
+    assert names == {"rag_chunk", "rag_embed", "rag_index", "rag_search", "rag_answer", "rag_eval", "rag_serve", "ragline"}
+    packaged = {n for n in zipfile.ZipFile(wheel).namelist() if n.startswith("ragline/")}
+    assert {"ragline/__init__.py", "ragline/eval/metrics.py", "ragline/answer/citations.py", "ragline/options.py"} <= packaged
