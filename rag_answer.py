@@ -34,6 +34,7 @@ the threshold (RAG_ABSTAIN_CONFIDENCE, default DEFAULT_ABSTAIN) is answered
 from __future__ import annotations
 
 import collections
+import functools
 import json
 import os
 import re
@@ -110,6 +111,11 @@ class ContextBlock:
     hit: dict[str, Any]
     _quotes: dict[bool, list[Candidate]] = field(default_factory=dict, repr=False, compare=False)
 
+    @functools.cached_property
+    def shown(self) -> str:
+        """The block's text as the page shows it (template tags rendered): what is quoted, checked and sent."""
+        return ragline.text.strip_templates(self.hit["text"])
+
     def quotes(self, unwrap: bool = True) -> list[Candidate]:
         """`candidates` of this block, made once: the refusal checks and the generator read the same."""
         if unwrap not in self._quotes:
@@ -152,7 +158,7 @@ def candidates(block: ContextBlock, unwrap: bool = True) -> list[Candidate]:
     nested list's items each a piece of the same list), table rows (each with its header
     row; the rule excluded), and each code block whole. A fragment that says nothing on
     its own ("(See below.)", a lone word) is not a piece."""
-    text = ragline.text.strip_templates(block.hit["text"])
+    text = block.shown
     doc = markdown.Doc("ctx", "ctx", text)
     try:
         parts = markdown.scan(doc)
@@ -356,10 +362,7 @@ def _covered_without(question: str, names: list[str], blocks: list[ContextBlock]
     rest = set(ragline.text.tokenize(question)) - named
     if len(names) > 1 or len(rest) < 2:
         return False
-    return any(
-        rest <= ragline.text.term_set(ragline.text.strip_templates(b.hit["text"]) + " " + " ".join(b.hit.get("headings") or []))
-        for b in blocks
-    )
+    return any(rest <= ragline.text.term_set(b.shown + " " + " ".join(b.hit.get("headings") or [])) for b in blocks)
 
 
 def holds_asked(cue: str | None, cand: Candidate, question: str) -> bool:
@@ -503,10 +506,7 @@ class OpenAIChat:
         self.max_tokens = max_tokens
 
     def prompt(self, question: str, blocks: list[ContextBlock]) -> list[dict[str, str]]:
-        context_text = "\n\n".join(
-            f"[{b.n}] {' > '.join(b.hit.get('headings') or [])}\n{escape_markers(ragline.text.strip_templates(b.hit['text']))}"
-            for b in blocks
-        )
+        context_text = "\n\n".join(f"[{b.n}] {' > '.join(b.hit.get('headings') or [])}\n{escape_markers(b.shown)}" for b in blocks)
         return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": f"Blocks:\n\n{context_text}\n\nQuestion: {question}"}]
 
     def frame(self, question: str) -> tuple[str, ...]:
@@ -631,7 +631,7 @@ def answer(record: dict[str, Any], generator: Generator, threshold: float, size:
         if raw.strip() == REFUSAL:
             reason = "the generator found no answer in the context"
         else:
-            sources = [Source(ragline.text.strip_templates(b.hit["text"]), tuple(b.hit.get("headings") or ())) for b in blocks]
+            sources = [Source(b.shown, tuple(b.hit.get("headings") or ())) for b in blocks]
             prompt = getattr(generator, "frame", lambda q: (q,))(record["question"])
             checked = check_citations(raw, sources, prompt)
             cited, out["dropped"] = checked.cited, len(checked.dropped)
