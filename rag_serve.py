@@ -354,24 +354,57 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def bind(host: str, port: int) -> socket.socket:
-    """A listening socket, or a StageError naming the address when it is in use or not ours."""
+def bind(host: str, port: int, *, shared: bool = False) -> socket.socket:
+    """A listening socket, or a StageError naming the address when it is in use or not ours.
+
+    `shared` (--workers N, where the system has SO_REUSEPORT): the socket is bound with
+    SO_REUSEPORT and not listening, holding the address for the workers, each of which
+    binds a listening socket of its own beside it (`worker_socket`): the kernel then hands
+    each new connection to one worker's socket. Through one shared listening socket the
+    worker that woke first took every connection waiting (a load generator's eight
+    keep-alive connections all on one worker: the bench's finding), so the others sat idle.
+    The address is first bound without SO_REUSEPORT and let go, so that a server already
+    there (even another rag-serve --workers) is an error, not a silent partner.
+    """
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     except socket.gaierror as err:
         raise StageError(f"cannot bind {host}:{port}: {err.strerror}") from None
     family, kind, proto, _, address = infos[0]
+    reuse_port = shared and hasattr(socket, "SO_REUSEPORT")
     sock = socket.socket(family, kind, proto)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind(address)
-        sock.listen(2048)
+        if reuse_port:  # the address is free: bind it again, with SO_REUSEPORT, on the port it got
+            address = sock.getsockname()
+            sock.close()
+            sock = socket.socket(family, kind, proto)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+            sock.bind(address)
+        else:
+            sock.listen(2048)
     except OSError as err:
         sock.close()
         why = "is in use (another server?)" if err.errno == errno.EADDRINUSE else f"cannot be bound: {err.strerror}"
         raise StageError(f"port {port} on {host} {why}") from None
     sock.set_inheritable(True)
     return sock
+
+
+def worker_socket(held: socket.socket) -> socket.socket:
+    """A worker's own listening socket on the address `held` (bound by `bind(shared=True)`), or
+    `held` itself where it listens already (a system without SO_REUSEPORT: one shared socket)."""
+    if held.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN):
+        return held
+    own = socket.socket(held.family, held.type, held.proto)
+    own.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    own.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    own.bind(held.getsockname())
+    own.listen(2048)
+    held.close()  # the parent holds the address; this worker needs only its own socket
+    return own
 
 
 # --------------------------------------------------------------------------- HTTP
@@ -736,8 +769,8 @@ def serve(app: Any, sock: socket.socket, policy: serving.Policy | None = None, n
 def serve_workers(
     workers: int, settings: Settings, sock: socket.socket, app_for: Callable[[Live], Any], say: Callable[[str], None]
 ) -> None:
-    """`--workers N`: N processes (`ragline.prefork`) on the one bound socket, each loading the index
-    and the model itself and answering as the single process does (its own hot swap, its own
+    """`--workers N`: N processes (`ragline.prefork`) on the one address, each with a listening socket
+    of its own there (`worker_socket`), each loading the index and the model itself and answering as the single process does (its own hot swap, its own
     /health counts); onnxruntime's threads are shared out, cores // N each, unless --threads says.
     One line when all are serving, one when all have stopped; a worker that cannot start has said
     why on stderr, and the others are stopped with its exit status."""
@@ -753,8 +786,9 @@ def serve_workers(
     def child(report: prefork.Report) -> int:
         with ragline.records.stage(STAGE):  # a load that fails: its one line, and SystemExit(1) ends the worker
             live = Live(settings, note=say)
+            own = worker_socket(sock)
             report("ready", f"generation {live.engine.generation}, {len(live.engine.index.chunks)} chunks")
-            serve(app_for(live), sock)
+            serve(app_for(live), own)
             report("done", str(live.served))
         return 0
 
@@ -919,7 +953,7 @@ def main(
         sys.stderr.write(f"{STAGE}: the token must be printable ASCII without spaces (RFC 6750): no client could send this one\n")
         raise SystemExit(2)
     settings = Settings(search, llm, rag_answer.features_from(off), threshold, size)
-    sock = bind(host, port)
+    sock = bind(host, port, shared=workers > 1)
     say = lambda message: sys.stderr.write(message + "\n")  # noqa: E731
 
     def app_for(live: Live) -> Any:

@@ -1,10 +1,11 @@
 """prefork: one server in several processes that share a listening socket.
 
-A library, not a stage (rag_serve uses it for --workers). The parent has bound the socket;
+A library, not a stage (rag_serve uses it for --workers). The parent has bound the address;
 `run` forks `workers` children, each of which runs `child(report)` on its own (rag-serve:
-load the index and the model, then uvicorn on the inherited socket) and whose return value
-is its exit status. The kernel hands each new connection to one child waiting in accept, so
-the interpreters, each with its own lock, answer on as many cores as there are workers.
+load the index and the model, then uvicorn on a listening socket of its own, bound to the
+parent's address with SO_REUSEPORT) and whose return value is its exit status. The kernel
+hands each new connection to one child's socket, so the interpreters, each with its own
+lock, answer on as many cores as there are workers.
 The children start one after another, each once the one before has said it is ready: a
 child that cannot start (a broken index) is the only one to say why, and the next start
 does not compete with the last for the cores.

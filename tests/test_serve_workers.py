@@ -4,8 +4,10 @@ picked up by every worker; an index that cannot serve is one line and exit 1."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
+import socket
 import threading
 import time
 from pathlib import Path
@@ -61,6 +63,57 @@ def test_two_workers_both_answer_as_one_does(index: Path) -> None:
     assert len(got) == 160 and all({k: v for k, v in r.items() if k != "ms"} == {k: v for k, v in want.items() if k != "ms"} for r in got)
     assert all(ticks > 0 for ticks in grew.values()), grew
     assert "with 2 workers" in server.log()
+
+
+def connections_of(pid: int, port: int) -> int:
+    """How many established TCP connections on `port` the process `pid` holds (its socket
+    descriptors matched against /proc/PID/net/tcp and tcp6, state 01)."""
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        with contextlib.suppress(OSError):
+            target = os.readlink(fd)
+            if target.startswith("socket:["):
+                inodes.add(target[8:-1])
+    count = 0
+    for table in ("tcp", "tcp6"):
+        for line in Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]:
+            fields = line.split()
+            if int(fields[1].rsplit(":", 1)[1], 16) == port and fields[3] == "01" and fields[9] in inodes:
+                count += 1
+    return count
+
+
+def test_keep_alive_connections_opened_at_once_reach_every_worker(index: Path) -> None:
+    """Sixteen connections opened at once and kept open, as a load generator's are, are spread over
+    the workers: each worker holds some. Through one shared listening socket the worker that woke
+    first accepted every waiting connection, and the other sat idle for the whole load."""
+    with serving(index, "--quiet", "--workers", "2") as server:
+        port = int(server.url.rsplit(":", 1)[1].strip("/"))
+        pids = workers_of(server)
+        clients = [socket.create_connection(("127.0.0.1", port)) for _ in range(16)]
+        try:
+            for c in clients:  # a request on each, answered: every connection has been accepted
+                c.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+            for c in clients:
+                c.settimeout(30)
+                assert c.recv(65536).startswith(b"HTTP/1.1 200")
+            held = {pid: connections_of(pid, port) for pid in pids}
+        finally:
+            for c in clients:
+                c.close()
+    assert sum(held.values()) == 16 and all(n > 0 for n in held.values()), held
+
+
+def test_a_second_server_on_the_workers_port_is_refused(index: Path) -> None:
+    """The workers' sockets share their port with SO_REUSEPORT, which the kernel grants to any socket of
+    the same user that asks for it: a second rag-serve --workers on that port must be told it is in use,
+    not join in and take half the first one's connections."""
+    with serving(index, "--quiet", "--workers", "2") as server:
+        port = server.url.rsplit(":", 1)[1].strip("/")
+        for flags in (["--workers", "2"], []):
+            done = run("rag-serve", "--index", index, "--port", port, *flags, timeout=60)
+            assert done.returncode == 1 and done.stdout == b"", done.stderr
+            assert done.stderr.decode() == f"rag-serve: port {port} on 127.0.0.1 is in use (another server?)\n"
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "Ctrl-C"])
