@@ -73,6 +73,7 @@ DEFAULT_ABSTAIN = options.default("threshold")  # the sweep's choice (its declar
 CONTEXT = options.default("context")  # blocks sent to the generator
 FEATURES = ragline.records.ANSWER_FEATURES
 DENSE_POOL = 12  # candidates the dense similarity rescores (embedding them all costs ~0.7 s a question)
+MEMO_SENTENCES = 50_000  # candidate sentence vectors kept between questions (about 75 MB at 384 dimensions)
 
 
 @dataclass(frozen=True)
@@ -344,15 +345,21 @@ class Extractive:
         return "the question asks for a number and no block sent holds one but those it states"
 
     def _dense(self, question: str, cands: list[Candidate]) -> np.ndarray:
-        """Cosine of the question with each candidate; candidate vectors memoised by text."""
-        todo = list(dict.fromkeys(c.text for c in cands if c.text not in self._memo))
+        """Cosine of the question with each candidate; candidate vectors memoised by text (the latest
+        MEMO_SENTENCES texts: a server answering for weeks over a large handbook stays bounded)."""
+        have = {c.text: v for c in cands if (v := self._memo.get(c.text)) is not None}
+        todo = list(dict.fromkeys(c.text for c in cands if c.text not in have))
         if todo:
-            self._memo.update(zip(todo, rag_embed.embed_texts(self.embedder, todo, query=False, cache=self.cache), strict=True))
+            fresh = dict(zip(todo, rag_embed.embed_texts(self.embedder, todo, query=False, cache=self.cache), strict=True))
+            have |= fresh
+            self._memo |= fresh
+            for _ in range(len(self._memo) - MEMO_SENTENCES):  # a long-running server: the oldest go first
+                self._memo.pop(next(iter(self._memo)))
         if (q := self._questions.get(question)) is None:
             q = self._questions[question] = rag_embed.embed_texts(self.embedder, [question], query=True, cache=self.cache)[0]
             if len(self._questions) > 256:  # a long run of questions: keep the memo small
                 self._questions.pop(next(iter(self._questions)))
-        return np.array([self._memo[c.text] @ q for c in cands])
+        return np.array([have[c.text] @ q for c in cands])
 
 
 def _covered_without(question: str, names: list[str], blocks: list[ContextBlock]) -> bool:

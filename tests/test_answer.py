@@ -592,6 +592,26 @@ class TestAnswerChoice:
         assert answer(rec, Extractive(self.FEATURES), 0.0)["refused"]  # without meaning, nothing matches
 
 
+def test_the_sentence_memo_stays_bounded_and_answers_do_not_change(monkeypatch):
+    """A long-running server meets ever new sentences: the memo keeps the latest MEMO_SENTENCES of
+    them, and an answer is the same whether its sentences were remembered, evicted or never seen."""
+    rag_embed = pytest.importorskip("rag_embed")
+    features = ("unwrap", "idf", "headings", "cue", "dense")
+    records = [
+        hits_record(
+            f"When does job {n} run?", hit(f"d{n}#x", f"Job {n} runs at 0{n % 10}:30 UTC. It takes {n} minutes. Logs go to /var/{n}.")
+        )
+        for n in range(12)
+    ]
+    unbounded = Extractive(features, embedder=rag_embed.HashEmbedder())
+    want = [answer(r, unbounded, 0.0)["answer"] for r in records]
+    assert len(unbounded._memo) > 8
+    monkeypatch.setattr(rag_answer, "MEMO_SENTENCES", 4)
+    bounded = Extractive(features, embedder=rag_embed.HashEmbedder())
+    assert [answer(r, bounded, 0.0)["answer"] for r in records + records[:3]] == want + want[:3]
+    assert len(bounded._memo) == 4
+
+
 class TestUnknownNames:
     DOCS: ClassVar = {"a": "# Reviews\n\nUse the review tool. NW-5001 means the acquirer did not answer. See `dependabot.yml`.\n"}
 
