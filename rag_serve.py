@@ -330,7 +330,12 @@ class Live:
             "uptime_s": round(time.time() - self.started, 1),
             "pending": pending,
             "reload_error": None if self.failed is None else self._failure(),
-            "busy": {"running_or_waiting": self.pool.admitted, "capacity": self.pool.capacity, "refused": self.pool.refused},
+            "busy": {
+                "running_or_waiting": self.pool.admitted,
+                "capacity": self.pool.capacity,
+                "expected_wait_s": None if (w := self.pool.expected_wait()) is None else round(w, 3),
+                "refused": self.pool.refused,
+            },
             "connections": None if self.policy is None else self.policy.counts(),
             "ragline": ragline.__version__,
         }

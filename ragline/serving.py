@@ -16,8 +16,11 @@ service from everyone else lives here, so each rule is written once and tested a
   traceback per failed accept.
 - **Work** (`Pool`). Search and answer run on WORKERS threads (one: the embedding cache's
   sqlite connection belongs to the thread that opened it, and the work is Python under the
-  interpreter's lock anyway), and at most QUEUE requests wait for them; past that a request
-  is refused at once with 429 and `Retry-After`, rather than waiting behind the others.
+  interpreter's lock anyway). A request waits for them while the work ahead of it is expected
+  to end within MAX_WAIT seconds (the requests in, times the mean time of the recent ones),
+  and QUEUE may always wait; past that, or past QUEUE_MAX requests in, a request is refused
+  at once with 429 and `Retry-After`, rather than waiting behind the others. So thirty-two
+  clients of millisecond searches are all served, while eight slow answers fill the queue.
   `/health` never enters the pool.
 - **A request's budget** (`check_budget`). Questions x hits (the larger of k and the candidate
   lists) at most MAX_HITS, question characters at most MAX_CHARS: a bigger request is a 413
@@ -45,7 +48,10 @@ BODY_TIMEOUT = 10.0  # seconds a request has to send its whole body
 MAX_CONNECTIONS = 1000  # connections held at once, at most (less when the open-file limit is lower)
 FD_RESERVE = 64  # descriptors kept for everything but connections: the index, the model, logs, the reload
 WORKERS = 1  # threads running search and answer
-QUEUE = 8  # requests waiting for a worker, at most; past it, 429
+QUEUE = 8  # requests that may always wait for a worker
+MAX_WAIT = 2.0  # seconds of work ahead a request may wait behind; past it (and QUEUE), 429
+QUEUE_MAX = 256  # requests running or waiting, at most, however quick they are
+RECENT = 0.2  # the weight of the latest request's time in the running mean
 MAX_HITS = 6400  # questions x max(k, candidates) in one request (64 questions of 100 hits)
 MAX_CHARS = 16_384  # characters of all the questions of one request
 RETRY_AFTER = 1  # seconds, in a 429's Retry-After
@@ -82,28 +88,63 @@ def check_budget(questions: list[str], hits: int) -> None:
 
 
 class Pool:
-    """WORKERS threads for the model work, and at most QUEUE requests waiting for them."""
+    """WORKERS threads for the model work; a request waits for them while the work ahead of it
+    is expected to take at most MAX_WAIT seconds, or fewer than `queue` wait, never more than QUEUE_MAX."""
 
-    def __init__(self, workers: int = WORKERS, queue: int = QUEUE, name: str = "rag-serve"):
+    def __init__(self, workers: int = WORKERS, queue: int = QUEUE, name: str = "rag-serve", max_wait: float = MAX_WAIT):
         self.executor = ThreadPoolExecutor(workers, thread_name_prefix=name)
-        self.capacity = workers + queue
+        self.workers = workers
+        self.capacity = workers + queue  # always admitted
+        self.max_wait = max_wait
+        self.mean_seconds: float | None = None  # of the recent requests' work; None until one has run
         self.admitted = 0  # running or waiting; touched on the event loop only
         self.refused = 0
 
+    def expected_wait(self) -> float | None:
+        """Seconds the work already in is expected to take (on `workers` threads), or None before any has run."""
+        if self.mean_seconds is None:
+            return None
+        return self.admitted * self.mean_seconds / self.workers
+
+    def admits(self) -> bool:
+        if self.admitted < self.capacity:
+            return True
+        wait = self.expected_wait()
+        return self.admitted < QUEUE_MAX and wait is not None and wait <= self.max_wait
+
     async def run(self, fn: Callable[[], Any]) -> Any:
-        """fn() on a worker thread; Busy at once when `capacity` requests are in already."""
-        if self.admitted >= self.capacity:
+        """fn() on a worker thread; Busy at once when the pool does not admit another request."""
+        if not self.admits():
             self.refused += 1
             raise Busy(f"the server is busy ({self.admitted} requests running or waiting): retry in {RETRY_AFTER} s")
         self.admitted += 1
+        timed = _Timed(fn)
         try:
-            return await asyncio.get_running_loop().run_in_executor(self.executor, fn)
+            return await asyncio.get_running_loop().run_in_executor(self.executor, timed)
         finally:
             self.admitted -= 1
+            if timed.seconds is not None:
+                m = self.mean_seconds
+                self.mean_seconds = timed.seconds if m is None else (1 - RECENT) * m + RECENT * timed.seconds
 
     def call(self, fn: Callable[[], Any]) -> Any:
         """fn() on a worker thread, from outside the event loop (loading the first engine)."""
         return self.executor.submit(fn).result()
+
+
+class _Timed:
+    """fn, timed where it runs: a request's work, not its wait in the queue."""
+
+    def __init__(self, fn: Callable[[], Any]):
+        self.fn = fn
+        self.seconds: float | None = None
+
+    def __call__(self) -> Any:
+        start = time.perf_counter()
+        try:
+            return self.fn()
+        finally:
+            self.seconds = time.perf_counter() - start
 
 
 class Policy:

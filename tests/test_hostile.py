@@ -163,6 +163,33 @@ def test_a_full_queue_is_a_429_at_once(index: Path) -> None:
             server.stop()
 
 
+def test_the_queue_is_bounded_by_the_wait_not_by_a_count() -> None:
+    """Past QUEUE, a request is admitted while the work ahead of it is expected to end within
+    MAX_WAIT: forty quick requests at once all run; forty slow ones past QUEUE are refused."""
+    import asyncio
+
+    async def burst(seconds: float) -> list[str]:
+        pool = policy.Pool(max_wait=1.0)
+        await pool.run(lambda: time.sleep(seconds))  # one has run: the pool knows what a request takes
+
+        async def one() -> str:
+            try:
+                await pool.run(lambda: time.sleep(seconds))
+                return "ran"
+            except policy.Busy:
+                return "busy"
+
+        return await asyncio.gather(*(one() for _ in range(40)))
+
+    quick = asyncio.run(burst(0.002))  # 40 x 2 ms ahead: well inside a second
+    assert quick == ["ran"] * 40
+    slow = asyncio.run(burst(0.2))  # QUEUE + 1 in are 1.8 s of work ahead: the next is refused
+    assert slow.count("ran") == policy.WORKERS + policy.QUEUE and slow.count("busy") == 40 - policy.WORKERS - policy.QUEUE
+    pool = policy.Pool()
+    pool.mean_seconds, pool.admitted = 0.0, policy.QUEUE_MAX  # however quick, never more than QUEUE_MAX
+    assert not pool.admits()
+
+
 def test_the_work_of_one_request_is_bounded(index: Path) -> None:
     """The issue's request (64 questions of 1,000 characters, k=1000) is a 413 with a JSON reason, not a long wait."""
     heavy = [("settlement sweep " * 70)[:1000] + str(i) for i in range(64)]
