@@ -87,9 +87,14 @@ eval *only: model
     rm -rf build/eval && mkdir -p build/eval
     rag-eval plan {{only}} > build/eval/plan.tsv
     total=$(wc -l < build/eval/plan.tsv); n=0; start=$SECONDS; tr '\t' '\037' < build/eval/plan.tsv | while IFS=$'\037' read -r corpus label docs golden chunk embed index search answer; do n=$((n + 1)); echo "just eval: run $n of $total: $label on $corpus ($((SECONDS - start)) s so far)" >&2; just _run "$corpus" "$label" "$docs" "$golden" "$chunk" "$embed" "$index" "$search" "$answer" < /dev/null; done
+    if [ -z "{{only}}" ]; then just eval-qint8; fi
     rag-eval sweep results/*/threshold-0.json --out results/abstain-sweep.json --plot results/abstain-sweep.png
     if [ -d build/eval/eng-practices/default/idx ]; then just examples; fi
     just tables
+
+[doc("The default configuration on the int8-arithmetic model file (RAG_MODEL_WEIGHTS=qint8), labelled qint8: a row of docs/evaluation.md's tables, paired-tested against default.")]
+eval-qint8: model
+    rag-eval plan default | tr '\t' '\037' | while IFS=$'\037' read -r corpus label docs golden chunk embed index search answer; do RAG_MODEL_WEIGHTS=qint8 just _run "$corpus" qint8 "$docs" "$golden" "$chunk" "$embed" "$index" "$search" "$answer" < /dev/null; done
 
 # One run (a line of `rag-eval plan`): chunk, embed, index into WORK/CORPUS/LABEL, search, answer, score into OUT/CORPUS/LABEL.json.
 _run corpus label docs golden chunk="" embed="" index="" search="" answer="" out="results" work="build/eval":

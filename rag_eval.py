@@ -231,6 +231,7 @@ def _run_info(record: dict[str, Any], where: Line) -> dict[str, Any]:
         "rrf_k": retrieval.get("rrf_k"),
         "candidates": retrieval.get("candidates"),
         "index": retrieval.get("index"),
+        "model_sha256": retrieval.get("model_sha256"),
         "generator": generator.get("name"),
     }
 

@@ -240,12 +240,13 @@ class Searcher:
         self.tiebreak[order] = np.arange(len(ids))
 
     def retrieval(self) -> dict[str, Any]:
-        """The record's `retrieval`: model, index path and its corpus digest, how it was embedded and
+        """The record's `retrieval`: model and its file's sha256, index path and its corpus digest, how it was embedded and
         chunked, and every Config field (passages: asked for, and the index embedded with them)."""
         m = self.index.manifest
         return (
             {
                 "model": m["model"],
+                "model_sha256": m.get("model_sha256"),  # which file of the model ran (float32, int8 arithmetic, ...)
                 "index": str(self.index.path),
                 "embed_headings": m.get("embed_headings"),
                 "embed_long": m.get("embed_long"),

@@ -16,6 +16,7 @@ from evalfixtures import (
     CORPUS_A,
     CORPUS_B,
     GOLDEN,
+    MODEL_FILE,
     NO_INDEX,
     PERFECT,
     chunking,
@@ -264,7 +265,14 @@ class TestScore:
         ]  # fmt: skip
         assert result["schema"] == "eval-result/1"
         assert result["expected"] == result["actual"] == RUNS["default"]
-        assert result["run"] == {"k": 5, "rrf_k": 60, "candidates": 30, "index": NO_INDEX, "generator": "extractive"}
+        assert result["run"] == {
+            "k": 5,
+            "rrf_k": 60,
+            "candidates": 30,
+            "index": NO_INDEX,
+            "model_sha256": MODEL_FILE,
+            "generator": "extractive",
+        }
         assert result["golden"]["sha256"] == golden.sha256
         assert result["counts"] == {
             "questions": 5, "answerable": 4, "unanswerable": 1, "records": 5, "refound": 0, "empty_hits": 0, "refused": 1,

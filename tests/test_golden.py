@@ -143,10 +143,18 @@ def test_results_hold_every_run_on_every_corpus_scored_against_its_golden_file()
     for corpus in evalruns.CORPORA:
         sha = load_golden(str(ROOT / corpus.golden)).sha256
         files = sorted((ROOT / "results" / corpus.name).glob("*.json"))
-        assert sorted(p.stem for p in files) == sorted(evalruns.RUNS), f"results/{corpus.name}: rerun 'just eval'"
+        assert sorted(p.stem for p in files) == sorted([*evalruns.RUNS, *evalruns.WEIGHTS_RUNS]), (
+            f"results/{corpus.name}: rerun 'just eval'"
+        )
+        files_ran = {}
         for path in files:
             data = json.loads(path.read_text())
             assert (data["corpus"], data["golden"]["sha256"]) == (corpus.name, sha), f"{path}: rerun 'just eval'"
+            files_ran[path.stem] = data["run"].get("model_sha256")
+        for label in evalruns.WEIGHTS_RUNS:  # another file of the model ran: the results say so
+            assert files_ran[label] and files_ran["default"] and files_ran[label] != files_ran["default"], (
+                f"results/{corpus.name}/{label}.json"
+            )
     sweep = json.loads((ROOT / "results" / "abstain-sweep.json").read_text())
     assert [c["name"] for c in sweep["corpora"]] == [c.name for c in evalruns.CORPORA]
 

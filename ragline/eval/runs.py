@@ -157,6 +157,11 @@ RUNS: dict[str, dict[str, Any]] = {
     **{f"answer-no-{f}": _variant(features=_without(f)) for f in FEATURES},
 }
 
+# Runs of the default configuration on another file of the default model, made beside the plan
+# (`just eval-qint8`): label -> the RAG_MODEL_WEIGHTS they ran with. Their results record the file
+# that ran (`run.model_sha256`); the configuration keys cannot tell them from `default`.
+WEIGHTS_RUNS: dict[str, str] = {"qint8": "qint8"}
+
 # aggregate name -> (per-question row field, population it is averaged over)
 METRICS: dict[str, tuple[str, str]] = {
     "recall@1": ("recall@1", "answerable"),

@@ -58,6 +58,7 @@ CHUNKS = [
 ]
 
 NO_INDEX = "no/such/index"  # what the records name as their index unless a test gives one
+MODEL_FILE = "5e" * 32  # the sha256 of the model file the records say ran
 
 # id -> (question, hits, answer, cited chunk ids, confidence): every answer right.
 PERFECT = {
@@ -98,6 +99,7 @@ def record(
         "confidence": confidence,
         "retrieval": {
             "model": cfg["model"],
+            "model_sha256": MODEL_FILE,
             "index": index,
             "embed_headings": cfg["embed_headings"],
             "embed_long": cfg["embed_long"],
