@@ -403,11 +403,16 @@ def worker_socket(held: socket.socket) -> socket.socket:
     `held` itself where it listens already (a system without SO_REUSEPORT: one shared socket)."""
     if held.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN):
         return held
+    address = held.getsockname()
     own = socket.socket(held.family, held.type, held.proto)
-    own.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    own.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-    own.bind(held.getsockname())
-    own.listen(2048)
+    try:
+        own.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        own.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        own.bind(address)
+        own.listen(2048)
+    except OSError as err:
+        own.close()
+        raise StageError(f"a worker cannot listen on port {address[1]}: {err.strerror}") from None
     held.close()  # the parent holds the address; this worker needs only its own socket
     return own
 
