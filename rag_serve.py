@@ -517,14 +517,15 @@ def make_app(
 
     from ragline import page as servepage
 
-    async def work(fn: Callable[[Engine], Any]) -> Any:
-        """Run fn on the engine of the moment, on the pool's worker (a 429 at once when its queue is full)."""
+    async def work(fn: Callable[[Engine], Any], questions: int = 1) -> Any:
+        """Run fn (of `questions` questions) on the engine of the moment, on the pool's worker (a 429
+        at once when the pool admits no more)."""
 
         def job() -> Any:
             live.served += 1
             return fn(live.current())
 
-        return await live.pool.run(job)
+        return await live.pool.run(job, questions)
 
     def budget(questions: list[str], options: dict[str, Any], context: int | None = None) -> None:
         """A 413 for a request asking for more work than serving.MAX_HITS or MAX_CHARS allow."""
@@ -570,7 +571,7 @@ def make_app(
         """Search for one question or a batch."""
         queries = query_records(body.question, body.questions, body.id)
         budget([q["question"] for q in queries], options(body))
-        found = await work(lambda e: e.search(queries, options(body), body.explain))
+        found = await work(lambda e: e.search(queries, options(body), body.explain), len(queries))
         return record(found[0] if body.question is not None else found)
 
     @app.post(
@@ -584,7 +585,7 @@ def make_app(
         """Answer one question or a batch, with checked citations, or refuse."""
         queries = query_records(body.question, body.questions, body.id)
         budget([q["question"] for q in queries], options(body), body.context or live.settings.context)
-        found = await work(lambda e: e.answer(queries, options(body), body.threshold, body.context))
+        found = await work(lambda e: e.answer(queries, options(body), body.threshold, body.context), len(queries))
         return record(found[0] if body.question is not None else found)
 
     @app.get("/explain", responses=servepage.responses(servepage.EXPLAIN, "per-term BM25 contributions"))

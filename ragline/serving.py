@@ -17,7 +17,7 @@ service from everyone else lives here, so each rule is written once and tested a
 - **Work** (`Pool`). Search and answer run on WORKERS threads (one: the embedding cache's
   sqlite connection belongs to the thread that opened it, and the work is Python under the
   interpreter's lock anyway). A request waits for them while the work ahead of it is expected
-  to end within MAX_WAIT seconds (the requests in, times the mean time of the recent ones),
+  to end within MAX_WAIT seconds (the questions in, times the mean time of one question lately),
   and QUEUE may always wait; past that, or past QUEUE_MAX requests in, a request is refused
   at once with 429 and `Retry-After`, rather than waiting behind the others. So thirty-two
   clients of millisecond searches are all served, while eight slow answers fill the queue.
@@ -89,22 +89,27 @@ def check_budget(questions: list[str], hits: int) -> None:
 
 class Pool:
     """WORKERS threads for the model work; a request waits for them while the work ahead of it
-    is expected to take at most MAX_WAIT seconds, or fewer than `queue` wait, never more than QUEUE_MAX."""
+    is expected to take at most MAX_WAIT seconds, or fewer than `queue` wait, never more than QUEUE_MAX.
+
+    The work ahead is counted in questions (a batch request of 64 weighs 64 searches), at the
+    running mean time of one question of the recent requests: one heavy batch neither lets a
+    flood of others in behind it nor shuts quick searches out after it."""
 
     def __init__(self, workers: int = WORKERS, queue: int = QUEUE, name: str = "rag-serve", max_wait: float = MAX_WAIT):
         self.executor = ThreadPoolExecutor(workers, thread_name_prefix=name)
         self.workers = workers
         self.capacity = workers + queue  # always admitted
         self.max_wait = max_wait
-        self.mean_seconds: float | None = None  # of the recent requests' work; None until one has run
-        self.admitted = 0  # running or waiting; touched on the event loop only
+        self.mean_seconds: float | None = None  # of one question's work, recently; None until a request has run
+        self.admitted = 0  # requests running or waiting; touched on the event loop only
+        self.questions = 0  # the questions they hold
         self.refused = 0
 
     def expected_wait(self) -> float | None:
         """Seconds the work already in is expected to take (on `workers` threads), or None before any has run."""
         if self.mean_seconds is None:
             return None
-        return self.admitted * self.mean_seconds / self.workers
+        return self.questions * self.mean_seconds / self.workers
 
     def admits(self) -> bool:
         if self.admitted < self.capacity:
@@ -112,20 +117,23 @@ class Pool:
         wait = self.expected_wait()
         return self.admitted < QUEUE_MAX and wait is not None and wait <= self.max_wait
 
-    async def run(self, fn: Callable[[], Any]) -> Any:
-        """fn() on a worker thread; Busy at once when the pool does not admit another request."""
+    async def run(self, fn: Callable[[], Any], questions: int = 1) -> Any:
+        """fn() on a worker thread, `questions` the work it holds; Busy at once when the pool does not admit it."""
         if not self.admits():
             self.refused += 1
             raise Busy(f"the server is busy ({self.admitted} requests running or waiting): retry in {RETRY_AFTER} s")
+        weight = max(1, questions)
         self.admitted += 1
+        self.questions += weight
         timed = _Timed(fn)
         try:
             return await asyncio.get_running_loop().run_in_executor(self.executor, timed)
         finally:
             self.admitted -= 1
+            self.questions -= weight
             if timed.seconds is not None:
-                m = self.mean_seconds
-                self.mean_seconds = timed.seconds if m is None else (1 - RECENT) * m + RECENT * timed.seconds
+                each, m = timed.seconds / weight, self.mean_seconds
+                self.mean_seconds = each if m is None else (1 - RECENT) * m + RECENT * each
 
     def call(self, fn: Callable[[], Any]) -> Any:
         """fn() on a worker thread, from outside the event loop (loading the first engine)."""

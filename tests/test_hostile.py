@@ -190,6 +190,33 @@ def test_the_queue_is_bounded_by_the_wait_not_by_a_count() -> None:
     assert not pool.admits()
 
 
+def test_the_wait_is_counted_in_questions() -> None:
+    """A batch of 64 questions weighs 64 searches: once one has run, twelve such batches in are
+    over the wait; and the time of a batch teaches the pool the time of one question, so quick
+    single searches are still let in after it."""
+    import asyncio
+
+    async def scenario() -> tuple[list[str], float]:
+        pool = policy.Pool(max_wait=1.0)
+        await pool.run(lambda: time.sleep(0.064), questions=64)  # 1 ms a question
+
+        async def one(questions: int) -> str:
+            try:
+                await pool.run(lambda: time.sleep(0.001 * questions), questions=questions)
+                return "ran"
+            except policy.Busy:
+                return "busy"
+
+        batches = await asyncio.gather(*(one(64) for _ in range(24)))  # 9 always; then 9 x 64 x 1 ms ahead is past 0.5 s...
+        mean = pool.mean_seconds
+        singles = await asyncio.gather(*(one(1) for _ in range(40)))
+        return [*batches, *singles], mean
+
+    got, mean = asyncio.run(scenario())
+    assert 0.0005 < mean < 0.01  # about one question's time, not one batch's
+    assert got[:24].count("busy") > 0 and got[24:] == ["ran"] * 40, got
+
+
 def test_the_work_of_one_request_is_bounded(index: Path) -> None:
     """The issue's request (64 questions of 1,000 characters, k=1000) is a 413 with a JSON reason, not a long wait."""
     heavy = [("settlement sweep " * 70)[:1000] + str(i) for i in range(64)]
