@@ -93,6 +93,7 @@ MAX_ID = 500  # characters of a chunk or query id
 SEARCHERS = 16  # retrieval configurations kept ready per generation
 GRACE = 30.0  # seconds the requests in flight get to finish at SIGTERM
 RELOAD_RETRY = 30.0  # seconds before a generation that failed to load is tried again
+LISTEN_BACKLOG = 2048  # connections the kernel queues for accept, per listening socket
 EXTRA = "rag-serve needs the serve extra: pip install 'ragline[serve]' (FastAPI and uvicorn)"
 HTTP_ONLY = ("host", "port", "token", "is_open", "cors", "max_body", "workers", "quiet")  # the options --mcp has no use for
 OPTIONS = tuple(o.name for o in ragline.options.served("retrieval"))  # what a request may set of rag-search's options
@@ -377,21 +378,13 @@ def bind(host: str, port: int, *, shared: bool = False) -> socket.socket:
         raise StageError(f"cannot bind {host}:{port}: {err.strerror}") from None
     family, kind, proto, _, address = infos[0]
     reuse_port = shared and hasattr(socket, "SO_REUSEPORT")
-    sock = socket.socket(family, kind, proto)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
-        sock.bind(address)
+        sock = _bound(family, kind, proto, address, listen=not reuse_port)
         if reuse_port:  # the address is free: bind it again, with SO_REUSEPORT, on the port it got
             address = sock.getsockname()
             sock.close()
-            sock = socket.socket(family, kind, proto)
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-            sock.bind(address)
-        else:
-            sock.listen(2048)
+            sock = _bound(family, kind, proto, address, reuse_port=True)
     except OSError as err:
-        sock.close()
         why = "is in use (another server?)" if err.errno == errno.EADDRINUSE else f"cannot be bound: {err.strerror}"
         raise StageError(f"port {port} on {host} {why}") from None
     sock.set_inheritable(True)
@@ -404,17 +397,29 @@ def worker_socket(held: socket.socket) -> socket.socket:
     if held.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN):
         return held
     address = held.getsockname()
-    own = socket.socket(held.family, held.type, held.proto)
     try:
-        own.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        own.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-        own.bind(address)
-        own.listen(2048)
+        own = _bound(held.family, held.type, held.proto, address, reuse_port=True, listen=True)
     except OSError as err:
-        own.close()
         raise StageError(f"a worker cannot listen on port {address[1]}: {err.strerror}") from None
     held.close()  # the parent holds the address; this worker needs only its own socket
     return own
+
+
+def _bound(family: int, kind: int, proto: int, address: Any, *, reuse_port: bool = False, listen: bool = False) -> socket.socket:
+    """A socket bound to `address` with SO_REUSEADDR (and SO_REUSEPORT), listening if asked; closed
+    again if any of that fails."""
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if reuse_port:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        sock.bind(address)
+        if listen:
+            sock.listen(LISTEN_BACKLOG)
+    except OSError:
+        sock.close()
+        raise
+    return sock
 
 
 # --------------------------------------------------------------------------- HTTP
@@ -781,8 +786,9 @@ def serve_workers(
     workers: int, settings: Settings, sock: socket.socket, app_for: Callable[[Live], Any], say: Callable[[str], None]
 ) -> None:
     """`--workers N`: N processes (`ragline.prefork`) on the one address, each with a listening socket
-    of its own there (`worker_socket`), each loading the index and the model itself and answering as the single process does (its own hot swap, its own
-    /health counts); onnxruntime's threads are shared out, cores // N each, unless --threads says.
+    of its own there (`worker_socket`), each loading the index and the model itself and answering as
+    the single process does (its own hot swap, its own /health counts); onnxruntime's threads are
+    shared out, cores // N each, unless --threads says.
     One line when all are serving, one when all have stopped; a worker that cannot start has said
     why on stderr, and the others are stopped with its exit status."""
     from ragline import prefork
