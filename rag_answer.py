@@ -74,6 +74,7 @@ CONTEXT = options.default("context")  # blocks sent to the generator
 FEATURES = ragline.records.ANSWER_FEATURES
 DENSE_POOL = 12  # candidates the dense similarity rescores (embedding them all costs ~0.7 s a question)
 MEMO_SENTENCES = 50_000  # candidate sentence vectors kept between questions (about 75 MB at 384 dimensions)
+MEMO_QUESTIONS = 256  # question vectors kept between questions
 
 
 @dataclass(frozen=True)
@@ -353,13 +354,18 @@ class Extractive:
             fresh = dict(zip(todo, rag_embed.embed_texts(self.embedder, todo, query=False, cache=self.cache), strict=True))
             have |= fresh
             self._memo |= fresh
-            for _ in range(len(self._memo) - MEMO_SENTENCES):  # a long-running server: the oldest go first
-                self._memo.pop(next(iter(self._memo)))
+            _keep_latest(self._memo, MEMO_SENTENCES)
         if (q := self._questions.get(question)) is None:
             q = self._questions[question] = rag_embed.embed_texts(self.embedder, [question], query=True, cache=self.cache)[0]
-            if len(self._questions) > 256:  # a long run of questions: keep the memo small
-                self._questions.pop(next(iter(self._questions)))
+            _keep_latest(self._questions, MEMO_QUESTIONS)
         return np.array([have[c.text] @ q for c in cands])
+
+
+def _keep_latest(memo: dict[str, Any], most: int) -> None:
+    """Drop the oldest entries of `memo` (insertion order) until `most` are left: a long-running
+    server's memo stays bounded."""
+    for _ in range(len(memo) - most):
+        memo.pop(next(iter(memo)))
 
 
 def _covered_without(question: str, names: list[str], blocks: list[ContextBlock]) -> bool:
