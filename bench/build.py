@@ -21,6 +21,7 @@ summed); the qint8 build >= 1.4x the float32 one, whole process; its vectors >= 
 
 from __future__ import annotations
 
+import functools
 import shutil
 import tempfile
 import time
@@ -52,10 +53,16 @@ def sizes(quick: bool) -> dict[str, Any]:
     }
 
 
-def _words(chunks: bytes) -> int:
+@functools.cache
+def _chunks(corpus: str) -> tuple[dict[str, Any], ...]:
+    """rag-chunk's records of a corpus, chunked once for the whole section."""
     import orjson
 
-    return sum(int(orjson.loads(line).get("words") or len(orjson.loads(line)["text"].split())) for line in chunks.splitlines() if line)
+    return tuple(orjson.loads(line) for line in shell(f"{bin_path('rag-chunk')} {CORPORA[corpus]}", child_env()).splitlines() if line)
+
+
+def _words(chunks: tuple[dict[str, Any], ...]) -> int:
+    return sum(int(c.get("words") or len(c["text"].split())) for c in chunks)
 
 
 def builds(sizes: dict[str, Any], tmp: Path) -> dict[str, Any]:
@@ -67,7 +74,7 @@ def builds(sizes: dict[str, Any], tmp: Path) -> dict[str, Any]:
         docs = CORPORA[corpus]
         if not docs.is_dir():
             continue
-        words = _words(shell(f"{bin_path('rag-chunk')} {docs}", env))
+        words = _words(_chunks(corpus))
         times: dict[str, list[float]] = {name: [] for name in BUILDS}
         for _ in range(sizes["build_runs"]):
             for name, (flags, extra) in BUILDS.items():
@@ -114,7 +121,6 @@ def quantise(sizes: dict[str, Any], tmp: Path) -> dict[str, Any]:
     import logging
 
     import onnx
-    import orjson
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     import rag_embed
@@ -122,7 +128,7 @@ def quantise(sizes: dict[str, Any], tmp: Path) -> dict[str, Any]:
     from ragline import models
 
     fp32 = rag_embed.load_embedder(rag_embed.DEFAULT_MODEL, threads=2, weights="fp32")
-    chunks = [orjson.loads(line) for line in shell(f"{bin_path('rag-chunk')} {CORPORA['northwind']}", child_env()).splitlines()]
+    chunks = _chunks("northwind")
     texts = [ragline.text.retrieval_text(c, True, "text") for c in chunks]
     _, narrowing = models.qint8_plan(onnx.load(str(fp32.model_file)).graph)
     logging.getLogger().setLevel(logging.ERROR)
@@ -164,7 +170,6 @@ def quantise(sizes: dict[str, Any], tmp: Path) -> dict[str, Any]:
 def _golden_sets(corpora: list[str]) -> dict[str, tuple[list[str], list[str], list[str], list[set[str]]]]:
     """Per corpus (of `corpora` whose docs are here): chunk ids, the texts embedded for them, and the
     answerable golden questions with their gold ids (as rag-eval reads them under this chunking)."""
-    import orjson
 
     import rag_eval
     import ragline.text
@@ -174,7 +179,7 @@ def _golden_sets(corpora: list[str]) -> dict[str, tuple[list[str], list[str], li
     for corpus in runs.CORPORA:
         if corpus.name not in corpora or not CORPORA[corpus.name].is_dir():
             continue
-        chunks = [orjson.loads(line) for line in shell(f"{bin_path('rag-chunk')} {CORPORA[corpus.name]}", child_env()).splitlines()]
+        chunks = _chunks(corpus.name)
         ids = [c["id"] for c in chunks]
         chunking = golden.read_chunking(((f"chunk {i}", c) for i, c in enumerate(chunks)), corpus.name)
         labelled = rag_eval.cut_labels(golden.load_golden(str(ROOT / corpus.golden)), set(ids))
