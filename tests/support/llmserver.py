@@ -21,6 +21,16 @@ class Stream:
     stall: float = 0.0
 
 
+def send_chat_reply(handler: BaseHTTPRequestHandler, text: str) -> None:
+    """Answer a chat-completions request with `text` as the assistant's whole message (200, JSON)."""
+    data = json.dumps({"choices": [{"message": {"role": "assistant", "content": text}}]}).encode()
+    handler.send_response(200)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Length", str(len(data)))
+    handler.end_headers()
+    handler.wfile.write(data)
+
+
 @pytest.fixture
 def llm_server():
     """A chat-completions server on 127.0.0.1 replying with queued texts (or raw bytes)."""
@@ -56,12 +66,7 @@ def llm_server():
                 self.end_headers()
                 self.wfile.write(raw)
                 return
-            data = json.dumps({"choices": [{"message": {"role": "assistant", "content": reply}}]}).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+            send_chat_reply(self, reply)
 
         def log_message(self, *args):
             pass

@@ -23,6 +23,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from llmserver import send_chat_reply
 from stagecli import command, stage_env
 
 pytest.importorskip("fastapi", reason="rag-serve's tests need the serve extra: pip install -e '.[serve-test]'")
@@ -109,13 +110,7 @@ class SlowLLM(BaseHTTPRequestHandler):
         time.sleep(self.delay)
         prompt = body["messages"][-1]["content"]
         found = re.search(r"\[1\][^\[]*?(\d\d:\d\d)", prompt, re.S)
-        text = f"The sweep runs at {found.group(1)} [1]." if found else "I could not find that in the handbook."
-        reply = json.dumps({"choices": [{"message": {"role": "assistant", "content": text}}]}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(reply)))
-        self.end_headers()
-        self.wfile.write(reply)
+        send_chat_reply(self, f"The sweep runs at {found.group(1)} [1]." if found else "I could not find that in the handbook.")
 
     def log_message(self, format: str, *args: object) -> None:
         pass
