@@ -158,9 +158,9 @@ RUNS: dict[str, dict[str, Any]] = {
 }
 
 # Runs of the default configuration on another file of the default model, made beside the plan
-# (`just eval-qint8`): label -> the RAG_MODEL_WEIGHTS they ran with. Their results record the file
-# that ran (`run.model_sha256`); the configuration keys cannot tell them from `default`.
-WEIGHTS_RUNS: dict[str, str] = {"qint8": "qint8"}
+# (`just eval-qint8`), each labelled with the RAG_MODEL_WEIGHTS it ran with. Their results record
+# the file that ran (`run.model_sha256`); the configuration keys cannot tell them from `default`.
+WEIGHTS_RUNS: tuple[str, ...] = ("qint8",)
 
 # aggregate name -> (per-question row field, population it is averaged over)
 METRICS: dict[str, tuple[str, str]] = {
