@@ -163,6 +163,15 @@ def test_a_full_queue_is_a_429_at_once(index: Path) -> None:
             server.stop()
 
 
+async def _attempt(pool: policy.Pool, seconds: float, questions: int = 1) -> str:
+    """One request of `seconds` of work through `pool`: "ran", or "busy" when it was refused."""
+    try:
+        await pool.run(lambda: time.sleep(seconds), questions=questions)
+        return "ran"
+    except policy.Busy:
+        return "busy"
+
+
 def test_the_queue_is_bounded_by_the_wait_not_by_a_count() -> None:
     """Past QUEUE, a request is admitted while the work ahead of it is expected to end within
     MAX_WAIT: forty quick requests at once all run; forty slow ones past QUEUE are refused."""
@@ -171,15 +180,7 @@ def test_the_queue_is_bounded_by_the_wait_not_by_a_count() -> None:
     async def burst(seconds: float) -> list[str]:
         pool = policy.Pool(max_wait=1.0)
         await pool.run(lambda: time.sleep(seconds))  # one has run: the pool knows what a request takes
-
-        async def one() -> str:
-            try:
-                await pool.run(lambda: time.sleep(seconds))
-                return "ran"
-            except policy.Busy:
-                return "busy"
-
-        return await asyncio.gather(*(one() for _ in range(40)))
+        return await asyncio.gather(*(_attempt(pool, seconds) for _ in range(40)))
 
     quick = asyncio.run(burst(0.002))  # 40 x 2 ms ahead: well inside a second
     assert quick == ["ran"] * 40
@@ -191,25 +192,18 @@ def test_the_queue_is_bounded_by_the_wait_not_by_a_count() -> None:
 
 
 def test_the_wait_is_counted_in_questions() -> None:
-    """A batch of 64 questions weighs 64 searches: once one has run, twelve such batches in are
-    over the wait; and the time of a batch teaches the pool the time of one question, so quick
+    """A batch of 64 questions weighs 64 searches: once about a second of such batches is in, the
+    next is refused; and the time of a batch teaches the pool the time of one question, so quick
     single searches are still let in after it."""
     import asyncio
 
     async def scenario() -> tuple[list[str], float]:
         pool = policy.Pool(max_wait=1.0)
         await pool.run(lambda: time.sleep(0.064), questions=64)  # 1 ms a question
-
-        async def one(questions: int) -> str:
-            try:
-                await pool.run(lambda: time.sleep(0.001 * questions), questions=questions)
-                return "ran"
-            except policy.Busy:
-                return "busy"
-
-        batches = await asyncio.gather(*(one(64) for _ in range(24)))  # 9 always; then 9 x 64 x 1 ms ahead is past 0.5 s...
+        # QUEUE + 1 always; then each while the batches in hold at most a second of questions
+        batches = await asyncio.gather(*(_attempt(pool, 0.064, 64) for _ in range(24)))
         mean = pool.mean_seconds
-        singles = await asyncio.gather(*(one(1) for _ in range(40)))
+        singles = await asyncio.gather(*(_attempt(pool, 0.001) for _ in range(40)))
         return [*batches, *singles], mean
 
     got, mean = asyncio.run(scenario())
