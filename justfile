@@ -72,10 +72,11 @@ mutate:
     python3 scripts/mutate.py
     just docs
 
-# ruff lint and format check.
+# ruff lint and format check, and mypy on the stages and the package (pyproject's [tool.mypy]).
 lint:
     ruff check .
     ruff format --check .
+    mypy
 
 # Format the code.
 fmt:
@@ -111,7 +112,7 @@ eval-corpus dir golden_file out="build/eval-corpus": model
     RAG_EMBED_CACHE="{{out}}/cache.sqlite" just _run "$(basename "{{golden_file}}" .golden.yaml)" default "{{dir}}" "{{golden_file}}" "" "" "" "" "" "{{out}}" "{{out}}/build"
     rag-eval table "{{out}}/$(basename "{{golden_file}}" .golden.yaml)/default.json"
 
-# Fit the extractive answer's sentence choice on the development corpora (results/answer-fit.json); then set rag_answer.FITTED to its chosen point.
+# Fit the extractive answer's sentence choice on the development corpora (results/answer-fit.json); then set ragline.answer.choice.FITTED to its chosen point.
 fit-answer: model
     python3 scripts/fit_answer.py
 
@@ -134,8 +135,6 @@ reliability:
 hostile:
     python3 tests/support/hostile.py
     just docs
-
-alias readme := docs
 
 # Regenerate the generated sections of docs/ but the result tables: chunk statistics, runs, --help texts, bench, reliability, mutation.
 docs:

@@ -105,14 +105,6 @@ def _sentence_units(doc: Doc, block: Block, window: int) -> list[Unit]:
     return units
 
 
-def _trim(text: str, start: int, end: int) -> tuple[int, int]:
-    while start < end and text[start].isspace():
-        start += 1
-    while end > start and text[end - 1].isspace():
-        end -= 1
-    return start, end
-
-
 def _units(doc: Doc, blocks: list[Block], window: int, lead_words: int = 0) -> list[Unit]:
     """Packing units; a paragraph that cannot fit an empty chunk becomes sentences."""
     units: list[Unit] = []
@@ -243,11 +235,11 @@ def front_matter(doc: Doc) -> tuple[int, str | None]:
                 meta = yaml.safe_load(body)
             except yaml.YAMLError as err:
                 mark = getattr(err, "problem_mark", None)
-                line = mark.line + 2 if mark else 1
+                at = mark.line + 2 if mark else 1
                 if isinstance(err, yaml.reader.ReaderError):  # a control character: a position, no mark
-                    line = body[: err.position].count("\n") + 2
+                    at = body[: err.position].count("\n") + 2
                 problem = getattr(err, "problem", None) or str(err).splitlines()[0]
-                raise StageError(f"front matter is not valid YAML: {problem}", ragline.records.place(doc.path, line)) from None
+                raise StageError(f"front matter is not valid YAML: {problem}", ragline.records.place(doc.path, at)) from None
             except Exception as err:  # PyYAML's safe constructors raise more than YAMLError: !!timestamp 2020-99-99, [[[[...
                 raise StageError(
                     f"front matter is not valid YAML: {ragline.records.one_line(str(err) or type(err).__name__, 200)}",

@@ -62,7 +62,6 @@ CACHE_COMMIT = 128  # texts embedded between two commits of the vector cache: wh
 HASH_DIM = 384
 BATCH_SIZE = options.default("batch_size")  # texts per model call (its declaration says what chose it)
 STRIDE = 32  # tokens shared by consecutive windows of a long text (long="windows")
-LONG_MODES = options.get("embed_long").choices or ()
 # onnxruntime's graph optimisation level for rag-embed's sessions. The derived file is already optimised at
 # the basic level and its attention fused (models.derive_fp32); the higher levels' CPU fusions on top of
 # it ran slower per token here (the ablation rows of `just bench`), and the session starts sooner without them.
@@ -81,7 +80,7 @@ def _usable(model: str) -> bool:
     except StageError:
         return False
     fetched = model in KNOWN and bool(KNOWN[model].sources)
-    if not isinstance(derived, OnnxEmbedder):
+    if not isinstance(derived, OnnxEmbedder) or not isinstance(source, OnnxEmbedder):
         return False
     if not fetched:
         return True

@@ -357,7 +357,7 @@ def aggregate(rows: list[dict[str, Any]]) -> dict[str, Any]:
 def intervals(rows: list[dict[str, Any]], resamples: int = RESAMPLES, seed: int = SEED) -> dict[str, Any]:
     """95% percentile-bootstrap intervals over questions (see `irmetrics.bootstrap_interval`)."""
 
-    def interval(values: dict[str, float]) -> list[float] | None:
+    def interval(values: dict[str, float]) -> list[float | None] | None:
         found = irmetrics.bootstrap_interval(list(values.values()), resamples=resamples, seed=seed, level=LEVEL)
         return None if found is None else [rounded(found[0]), rounded(found[1])]
 
@@ -503,7 +503,9 @@ def score_command(answers: tuple[str, ...], golden: str, label: str, out: str, c
     is an error, not a row of zeros.
     """
     gold = load_golden(golden)
-    records = ragline.records.read_records(answers, usage="no input: pipe answer records (rag-search | rag-answer) into rag-eval score")
+    records: Iterable[tuple[ragline.records.Line, dict[str, Any]]] = ragline.records.read_records(
+        answers, usage="no input: pipe answer records (rag-search | rag-answer) into rag-eval score"
+    )
     if corpus_chunks:
         chunking: Chunking | None = read_chunking(ragline.records.read_records([corpus_chunks]), corpus_chunks)
     else:

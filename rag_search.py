@@ -32,7 +32,7 @@ import re
 import sys
 import time
 from collections.abc import Iterable, Iterator
-from dataclasses import asdict, fields
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 import click
@@ -43,16 +43,15 @@ import rag_index
 import ragline
 import ragline.records
 import ragline.text
-from rag_index import Bm25, Index
+from rag_index import Index
 from ragline import abstain, models, options, progress, terminal
+from ragline.bm25 import Bm25, term_weight
 from ragline.ranking import DenseTop, dense_top, rrf, score_fusion, topk
 from ragline.records import StageError
 
 STAGE = "rag-search"
-DEFAULT_K = options.default("k")
-CANDIDATES = options.default("candidates")  # each retriever's list length before fusion and rerank
 DENSE_WEIGHT = options.default("dense_weight")
-MAX_QUESTION = 2_000  # characters of a question read from the command line or stdin; the rest is cut, with a notice
+MAX_QUESTION = options.MAX_QUESTION  # characters of a question read from the command line or stdin; the rest is cut, with a notice
 RERANK_WEIGHT = 0.5  # lexical overlap's weight against the min-max normalised base score
 HEADING_WEIGHT = 0.5  # a query term in the heading path counts this much on top of the text
 BATCH = 64
@@ -60,24 +59,33 @@ EXACT_WEIGHT = 0.5  # --exact: added to the final score, times the share of the 
 EXACT_MAX_DF = 0.05  # an identifier in more than this share of the chunks (or 2, if more) tells them apart no better than a word
 
 
-class _Checked:
-    def check(self) -> None:
-        """ValueError for a configuration that cannot run (the CLI turns it into a usage error)."""
-        if not (self.dense or self.sparse):  # type: ignore[attr-defined]
-            raise ValueError("both retrievers are off: use dense (the default), --sparse, or both")
-        options.check(options.retrieval(), self)
+def _default(name: str) -> Any:
+    return options.default(name, "search")
 
 
-Config = options.config_class(
-    "Config",
-    options.retrieval(),
-    _Checked,
+@dataclass(frozen=True)
+class Config:
     """What retrieval runs; recorded on every output record as `retrieval`.
 
-    One field per retrieval option (`ragline.options.retrieval`: dense, sparse, rerank, k,
-    rrf_k, candidates, fusion, dense_weight, passages, exact), with its default.""",
-    __name__,
-)
+    One field per retrieval option (`ragline.options.retrieval`), with its declared default;
+    tests/test_options.py holds the fields equal to the declarations."""
+
+    dense: bool = _default("dense")
+    sparse: bool = _default("sparse")
+    rerank: str = _default("rerank")
+    k: int = _default("k")
+    rrf_k: int = _default("rrf_k")
+    candidates: int = _default("candidates")
+    fusion: str = _default("fusion")
+    dense_weight: float = _default("dense_weight")
+    passages: bool = _default("passages")
+    exact: bool = _default("exact")
+
+    def check(self) -> None:
+        """ValueError for a configuration that cannot run (the CLI turns it into a usage error)."""
+        if not (self.dense or self.sparse):
+            raise ValueError("both retrievers are off: use dense (the default), --sparse, or both")
+        options.check(options.retrieval(), self)
 
 
 def identifiers(question: str, bm25: Bm25) -> np.ndarray:
@@ -132,7 +140,7 @@ def heading_overlap(chunks: list[dict[str, Any]], terms: list[str], weights: np.
     out = np.zeros(len(rows), dtype=np.float64)
     if total <= 0:
         return out
-    index = {t: w for t, w in zip(terms, weights, strict=True)}
+    index: dict[str, float] = {t: float(w) for t, w in zip(terms, weights, strict=True)}
     for i, row in enumerate(rows):
         heads = ragline.text.term_set(" ".join(chunks[row].get("headings") or []))
         out[i] = sum(w for t, w in index.items() if t in heads) / total
@@ -148,11 +156,11 @@ def explain(index: Index, question: str, chunk_id: str) -> dict[str, Any]:
     bm25 = index.bm25
     terms, ids, weights = query_terms(bm25, question)
     doc_len = int(bm25.doc_len[row])
-    rows = []
+    rows: list[dict[str, Any]] = []
     for term, tid, w in zip(terms, ids, weights, strict=True):
         tf = bm25.tf_in(int(tid), row) if tid >= 0 else 0
         df = int(bm25.df[tid]) if tid >= 0 else 0
-        contribution = float(rag_index.term_weight(np.array([tf]), np.array([w]), np.array([doc_len]), bm25.avgdl, bm25.k1, bm25.b)[0])
+        contribution = float(term_weight(np.array([tf]), np.array([w]), np.array([doc_len]), bm25.avgdl, bm25.k1, bm25.b)[0])
         rows.append({"term": term, "tf": tf, "df": df, "idf": round(float(w), 6), "contribution": round(contribution, 6)})
     return {
         "chunk_id": chunk_id,
@@ -468,26 +476,36 @@ def best_lines(text: str, terms: set[str], n: int) -> list[str]:
 # --------------------------------------------------------------------------- the command
 
 
-class _Arguments:
+@dataclass(frozen=True)
+class SearchArgs:
+    """The retrieval options as given on the command line (see `search_options`): the index, the
+    query model, Config's fields and the threads; held equal to `options.declared_for(SEARCHING)`
+    by tests/test_options.py."""
+
+    index_path: str
+    model: str | None = None
+    dense: bool = _default("dense")
+    sparse: bool = _default("sparse")
+    rerank: str = _default("rerank")
+    k: int = _default("k")
+    rrf_k: int = _default("rrf_k")
+    candidates: int = _default("candidates")
+    fusion: str = _default("fusion")
+    dense_weight: float = _default("dense_weight")
+    passages: bool = _default("passages")
+    exact: bool = _default("exact")
+    threads: int = _default("threads")
+
     def config(self, at_least: int = 1) -> Config:
         """The Config these options ask for, with k and the candidate lists at least `at_least` long."""
-        k = max(self.k, at_least)  # type: ignore[attr-defined]
+        k = max(self.k, at_least)
         chosen = {f.name: getattr(self, f.name) for f in fields(Config)}
-        config = Config(**chosen | {"k": k, "candidates": max(self.candidates, k)})  # type: ignore[attr-defined]
+        config = Config(**chosen | {"k": k, "candidates": max(self.candidates, k)})
         try:
             config.check()
         except ValueError as err:
             raise click.UsageError(str(err)) from None
         return config
-
-
-SearchArgs = options.config_class(
-    "SearchArgs",
-    options.declared_for(options.SEARCHING),
-    _Arguments,
-    "The retrieval options as given on the command line (see `search_options`): index_path, model, Config's fields, threads.",
-    __name__,
-)
 
 
 def search_options(f: Any) -> Any:
@@ -497,7 +515,7 @@ def search_options(f: Any) -> Any:
 
     @functools.wraps(f)
     def command(*args: Any, **kwargs: Any) -> Any:
-        given = {name: kwargs.pop(name) for name in SearchArgs.__dataclass_fields__}
+        given = {f.name: kwargs.pop(f.name) for f in fields(SearchArgs)}
         return f(*args, search=SearchArgs(**given), **kwargs)
 
     return options.decorate(options.declared_for(options.SEARCHING))(command)

@@ -50,22 +50,13 @@ Needs the `serve` extra (`pip install 'ragline[serve]'`: FastAPI and uvicorn); n
 else in ragline imports this module.
 """
 
-import asyncio
 import contextlib
 import dataclasses
-import errno
-import functools
-import hmac
-import ipaddress
 import os
 import re
-import signal
-import socket
 import sys
 import threading
 import time
-import types
-import unicodedata
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -87,25 +78,10 @@ from ragline.records import StageError
 
 STAGE = "rag-serve"
 MAX_BODY = ragline.options.default("max_body")  # bytes of a request body
-MAX_QUESTION = rag_search.MAX_QUESTION  # characters of one question (the CLI cuts longer ones; here they are a 422)
-MAX_BATCH = 64  # questions in one POST
-MAX_ID = 500  # characters of a chunk or query id
 SEARCHERS = 16  # retrieval configurations kept ready per generation
-GRACE = 30.0  # seconds the requests in flight get to finish at SIGTERM
 RELOAD_RETRY = 30.0  # seconds before a generation that failed to load is tried again
-LISTEN_BACKLOG = 2048  # connections the kernel queues for accept, per listening socket
 EXTRA = "rag-serve needs the serve extra: pip install 'ragline[serve]' (FastAPI and uvicorn)"
 HTTP_ONLY = ("host", "port", "token", "is_open", "cors", "max_body", "workers", "quiet")  # the options --mcp has no use for
-OPTIONS = tuple(o.name for o in ragline.options.served("retrieval"))  # what a request may set of rag-search's options
-
-
-class RequestError(Exception):
-    """A request the server cannot answer: one line, and the HTTP status that says why."""
-
-    def __init__(self, message: str, status: int = 400):
-        super().__init__(message)
-        self.message = ragline.records.one_line(message)
-        self.status = status
 
 
 # --------------------------------------------------------------------------- the core: one generation
@@ -130,7 +106,7 @@ class Engine:
     generation: str
     index: rag_index.Index
     embedder: rag_embed.Embedder
-    generator: rag_answer.Extractive | rag_answer.OpenAIChat
+    generator: rag_answer.Generator
     searchers: dict[rag_search.Config, rag_search.Searcher] = field(default_factory=dict)
     chunk_ids: frozenset[str] = frozenset()
 
@@ -140,7 +116,7 @@ class Engine:
         try:
             config = args.config(at_least)
         except click.UsageError as err:
-            raise RequestError(err.message) from None
+            raise serving.RequestError(err.message) from None
         if config not in self.searchers:
             if len(self.searchers) >= SEARCHERS:
                 self.searchers.pop(next(iter(self.searchers)))
@@ -169,37 +145,18 @@ class Engine:
         """Each query term's BM25 contribution to one chunk (rag-search --explain)."""
         self.check_chunk(chunk_id)
         if not question.strip():
-            raise RequestError("the question is blank")
+            raise serving.RequestError("the question is blank")
         return rag_search.explain(self.index, question, chunk_id) | {
             "dense": rag_search.explain_dense(self.searcher({}), question, chunk_id)
         }
 
     def check_chunk(self, chunk_id: str) -> None:
         if chunk_id not in self.chunk_ids:
-            raise RequestError(f"no chunk '{chunk_id}' in the index", 404)
+            raise serving.RequestError(f"no chunk '{chunk_id}' in the index", 404)
 
 
 def _lines(records: Any) -> Iterator[tuple[ragline.records.Line, dict[str, Any]]]:
     return ((ragline.records.Line("<request>", n), r) for n, r in enumerate(records, 1))
-
-
-def query_records(question: str | None, questions: list[str] | None, query_id: str | None = None) -> list[dict[str, Any]]:
-    """The query records for one question or a batch (ids q1, q2, ... as for questions given as arguments)."""
-    if (question is None) == (questions is None):
-        raise RequestError("give 'question' (one) or 'questions' (a list), not both and not neither")
-    for n, q in enumerate([question] if question is not None else questions or [], 1):
-        if blank(q):
-            raise RequestError("the question is blank" if question is not None else f"question {n} is blank", 422)
-    if question is not None:
-        return [{"id": query_id or "q1", "question": question}]
-    if query_id is not None:
-        raise RequestError("'id' goes with 'question'; a batch's ids are q1, q2, ...")
-    return [{"id": f"q{n}", "question": q} for n, q in enumerate(questions or [], 1)]
-
-
-def blank(question: str) -> bool:
-    """No visible character: only spaces, control characters (NUL) and invisible format characters (zero-width ones)."""
-    return all(c.isspace() or unicodedata.category(c) in ("Cc", "Cf", "Zs", "Zl", "Zp") for c in question)
 
 
 def open_engine(settings: Settings, embedder: rag_embed.Embedder | None = None) -> Engine:
@@ -216,10 +173,7 @@ def open_engine(settings: Settings, embedder: rag_embed.Embedder | None = None) 
     s = settings.search
     if embedder is None or embedder.name != built or embedder.sha256 != index.manifest.get("model_sha256", embedder.sha256):
         embedder = rag_embed.load_embedder(s.model or built, threads=s.threads)
-    if settings.llm == "openai":
-        generator: rag_answer.Extractive | rag_answer.OpenAIChat = rag_answer.openai_from_env()
-    else:
-        generator = rag_answer.Extractive(settings.features, index.bm25, embedder if "dense" in settings.features else None)
+    generator = rag_answer.make_generator(settings.llm, settings.features, index, embedder)
     engine = Engine(settings, before or "", index, embedder, generator, chunk_ids=frozenset(index.ids))
     engine.searcher({})  # the default configuration is checked (model, dimensions) before the first request
     return engine
@@ -347,167 +301,7 @@ class Live:
         return why if where == "CURRENT" else f"generation {where}: {why}"
 
 
-# --------------------------------------------------------------------------- the command's checks
-
-
-def is_loopback(host: str) -> bool:
-    """127.0.0.0/8, ::1 and localhost: addresses only this machine reaches."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
-
-
-def bind(host: str, port: int, *, shared: bool = False) -> socket.socket:
-    """A listening socket, or a StageError naming the address when it is in use or not ours.
-
-    `shared` (--workers N, where the system has SO_REUSEPORT): the socket is bound with
-    SO_REUSEPORT and not listening, holding the address for the workers, each of which
-    binds a listening socket of its own beside it (`worker_socket`): the kernel then hands
-    each new connection to one worker's socket. Through one shared listening socket the
-    worker that woke first took every connection waiting (a load generator's eight
-    keep-alive connections all on one worker: the bench's finding), so the others sat idle.
-    The address is first bound without SO_REUSEPORT and let go, so that a server already
-    there (even another rag-serve --workers) is an error, not a silent partner.
-    """
-    try:
-        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
-    except socket.gaierror as err:
-        raise StageError(f"cannot bind {host}:{port}: {err.strerror}") from None
-    family, kind, proto, _, address = infos[0]
-    reuse_port = shared and hasattr(socket, "SO_REUSEPORT")
-    try:
-        sock = _bound(family, kind, proto, address, listen=not reuse_port)
-        if reuse_port:  # the address is free: bind it again, with SO_REUSEPORT, on the port it got
-            address = sock.getsockname()
-            sock.close()
-            sock = _bound(family, kind, proto, address, reuse_port=True)
-    except OSError as err:
-        why = "is in use (another server?)" if err.errno == errno.EADDRINUSE else f"cannot be bound: {err.strerror}"
-        raise StageError(f"port {port} on {host} {why}") from None
-    sock.set_inheritable(True)
-    return sock
-
-
-def worker_socket(held: socket.socket) -> socket.socket:
-    """A worker's own listening socket on the address `held` (bound by `bind(shared=True)`), or
-    `held` itself where it listens already (a system without SO_REUSEPORT: one shared socket)."""
-    if held.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN):
-        return held
-    address = held.getsockname()
-    try:
-        own = _bound(held.family, held.type, held.proto, address, reuse_port=True, listen=True)
-    except OSError as err:
-        raise StageError(f"a worker cannot listen on port {address[1]}: {err.strerror}") from None
-    held.close()  # the parent holds the address; this worker needs only its own socket
-    return own
-
-
-def _bound(family: int, kind: int, proto: int, address: Any, *, reuse_port: bool = False, listen: bool = False) -> socket.socket:
-    """A socket bound to `address` with SO_REUSEADDR (and SO_REUSEPORT), listening if asked; closed
-    again if any of that fails."""
-    sock = socket.socket(family, kind, proto)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        if reuse_port:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-        sock.bind(address)
-        if listen:
-            sock.listen(LISTEN_BACKLOG)
-    except OSError:
-        sock.close()
-        raise
-    return sock
-
-
 # --------------------------------------------------------------------------- HTTP
-
-
-@functools.cache
-def models() -> types.SimpleNamespace:
-    """The request models: each parameter's type, range and help declared once, for the HTTP routes
-    (`make_app`) and the MCP tools (`mcp_tools`). Needs pydantic (the serve or the mcp extra)."""
-    from pydantic import BaseModel, ConfigDict, Field, create_model
-
-    Question = Annotated[str, Field(min_length=1, max_length=MAX_QUESTION, pattern=r"\S", description="A question (not blank).")]
-
-    Options = create_model(
-        "Options",
-        __config__=ConfigDict(extra="forbid"),
-        __doc__="rag-search's retrieval options; an option left out takes the server's default.",
-        **ragline.options.request_fields("retrieval"),
-    )
-
-    class SearchQuery(Options):
-        q: Question
-        explain: str = Field(
-            None, min_length=1, max_length=MAX_ID, description="A chunk id: add each query term's BM25 contribution to it."
-        )
-
-    class Asked(Options):
-        """One question, or a batch of them ("id" goes with one question only). JSON types are strict: "k": "5" and "k": true are 422s."""
-
-        model_config = ConfigDict(
-            extra="forbid",
-            strict=True,
-            json_schema_extra={"oneOf": [{"required": ["question"]}, {"required": ["questions"], "not": {"required": ["id"]}}]},
-        )
-        question: Question = None
-        questions: list[Question] = Field(None, min_length=1, max_length=MAX_BATCH, description="A batch: one record each, in order.")
-        id: str = Field(None, min_length=1, max_length=MAX_ID, description="The query id of a single question (default q1).")
-
-    class SearchBody(Asked):
-        explain: str = Field(
-            None, min_length=1, max_length=MAX_ID, description="A chunk id: add each query term's BM25 contribution to it."
-        )
-
-    Answering = create_model(
-        "Answering",
-        __doc__="rag-answer's options a request may set; left out, the server's default.",
-        **ragline.options.request_fields("answer"),
-    )
-
-    class AnswerBody(Answering, Asked):
-        pass
-
-    class ExplainQuery(BaseModel):
-        model_config = ConfigDict(extra="forbid")
-        q: Question
-        chunk_id: str = Field(min_length=1, max_length=MAX_ID, description="The chunk to explain.")
-
-    class SearchTool(Options):
-        """The MCP tool `search`: one question and the retrieval options."""
-
-        question: Question
-
-    class AnswerTool(Answering, Options):
-        """The MCP tool `answer`: one question, the retrieval options, the threshold and the context size."""
-
-        question: Question
-
-    class ExplainTool(BaseModel):
-        """The MCP tool `explain`: one question and the chunk whose BM25 score to explain."""
-
-        model_config = ConfigDict(extra="forbid")
-        question: Question
-        chunk_id: str = Field(min_length=1, max_length=MAX_ID, description="The chunk to explain.")
-
-    return types.SimpleNamespace(**{name: value for name, value in locals().items() if isinstance(value, type)})
-
-
-def options(model: Any) -> dict[str, Any]:
-    """rag-search's option values a request model holds (None: the server's default)."""
-    return {name: getattr(model, name) for name in OPTIONS}
-
-
-def problem(problems: list[Any]) -> str:
-    """One line for a list of pydantic validation errors: where, what, and how many more."""
-    first = problems[0] if problems else {"loc": (), "msg": "invalid request"}
-    where = ".".join(str(part) for part in first.get("loc", ()))
-    more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-    return f"{where}: {first.get('msg')}{more}"
 
 
 def make_app(
@@ -539,8 +333,7 @@ def make_app(
         hits = max(k, options.get("candidates") or s.candidates, context or 0)
         serving.check_budget(questions, hits)
 
-    m = models()
-    SearchQuery, SearchBody, AnswerBody, ExplainQuery = m.SearchQuery, m.SearchBody, m.AnswerBody, m.ExplainQuery
+    from ragline import api
 
     def record(body: Any) -> Response:
         return Response(ragline.records.dumps(body) if isinstance(body, dict) else orjson.dumps(body), media_type="application/json")
@@ -560,11 +353,11 @@ def make_app(
         return record(live.health())
 
     @app.get("/search", responses=servepage.responses(servepage.HITS, "one hits/1 record"))
-    async def search_get(params: Annotated[SearchQuery, Query()]) -> Response:
+    async def search_get(params: Annotated[api.SearchQuery, Query()]) -> Response:
         """Search for one question: a hits/1 record, as `rag-search --json` writes it."""
-        queries = query_records(params.q, None)
-        budget([params.q], options(params))
-        return record((await work(lambda e: e.search(queries, options(params), params.explain)))[0])
+        queries = serving.query_records(params.q, None)
+        budget([params.q], api.retrieval(params))
+        return record((await work(lambda e: e.search(queries, api.retrieval(params), params.explain)))[0])
 
     @app.post(
         "/search",
@@ -572,11 +365,11 @@ def make_app(
             {"oneOf": [servepage.HITS, {"type": "array", "items": servepage.HITS}]}, "a hits/1 record, or a list of them for 'questions'"
         ),
     )
-    async def search_post(body: SearchBody) -> Response:
+    async def search_post(body: api.SearchBody) -> Response:
         """Search for one question or a batch."""
-        queries = query_records(body.question, body.questions, body.id)
-        budget([q["question"] for q in queries], options(body))
-        found = await work(lambda e: e.search(queries, options(body), body.explain), len(queries))
+        queries = serving.query_records(body.question, body.questions, body.id)
+        budget([q["question"] for q in queries], api.retrieval(body))
+        found = await work(lambda e: e.search(queries, api.retrieval(body), body.explain), len(queries))
         return record(found[0] if body.question is not None else found)
 
     @app.post(
@@ -586,15 +379,15 @@ def make_app(
             "an answer/1 record, or a list of them for 'questions'",
         ),
     )
-    async def answer_post(body: AnswerBody) -> Response:
+    async def answer_post(body: api.AnswerBody) -> Response:
         """Answer one question or a batch, with checked citations, or refuse."""
-        queries = query_records(body.question, body.questions, body.id)
-        budget([q["question"] for q in queries], options(body), body.context or live.settings.context)
-        found = await work(lambda e: e.answer(queries, options(body), body.threshold, body.context), len(queries))
+        queries = serving.query_records(body.question, body.questions, body.id)
+        budget([q["question"] for q in queries], api.retrieval(body), body.context or live.settings.context)
+        found = await work(lambda e: e.answer(queries, api.retrieval(body), body.threshold, body.context), len(queries))
         return record(found[0] if body.question is not None else found)
 
     @app.get("/explain", responses=servepage.responses(servepage.EXPLAIN, "per-term BM25 contributions"))
-    async def explain_get(params: Annotated[ExplainQuery, Query()]) -> Response:
+    async def explain_get(params: Annotated[api.ExplainQuery, Query()]) -> Response:
         """Each query term's BM25 contribution to one chunk: tf, df, idf, contribution, and the total."""
         return record(await work(lambda e: e.explain(params.q, params.chunk_id)))
 
@@ -607,8 +400,8 @@ def make_app(
     def error(status: int, message: str, headers: dict[str, str] | None = None) -> Response:
         return Response(orjson.dumps({"error": ragline.records.one_line(message)}), status, headers, media_type="application/json")
 
-    @app.exception_handler(RequestError)
-    async def request_error(request: Request, err: RequestError) -> Response:
+    @app.exception_handler(serving.RequestError)
+    async def request_error(request: Request, err: serving.RequestError) -> Response:
         return error(err.status, err.message)
 
     @app.exception_handler(serving.Busy)
@@ -628,7 +421,7 @@ def make_app(
         problems = err.errors()
         if any(p.get("type") == "json_invalid" for p in problems):
             return error(400, "the body is not valid JSON")
-        return error(422, problem(problems))
+        return error(422, api.problem(problems))
 
     @app.exception_handler(HTTPException)
     async def http_error(request: Request, err: HTTPException) -> Response:
@@ -641,189 +434,7 @@ def make_app(
         app.add_middleware(
             CORSMiddleware, allow_origins=list(cors), allow_methods=["GET", "POST"], allow_headers=["Authorization", "Content-Type"]
         )
-    return Gate(app, token, max_body, log, bool(cors))
-
-
-class Gate:
-    """The outermost ASGI layer: the bearer token, the body limit, and one access-log line per request.
-
-    A body is read whole here (at most `max_body` bytes, whatever Content-Length says, within
-    serving.BODY_TIMEOUT seconds) and handed on, so an oversized one is a 413 and a slow one a
-    408 before any route sees it. The scheme of `Authorization` is matched without regard to
-    case (RFC 6750), the token exactly. Every response says `X-Content-Type-Options: nosniff`,
-    and every JSON one `Cache-Control: no-store`. The access log escapes control characters
-    (`ragline.records.printable`): a path holding a newline or an escape sequence cannot forge
-    a line or reach the operator's terminal.
-    """
-
-    def __init__(self, app: Any, token: str | None, max_body: int, log: Callable[[str], None] | None, cors: bool = False):
-        self.app, self.token, self.max_body, self.log, self.cors = app, token, max_body, log, cors
-
-    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        start = time.perf_counter()
-        status = [0]
-
-        async def sending(message: dict[str, Any]) -> None:
-            if message["type"] == "http.response.start":
-                status[0] = message["status"]
-                headers = list(message.get("headers", []))
-                names = {k.lower() for k, _ in headers}
-                extra = [(b"x-content-type-options", b"nosniff")] if b"x-content-type-options" not in names else []
-                if (b"content-type", b"application/json") in [(k.lower(), v) for k, v in headers] and b"cache-control" not in names:
-                    extra.append((b"cache-control", b"no-store"))
-                message = message | {"headers": headers + extra}
-            await send(message)
-
-        try:
-            await self._handle(scope, receive, sending)
-        finally:
-            if self.log:
-                ms = (time.perf_counter() - start) * 1000
-                shown = ragline.records.printable(f"{scope['method']} {scope['path']}")
-                self.log(f"{STAGE}: {shown} {status[0] or '-'} {ms:.1f} ms")
-
-    async def _handle(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
-        if self.token and scope["path"] != "/" and not (self.cors and scope["method"] == "OPTIONS"):
-            scheme, _, given = headers.get("authorization", "").partition(" ")
-            if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip(" ").encode("latin-1"), self.token.encode("latin-1")):
-                await _reply(send, 401, "this server needs 'Authorization: Bearer TOKEN'", [(b"www-authenticate", b"Bearer")])
-                return
-        declared = headers.get("content-length", "")
-        if declared.isdigit() and int(declared) > self.max_body:
-            await _reply(send, 413, f"the body is over {self.max_body} bytes")
-            return
-        body = bytearray()
-        more = scope["method"] in ("POST", "PUT", "PATCH", "DELETE")
-        deadline = asyncio.get_running_loop().time() + serving.BODY_TIMEOUT
-        while more:
-            try:
-                message = await asyncio.wait_for(receive(), max(0.0, deadline - asyncio.get_running_loop().time()))
-            except TimeoutError:
-                await _reply(send, 408, f"the body did not arrive within {serving.BODY_TIMEOUT:g} s", [(b"connection", b"close")])
-                return
-            if message["type"] == "http.disconnect":
-                return
-            body += message.get("body", b"")
-            more = message.get("more_body", False)
-            if len(body) > self.max_body:
-                await _reply(send, 413, f"the body is over {self.max_body} bytes")
-                return
-        sent = False
-
-        async def replay() -> dict[str, Any]:
-            nonlocal sent
-            if not sent:
-                sent = True
-                return {"type": "http.request", "body": bytes(body), "more_body": False}
-            return await receive()
-
-        await self.app(scope, replay, send)
-
-
-async def _reply(send: Any, status: int, message: str, headers: list[tuple[bytes, bytes]] = ()) -> None:  # type: ignore[assignment]
-    body = orjson.dumps({"error": message})
-    head = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *headers]
-    await send({"type": "http.response.start", "status": status, "headers": head})
-    await send({"type": "http.response.body", "body": body})
-
-
-def serve(app: Any, sock: socket.socket, policy: serving.Policy | None = None, note: Callable[[str], None] | None = None) -> str | None:
-    """Run uvicorn on `sock` until SIGTERM or Ctrl-C; the requests in flight finish (GRACE s at most).
-
-    Connections follow `policy` (serving.guarded: the head timeout, the bound), and errors of
-    the event loop (a failed accept) are one line each to `note`, at most one a minute.
-    Returns the name of the signal that stopped it. uvicorn's own habit of re-raising that
-    signal after a graceful shutdown (which would end the process with it) is left out.
-    """
-    import uvicorn
-    from uvicorn.protocols.http.h11_impl import H11Protocol
-
-    policy = policy or serving.Policy()
-    say = note or (lambda message: sys.stderr.write(message + "\n"))
-
-    class Server(uvicorn.Server):
-        stopped_by: str | None = None
-
-        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
-            asyncio.get_running_loop().set_exception_handler(serving.loop_errors(say))
-            await super().startup(sockets)
-
-        @contextlib.contextmanager
-        def capture_signals(self) -> Iterator[None]:
-            def stop(signum: int, frame: Any) -> None:
-                self.stopped_by = signal.Signals(signum).name
-                self.handle_exit(signum, frame)
-
-            if threading.current_thread() is not threading.main_thread():
-                yield
-                return
-            previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
-            try:
-                yield
-            finally:
-                for sig, handler in previous.items():
-                    signal.signal(sig, handler)
-
-    config = uvicorn.Config(
-        app,
-        http=serving.guarded(H11Protocol, policy),
-        log_config=None,
-        log_level="warning",
-        access_log=False,
-        timeout_graceful_shutdown=GRACE,
-        lifespan="off",
-    )
-    server = Server(config)
-    server.run(sockets=[sock])
-    return server.stopped_by
-
-
-def serve_workers(
-    workers: int, settings: Settings, sock: socket.socket, app_for: Callable[[Live], Any], say: Callable[[str], None]
-) -> None:
-    """`--workers N`: N processes (`ragline.prefork`) on the one address, each with a listening socket
-    of its own there (`worker_socket`), each loading the index and the model itself and answering as
-    the single process does (its own hot swap, its own /health counts); onnxruntime's threads are
-    shared out, cores // N each, unless --threads says.
-    One line when all are serving, one when all have stopped; a worker that cannot start has said
-    why on stderr, and the others are stopped with its exit status."""
-    from ragline import prefork
-
-    if not settings.search.threads:
-        settings = dataclasses.replace(
-            settings, search=dataclasses.replace(settings.search, threads=max(1, (os.cpu_count() or 1) // workers))
-        )
-    where = sock.getsockname()
-    shown = f"[{where[0]}]" if ":" in where[0] else where[0]
-
-    def child(report: prefork.Report) -> int:
-        with ragline.records.stage(STAGE):  # a load that fails: its one line, and SystemExit(1) ends the worker
-            live = Live(settings, note=say)
-            own = worker_socket(sock)
-            report("ready", f"generation {live.engine.generation}, {len(live.engine.index.chunks)} chunks")
-            serve(app_for(live), own)
-            report("done", str(live.served))
-        return 0
-
-    ready: list[str] = []
-    served: list[int] = []
-
-    def on_report(kind: str, pid: int, text: str) -> None:
-        if kind == "ready":
-            ready.append(text)
-            if len(ready) == workers:
-                say(f"{STAGE}: serving {settings.search.index_path} ({ready[0]}) at http://{shown}:{where[1]}/ with {workers} workers")
-        elif kind == "done" and text.isdigit():
-            served.append(int(text))
-
-    code, stopped = prefork.run(workers, child, on_report, note=lambda message: say(f"{STAGE}: {message}"), listening=sock)
-    if code:
-        raise SystemExit(code)
-    say(f"{STAGE}: stopped{f' by {stopped}' if stopped else ''} after {sum(served)} requests")
+    return serving.Gate(app, token, max_body, log, bool(cors))
 
 
 # --------------------------------------------------------------------------- MCP
@@ -834,7 +445,7 @@ def mcp_tools(live: Live) -> list[ragline.mcpserver.Tool]:
 
     Each call runs on the engine of the moment (`Live.current`), so a rebuilt index is
     served as over HTTP; its arguments are the request models' (`models`)."""
-    m = models()
+    from ragline import api
 
     def on_live(fn: Callable[[Engine, Any], dict[str, Any]]) -> Callable[[Any], dict[str, Any]]:
         def call(arguments: Any) -> dict[str, Any]:
@@ -849,20 +460,20 @@ def mcp_tools(live: Live) -> list[ragline.mcpserver.Tool]:
             "search",
             "Search the handbook for one question: its hits (chunk text, document, path, lines, heading path, score) "
             "and the confidence that the handbook covers it, as `rag-search --json` writes them.",
-            m.SearchTool,
-            on_live(lambda e, a: e.search(query_records(a.question, None), options(a))[0]),
+            api.SearchTool,
+            on_live(lambda e, a: e.search(serving.query_records(a.question, None), api.retrieval(a))[0]),
         ),
         Tool(
             "answer",
             "Answer one question from the handbook: every sentence cites a numbered block, checked against it; "
             "or a refusal (refused: true, and why) when the handbook does not cover it. The record `rag-answer --json` writes.",
-            m.AnswerTool,
-            on_live(lambda e, a: e.answer(query_records(a.question, None), options(a), a.threshold, a.context)[0]),
+            api.AnswerTool,
+            on_live(lambda e, a: e.answer(serving.query_records(a.question, None), api.retrieval(a), a.threshold, a.context)[0]),
         ),
         Tool(
             "explain",
             "Why a chunk scored as it did for a question: each query term's BM25 contribution (tf, df, idf) and the dense similarity.",
-            m.ExplainTool,
+            api.ExplainTool,
             on_live(lambda e, a: e.explain(a.question, a.chunk_id)),
         ),
     ]
@@ -895,19 +506,22 @@ def mcp_documents(live: Live) -> ragline.mcpserver.Documents:
 def serve_mcp(settings: Settings) -> None:
     """Load the index (before any protocol: a missing one is the usual one line and exit 1), then serve MCP on stdio."""
     with contextlib.redirect_stdout(sys.stderr):  # stdout is the protocol's
-        live = Live(settings, note=lambda message: sys.stderr.write(message + "\n"))
+        live = Live(settings, note=serving.say)
     e = live.engine
     sys.stderr.write(
         f"{STAGE}: serving {settings.search.index_path} (generation {e.generation}, {len(e.index.chunks)} chunks) over MCP on stdio\n"
     )
+    tools = mcp_tools(live)
+    from ragline import api
+
     ragline.mcpserver.serve_stdio(
-        mcp_tools(live),
+        tools,
         live.pool.executor,
         "ragline",
         ragline.__version__,
         "Search and answer questions over a markdown handbook, with citations to its files and lines.",
-        (RequestError, StageError),
-        problem,
+        (serving.RequestError, StageError),
+        api.problem,
         mcp_documents(live),
     )
     sys.stderr.write(f"{STAGE}: MCP host closed the connection after {live.served} calls\n")
@@ -956,7 +570,7 @@ def main(
             raise click.UsageError(f"{', '.join(given)}: HTTP options; --mcp serves stdio")
         serve_mcp(Settings(search, llm, rag_answer.features_from(off), threshold, size))
         return
-    if not is_loopback(host) and not token and not is_open:
+    if not serving.is_loopback(host) and not token and not is_open:
         sys.stderr.write(
             f"{STAGE}: binding {host} serves the handbook beyond this machine: give --token (or RAG_SERVE_TOKEN), or --open to mean it\n"
         )
@@ -970,15 +584,22 @@ def main(
         sys.stderr.write(f"{STAGE}: the token must be printable ASCII without spaces (RFC 6750): no client could send this one\n")
         raise SystemExit(2)
     settings = Settings(search, llm, rag_answer.features_from(off), threshold, size)
-    sock = bind(host, port, shared=workers > 1)
-    say = lambda message: sys.stderr.write(message + "\n")  # noqa: E731
+    sock = serving.bind(host, port, shared=workers > 1)
+    say = serving.say
 
     def app_for(live: Live) -> Any:
         live.policy = serving.Policy()
         return make_app(live, token, cors, None if quiet else say, max_body)
 
-    if workers > 1:
-        serve_workers(workers, settings, sock, app_for, say)
+    if workers > 1:  # each worker loads its own (`serving.serve_workers`); onnxruntime's threads shared out unless --threads says
+        if not search.threads:
+            settings = dataclasses.replace(settings, search=dataclasses.replace(search, threads=max(1, (os.cpu_count() or 1) // workers)))
+
+        def start() -> tuple[Any, str, Callable[[], int]]:
+            live = Live(settings, note=say)
+            return app_for(live), f"generation {live.engine.generation}, {len(live.engine.index.chunks)} chunks", lambda: live.served
+
+        serving.serve_workers(workers, sock, start, say, f"serving {search.index_path}")
         return
     live = Live(settings, note=say)
     app = app_for(live)
@@ -987,7 +608,7 @@ def main(
     say(
         f"{STAGE}: serving {search.index_path} (generation {live.engine.generation}, {len(live.engine.index.chunks)} chunks) at http://{shown}:{bound[1]}/"
     )
-    stopped = serve(app, sock, live.policy, say)
+    stopped = serving.serve(app, sock, live.policy, say)
     say(f"{STAGE}: stopped{f' by {stopped}' if stopped else ''} after {live.served} requests")
 
 

@@ -1,4 +1,4 @@
-"""bm25: rag_index.build_bm25 / Bm25.scores + ranking.topk against bm25s on Zipfian documents.
+"""bm25: ragline.bm25.build_bm25 / Bm25.scores + ranking.topk against bm25s on Zipfian documents.
 
 bm25s runs as lucene, k1 1.2, b 0.75, over the same tokens (ragline.text.tokenize), so
 scores agree and ids differ only among equal scores.
@@ -73,8 +73,8 @@ def query_runs(index: Any, retriever: Any, query_tokens: list[list[str]], runs: 
 
 
 def run(sizes: dict[str, Any]) -> dict[str, Any]:
-    """rag_index.build_bm25 + Bm25.scores + ranking.topk against bm25s (lucene, k1 1.2, b 0.75)."""
-    import rag_index
+    """ragline.bm25.build_bm25 + Bm25.scores + ranking.topk against bm25s (lucene, k1 1.2, b 0.75)."""
+    import ragline.bm25
     import ragline.text
 
     fig: dict[str, Any] = {}
@@ -91,7 +91,7 @@ def run(sizes: dict[str, Any]) -> dict[str, Any]:
     s, doc_tokens = quiet(lambda: [ragline.text.tokenize(d) for d in docs])  # once: it is the same work in every build
     tok_s.append(s)
     for _ in range(sizes["bm25_build_runs"]):
-        s, index = quiet(lambda: rag_index.build_bm25(docs))
+        s, index = quiet(lambda: ragline.bm25.build_bm25(docs))
         build_s.append(s)
         if have_bm25s:
             import bm25s

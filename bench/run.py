@@ -17,7 +17,7 @@ with `sizes(quick)`, `run(sizes)` -> {"figures", "targets", "notes"} and
     embed    rag-embed's OnnxEmbedder against sentence-transformers, the sgemm limit, ablations
     cache    `rag-chunk corpus | rag-embed --cache F` cold against warm, identical output
     dense    `vectors @ q` + ranking.topk against faiss IndexFlatIP: latency, throughput, peak RSS
-    bm25     rag_index.build_bm25 / Bm25.scores + topk against bm25s on Zipfian documents
+    bm25     ragline.bm25.build_bm25 / Bm25.scores + topk against bm25s on Zipfian documents
     startup  `rag-chunk --help`, `rag-eval --help` wall time; no onnxruntime at --help
     shard    `parallel --pipe -k -N 200 rag-embed --threads 1` against one process with 2 threads
     question one question through rag-search and rag-answer against a bare onnxruntime script

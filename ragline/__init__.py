@@ -1,12 +1,10 @@
 """ragline: the shared parts of the ragline stages (the `rag_*.py` files beside this package).
 
-One module per concept: `records` (JSON Lines, errors, atomic writes, the stage entry),
-`text` (template tags, retrieval text, sentences, the tokeniser), `markdown` (the block
-scanner and the document source), `options` (every option declared once), `ranking`,
-`abstain` (the abstain signal), `models` (the model store), `vectorcache`, `progress`,
-`page` (rag-serve's page and response schemas), `eval/` (metrics, runs, tables, golden
-files, the sweep) and `answer/` (cues, citations). Nothing here imports a stage (a
-type-only import goes under TYPE_CHECKING), and importing the package loads nothing.
+One module per concept (docs/design.md lists them): `records`, `text`, `markdown`, `options`,
+`bm25`, `ranking`, `abstain`, `models`, `vectorcache`, `progress`, `terminal`; rag-serve's
+`api`, `serving`, `prefork`, `mcpserver`, `page`; `eval/` and `answer/`. Nothing in the
+package imports a stage, and importing it loads nothing. The one exception is below: the
+console scripts, each of which imports its stage by name when it is run.
 """
 
 from __future__ import annotations

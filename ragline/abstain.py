@@ -10,14 +10,10 @@ sweep`, results/abstain-sweep.json), which also chose the threshold.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 
+from ragline.bm25 import Bm25
 from ragline.ranking import topk
-
-if TYPE_CHECKING:
-    from rag_index import Bm25
 
 
 def confidence_parts(

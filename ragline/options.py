@@ -2,38 +2,41 @@
 
 An `Option` says all there is to say about one option: its name, its flags, its type and
 default, its range or choices, its environment variable, its help, the stages that take
-it, whether rag-serve takes it per request, and whether answer records show it. Everything
-else is derived from OPTIONS:
+it, whether rag-serve takes it per request, and whether answer records show it. From
+OPTIONS come:
 
 - each stage's click options (`Option.click`, `decorate`), with " Env: VAR." after the help
-- rag-search's `Config` and `SearchArgs` (`config_class`, `retrieval`), and `check`, which
-  holds a configuration built in code to the ranges the command line enforces
-- rag-serve's request fields and their validation (`request_fields`)
+- the defaults of rag-search's `Config` and `SearchArgs` and of rag-serve's request models
+  (`ragline.api`: each field's range and help, `request_field`), and `check`, which holds a
+  configuration built in code to the ranges the command line enforces. Those classes are
+  written out, field by field, so that grep and mypy see them; tests/test_options.py holds
+  each one equal to its declarations (names, order, types, defaults, ranges, choices)
 - the configuration keys rag-eval records and checks (`ragline.eval.runs.CONFIG_KEYS`, from
   `recorded`): each key's default, the flags that ask for a value (`Option.args`), the value
   an older record without it means (`absent`)
-- the options table of the documentation (`markdown_table`): `python3 -m ragline.options`
-  prints it, `python3 -m ragline.options docs/options.md [--check]` writes (or checks) it
-  between `<!-- options:begin -->` and `<!-- options:end -->`, and `scripts/docs.py`
-  renders it into docs/options.md
+- the options table of the documentation (`markdown_table`), which `scripts/docs.py`
+  renders into docs/options.md between `<!-- options:begin -->` and `<!-- options:end -->`
+  (`just docs`; `just tables-check` fails when it is stale)
 
 A stage's own switches that configure nothing (--json, --quiet, --raw-input, --explain,
 --open, ...) stay plain click options in the stage.
 
-Adding an option is one declaration here plus the code that uses it. A retrieval option
-that drops hits under a score, for instance:
+Adding an option is one declaration here, its field in the classes that hold it, and the
+code that uses it. A retrieval option that drops hits under a score, for instance:
 
     Option(
         "min_score", float, 0.0, "Drop the hits scoring under this.", env="RAG_MIN_SCORE",
         stages=SEARCHING, range=(0.0, 1.0), served="retrieval", recorded="retrieval", absent=0.0,
     ),
 
-and in `rag_search.Searcher` the line that uses `self.config.min_score`. rag-search,
-rag-answer and rag-serve then take `--min-score` (and RAG_MIN_SCORE) with its range,
-`Config` has the field, /search and /answer take "min_score" with the same range, answer
-records show it under `retrieval` (results written before it read as 0.0), `rag-eval plan`
-passes `--min-score` to rag-search for a run that sets it in RUNS, and the docs table has
-its row.
+then `min_score: float = _default("min_score")` in rag_search's `Config` and `SearchArgs`,
+`min_score: float = options.request_field("min_score")` in `ragline.api.Options`, and in
+`rag_search.Searcher` the line that uses `self.config.min_score`. rag-search, rag-answer
+and rag-serve then take `--min-score` (and RAG_MIN_SCORE) with its range, /search and
+/answer take "min_score" with the same range, answer records show it under `retrieval`
+(results written before it read as 0.0), `rag-eval plan` passes `--min-score` to
+rag-search for a run that sets it in RUNS, and the docs table has its row; a field left
+out of a class fails tests/test_options.py, naming it.
 
     >>> get("dense_weight").click_help()
     'The dense share of --fusion score. Env: RAG_DENSE_WEIGHT.'
@@ -43,7 +46,6 @@ its row.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -55,6 +57,7 @@ STAGES = (*PIPELINE, "serve")
 SEARCHING = ("search", "answer", "serve")  # rag-answer and rag-serve search with rag-search's options
 ANSWERING = ("answer", "serve")  # rag-serve answers with rag-answer's options, its defaults
 REQUIRED = object()  # an `absent` value: every answer record must show the key
+MAX_QUESTION = 2_000  # characters of one question: rag-search cuts a longer one (with a notice), rag-serve refuses it (422)
 
 
 @dataclass(frozen=True)
@@ -562,17 +565,6 @@ def decorate(options: Iterable[Option]) -> Callable[[Any], Any]:
     return apply
 
 
-def config_class(name: str, options: Iterable[Option], base: type = object, doc: str | None = None, module: str | None = None) -> type:
-    """A frozen dataclass with one field per option (its parameter name, its default), and
-    `base`'s methods."""
-    fields = [(o.parameter, o.type if o.default is not None else o.type | None, dataclasses.field(default=o.default)) for o in options]
-    made = dataclasses.make_dataclass(name, fields, bases=(base,), frozen=True)
-    made.__doc__ = doc
-    if module is not None:
-        made.__module__ = module
-    return made
-
-
 def check(options: Iterable[Option], values: Any) -> None:
     """ValueError for the first attribute of `values` outside its option's choices or range."""
     for option in options:
@@ -580,19 +572,15 @@ def check(options: Iterable[Option], values: Any) -> None:
             raise ValueError(why)
 
 
-def request_fields(kind: str) -> dict[str, Any]:
-    """pydantic field definitions (for `pydantic.create_model`) of the options a request may set
-    (see `served`): each optional (None: the server's default), typed, in its range or choices."""
-    from typing import Literal
-
+def request_field(name: str) -> Any:
+    """The pydantic field of an option a request may set (see `served`): optional (None: the
+    server's default; an explicit null is a 422), in its declared range, with its help. Its type and choices are written
+    out in `ragline.api`; tests/test_options.py holds them equal to the declaration."""
     from pydantic import Field
 
-    fields: dict[str, Any] = {}
-    for o in served(kind):
-        annotation: Any = Literal[o.choices] if o.choices is not None else o.type
-        bounds = {} if o.range is None else {"ge": o.type(o.range[0]), "le": o.type(o.range[1])}
-        fields[o.name] = (annotation, Field(None, **bounds, description=o.summary or o.help))
-    return fields
+    o = next(o for o in OPTIONS if o.name == name and o.served is not None)
+    bounds = {} if o.range is None else {"ge": o.type(o.range[0]), "le": o.type(o.range[1])}
+    return Field(None, **bounds, description=o.summary or o.help)
 
 
 def _shown(value: Any) -> str:
@@ -624,48 +612,3 @@ def markdown_table() -> str:
     rows += ["", "| variable | default | stages | what it sets |", "| --- | --- | --- | --- |"]
     rows += [f"| `{v.name}` | {v.default} | {', '.join(v.stages)} | {v.help} |" for v in VARIABLES]
     return "\n".join(rows)
-
-
-BEGIN, END = "<!-- BEGIN options -->", "<!-- END options -->"
-
-
-def render_into(text: str) -> str:
-    """`text` with the table between its BEGIN and END markers (a ValueError without them)."""
-    start, end = text.find(BEGIN), text.find(END)
-    if start < 0 or end < start:
-        raise ValueError(f"no {BEGIN} ... {END} markers")
-    return text[: start + len(BEGIN)] + "\n" + markdown_table() + "\n" + text[end:]
-
-
-def main(argv: list[str]) -> int:
-    """`python3 -m ragline.options` prints the table; `... FILE` writes it into FILE between the
-    markers (atomically); `... FILE --check` exits 1 when FILE's table is stale."""
-    import os
-    import sys
-
-    files = [a for a in argv if a != "--check"]
-    if not files:
-        sys.stdout.write(markdown_table() + "\n")
-        return 0
-    for name in files:
-        with open(name, encoding="utf-8") as f:
-            old = f.read()
-        try:
-            new = render_into(old)
-        except ValueError as err:
-            sys.stderr.write(f"options: {name}: {err}\n")
-            return 1
-        if "--check" in argv and new != old:
-            sys.stderr.write(f"options: {name}: the options table is stale: run 'python3 -m ragline.options {name}'\n")
-            return 1
-        if new != old and "--check" not in argv:
-            with open(name + ".tmp", "w", encoding="utf-8") as out:
-                out.write(new)
-            os.replace(name + ".tmp", name)
-    return 0
-
-
-if __name__ == "__main__":
-    import sys
-
-    raise SystemExit(main(sys.argv[1:]))

@@ -299,7 +299,7 @@ EXPLAIN = {
         },
     },
 }
-HITS = {
+HITS: dict[str, Any] = {
     "type": "object",
     "required": ["schema", "id", "question", "hits", "confidence", "confidence_parts", "retrieval", "ms"],
     "properties": {

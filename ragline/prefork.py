@@ -144,6 +144,7 @@ def _supervise(
     alive: set[int] = set()
     state: dict[str, str | None] = {"stopped_by": None}
     pending = b""
+    started = 1  # children started so far: the first now, each next one when the one before is ready
 
     def stop_all() -> None:
         if listening is not None:
@@ -177,7 +178,7 @@ def _supervise(
         return True
 
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
-    code, started = 0, 1
+    code = 0
     try:
         alive.add(start())
         if workers == 1 and listening is not None:

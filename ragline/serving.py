@@ -33,15 +33,27 @@ Nothing here imports a stage; uvicorn's protocol class is passed in.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import errno
 import fcntl
+import hmac
+import ipaddress
 import resource
+import signal
+import socket
 import sys
 import termios
 import threading
 import time
-from collections.abc import Callable
+import unicodedata
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
+
+import orjson
+
+import ragline.records
+from ragline.records import StageError
 
 HEAD_TIMEOUT = 5.0  # seconds a connection has to send a whole request head
 BODY_TIMEOUT = 10.0  # seconds a request has to send its whole body
@@ -56,6 +68,9 @@ MAX_HITS = 6400  # questions x max(k, candidates) in one request (64 questions o
 MAX_CHARS = 16_384  # characters of all the questions of one request
 RETRY_AFTER = 1  # seconds, in a 429's Retry-After
 LOOP_NOTE_EVERY = 60.0  # seconds between two notes of one event-loop error
+GRACE = 30  # seconds the requests in flight get to finish at SIGTERM
+LISTEN_BACKLOG = 2048  # connections the kernel queues for accept, per listening socket
+STAGE = "rag-serve"  # the access log's and the notes' prefix
 
 
 def connection_bound(limit: int = MAX_CONNECTIONS) -> int:
@@ -201,7 +216,7 @@ def guarded(base: type, policy: Policy) -> type:
     flight, None before the first) and `on_response_complete` (called when a response is sent).
     """
 
-    class Guarded(base):  # type: ignore[misc, valid-type]
+    class Guarded(base):
         _timer: asyncio.TimerHandle | None = None
         _admitted = False
 
@@ -264,6 +279,11 @@ def guarded(base: type, policy: Policy) -> type:
     return Guarded
 
 
+def say(message: str) -> None:
+    """One line on stderr: the notes of a server."""
+    sys.stderr.write(message + "\n")
+
+
 def loop_errors(note: Callable[[str], None], every: float = LOOP_NOTE_EVERY) -> Callable[[Any, dict[str, Any]], None]:
     """An event-loop exception handler: one line per kind of error at most every `every` seconds, with how many
     were not shown, and no traceback (asyncio's default prints one per failed accept: 47 MB in 12 s at EMFILE)."""
@@ -284,6 +304,293 @@ def loop_errors(note: Callable[[str], None], every: float = LOOP_NOTE_EVERY) -> 
                 return
             last[message] = (now, 0)
         more = f" ({hidden} more like it not shown)" if hidden else ""
-        note(f"rag-serve: {printable(one_line(what))}{more}")
+        note(f"{STAGE}: {printable(one_line(what))}{more}")
 
     return handle
+
+
+# --------------------------------------------------------------------------- a request
+
+
+class RequestError(Exception):
+    """A request the server cannot answer: one line, and the HTTP status that says why."""
+
+    def __init__(self, message: str, status: int = 400):
+        super().__init__(message)
+        self.message = ragline.records.one_line(message)
+        self.status = status
+
+
+def query_records(question: str | None, questions: list[str] | None, query_id: str | None = None) -> list[dict[str, Any]]:
+    """The query records for one question or a batch (ids q1, q2, ... as for questions given as arguments)."""
+    if (question is None) == (questions is None):
+        raise RequestError("give 'question' (one) or 'questions' (a list), not both and not neither")
+    for n, q in enumerate([question] if question is not None else questions or [], 1):
+        if blank(q):
+            raise RequestError("the question is blank" if question is not None else f"question {n} is blank", 422)
+    if question is not None:
+        return [{"id": query_id or "q1", "question": question}]
+    if query_id is not None:
+        raise RequestError("'id' goes with 'question'; a batch's ids are q1, q2, ...")
+    return [{"id": f"q{n}", "question": q} for n, q in enumerate(questions or [], 1)]
+
+
+def blank(question: str) -> bool:
+    """No visible character: only spaces, control characters (NUL) and invisible format characters (zero-width ones)."""
+    return all(c.isspace() or unicodedata.category(c) in ("Cc", "Cf", "Zs", "Zl", "Zp") for c in question)
+
+
+# --------------------------------------------------------------------------- the address
+
+
+def is_loopback(host: str) -> bool:
+    """127.0.0.0/8, ::1 and localhost: addresses only this machine reaches."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def bind(host: str, port: int, *, shared: bool = False) -> socket.socket:
+    """A listening socket, or a StageError naming the address when it is in use or not ours.
+
+    `shared` (--workers N, where the system has SO_REUSEPORT): the socket is bound with
+    SO_REUSEPORT and not listening, holding the address for the workers, each of which
+    binds a listening socket of its own beside it (`worker_socket`): the kernel then hands
+    each new connection to one worker's socket. Through one shared listening socket the
+    worker that woke first took every connection waiting (a load generator's eight
+    keep-alive connections all on one worker: the bench's finding), so the others sat idle.
+    The address is first bound without SO_REUSEPORT and let go, so that a server already
+    there (even another rag-serve --workers) is an error, not a silent partner.
+    """
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as err:
+        raise StageError(f"cannot bind {host}:{port}: {err.strerror}") from None
+    family, kind, proto, _, address = infos[0]
+    reuse_port = shared and hasattr(socket, "SO_REUSEPORT")
+    try:
+        sock = _bound(family, kind, proto, address, listen=not reuse_port)
+        if reuse_port:  # the address is free: bind it again, with SO_REUSEPORT, on the port it got
+            address = sock.getsockname()
+            sock.close()
+            sock = _bound(family, kind, proto, address, reuse_port=True)
+    except OSError as err:
+        why = "is in use (another server?)" if err.errno == errno.EADDRINUSE else f"cannot be bound: {err.strerror}"
+        raise StageError(f"port {port} on {host} {why}") from None
+    sock.set_inheritable(True)
+    return sock
+
+
+def worker_socket(held: socket.socket) -> socket.socket:
+    """A worker's own listening socket on the address `held` (bound by `bind(shared=True)`), or
+    `held` itself where it listens already (a system without SO_REUSEPORT: one shared socket)."""
+    if held.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN):
+        return held
+    address = held.getsockname()
+    try:
+        own = _bound(held.family, held.type, held.proto, address, reuse_port=True, listen=True)
+    except OSError as err:
+        raise StageError(f"a worker cannot listen on port {address[1]}: {err.strerror}") from None
+    held.close()  # the parent holds the address; this worker needs only its own socket
+    return own
+
+
+def _bound(family: int, kind: int, proto: int, address: Any, *, reuse_port: bool = False, listen: bool = False) -> socket.socket:
+    """A socket bound to `address` with SO_REUSEADDR (and SO_REUSEPORT), listening if asked; closed
+    again if any of that fails."""
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if reuse_port:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        sock.bind(address)
+        if listen:
+            sock.listen(LISTEN_BACKLOG)
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+# --------------------------------------------------------------------------- the gate and the runner
+
+
+class Gate:
+    """The outermost ASGI layer: the bearer token, the body limit, and one access-log line per request.
+
+    A body is read whole here (at most `max_body` bytes, whatever Content-Length says, within
+    BODY_TIMEOUT seconds) and handed on, so an oversized one is a 413 and a slow one a
+    408 before any route sees it. The scheme of `Authorization` is matched without regard to
+    case (RFC 6750), the token exactly. Every response says `X-Content-Type-Options: nosniff`,
+    and every JSON one `Cache-Control: no-store`. The access log escapes control characters
+    (`ragline.records.printable`): a path holding a newline or an escape sequence cannot forge
+    a line or reach the operator's terminal.
+    """
+
+    def __init__(self, app: Any, token: str | None, max_body: int, log: Callable[[str], None] | None, cors: bool = False):
+        self.app, self.token, self.max_body, self.log, self.cors = app, token, max_body, log, cors
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        start = time.perf_counter()
+        status = [0]
+
+        async def sending(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                status[0] = message["status"]
+                headers = list(message.get("headers", []))
+                names = {k.lower() for k, _ in headers}
+                extra = [(b"x-content-type-options", b"nosniff")] if b"x-content-type-options" not in names else []
+                if (b"content-type", b"application/json") in [(k.lower(), v) for k, v in headers] and b"cache-control" not in names:
+                    extra.append((b"cache-control", b"no-store"))
+                message = message | {"headers": headers + extra}
+            await send(message)
+
+        try:
+            await self._handle(scope, receive, sending)
+        finally:
+            if self.log:
+                ms = (time.perf_counter() - start) * 1000
+                shown = ragline.records.printable(f"{scope['method']} {scope['path']}")
+                self.log(f"{STAGE}: {shown} {status[0] or '-'} {ms:.1f} ms")
+
+    async def _handle(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        if self.token and scope["path"] != "/" and not (self.cors and scope["method"] == "OPTIONS"):
+            scheme, _, given = headers.get("authorization", "").partition(" ")
+            if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip(" ").encode("latin-1"), self.token.encode("latin-1")):
+                await _reply(send, 401, "this server needs 'Authorization: Bearer TOKEN'", [(b"www-authenticate", b"Bearer")])
+                return
+        declared = headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > self.max_body:
+            await _reply(send, 413, f"the body is over {self.max_body} bytes")
+            return
+        body = bytearray()
+        more = scope["method"] in ("POST", "PUT", "PATCH", "DELETE")
+        deadline = asyncio.get_running_loop().time() + BODY_TIMEOUT
+        while more:
+            try:
+                message = await asyncio.wait_for(receive(), max(0.0, deadline - asyncio.get_running_loop().time()))
+            except TimeoutError:
+                await _reply(send, 408, f"the body did not arrive within {BODY_TIMEOUT:g} s", [(b"connection", b"close")])
+                return
+            if message["type"] == "http.disconnect":
+                return
+            body += message.get("body", b"")
+            more = message.get("more_body", False)
+            if len(body) > self.max_body:
+                await _reply(send, 413, f"the body is over {self.max_body} bytes")
+                return
+        sent = False
+
+        async def replay() -> dict[str, Any]:
+            nonlocal sent
+            if not sent:
+                sent = True
+                return {"type": "http.request", "body": bytes(body), "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+
+async def _reply(send: Any, status: int, message: str, headers: list[tuple[bytes, bytes]] = ()) -> None:  # type: ignore[assignment]
+    body = orjson.dumps({"error": message})
+    head = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *headers]
+    await send({"type": "http.response.start", "status": status, "headers": head})
+    await send({"type": "http.response.body", "body": body})
+
+
+def serve(app: Any, sock: socket.socket, policy: Policy | None = None, note: Callable[[str], None] | None = None) -> str | None:
+    """Run uvicorn on `sock` until SIGTERM or Ctrl-C; the requests in flight finish (GRACE s at most).
+
+    Connections follow `policy` (guarded: the head timeout, the bound), and errors of
+    the event loop (a failed accept) are one line each to `note`, at most one a minute.
+    Returns the name of the signal that stopped it. uvicorn's own habit of re-raising that
+    signal after a graceful shutdown (which would end the process with it) is left out.
+    """
+    import uvicorn
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    policy = policy or Policy()
+    say_line = note or say
+
+    class Server(uvicorn.Server):
+        stopped_by: str | None = None
+
+        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+            asyncio.get_running_loop().set_exception_handler(loop_errors(say_line))
+            await super().startup(sockets)
+
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            def stop(signum: int, frame: Any) -> None:
+                self.stopped_by = signal.Signals(signum).name
+                self.handle_exit(signum, frame)
+
+            if threading.current_thread() is not threading.main_thread():
+                yield
+                return
+            previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+            try:
+                yield
+            finally:
+                for sig, handler in previous.items():
+                    signal.signal(sig, handler)
+
+    config = uvicorn.Config(
+        app,
+        http=guarded(H11Protocol, policy),
+        log_config=None,
+        log_level="warning",
+        access_log=False,
+        timeout_graceful_shutdown=GRACE,
+        lifespan="off",
+    )
+    server = Server(config)
+    server.run(sockets=[sock])
+    return server.stopped_by
+
+
+def serve_workers(
+    workers: int, sock: socket.socket, start: Callable[[], tuple[Any, str, Callable[[], int]]], say: Callable[[str], None], what: str
+) -> None:
+    """`--workers N`: N processes (`ragline.prefork`) on the one address `sock` holds, each with a
+    listening socket of its own there (`worker_socket`). Each runs `start()`, which loads what it
+    serves (the index and the model: its own hot swap, its own /health counts) and gives (the
+    ASGI app, one line of what it serves, the count of requests it has served).
+    One line when all are serving, one when all have stopped; a worker that cannot start has said
+    why on stderr, and the others are stopped with its exit status."""
+    from ragline import prefork
+
+    where = sock.getsockname()
+    shown = f"[{where[0]}]" if ":" in where[0] else where[0]
+
+    def child(report: prefork.Report) -> int:
+        with ragline.records.stage(STAGE):  # a load that fails: its one line, and SystemExit(1) ends the worker
+            app, summary, served = start()
+            own = worker_socket(sock)
+            report("ready", summary)
+            serve(app, own)
+            report("done", str(served()))
+        return 0
+
+    ready: list[str] = []
+    served: list[int] = []
+
+    def on_report(kind: str, pid: int, text: str) -> None:
+        if kind == "ready":
+            ready.append(text)
+            if len(ready) == workers:
+                say(f"{STAGE}: {what} ({ready[0]}) at http://{shown}:{where[1]}/ with {workers} workers")
+        elif kind == "done" and text.isdigit():
+            served.append(int(text))
+
+    code, stopped = prefork.run(workers, child, on_report, note=lambda message: say(f"{STAGE}: {message}"), listening=sock)
+    if code:
+        raise SystemExit(code)
+    say(f"{STAGE}: stopped{f' by {stopped}' if stopped else ''} after {sum(served)} requests")

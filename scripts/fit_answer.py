@@ -1,7 +1,7 @@
-"""Fit the extractive answer's sentence choice (rag_answer.ChoiceWeights) on the development corpora.
+"""Fit the extractive answer's sentence choice (choice.ChoiceWeights) on the development corpora.
 
     just fit-answer                     # = python3 scripts/fit_answer.py
-    python3 scripts/fit_answer.py --check   # only check rag_answer.FITTED against results/answer-fit.json
+    python3 scripts/fit_answer.py --check   # only check ragline.answer.choice.FITTED against results/answer-fit.json
 
 For each corpus of `rag-eval plan default` (corpus/, eng-practices, gds-way): the default index
 (built under build/fit/CORPUS as `just eval` builds it, through the vector cache) and the default
@@ -14,7 +14,7 @@ over the corpora (ties: the earlier point of the grid).
 
 Leave-one-corpus-out: for each corpus, the point chosen on the other two, scored on it, beside
 the hand-set weights the fit replaced (HAND). results/answer-fit.json holds all of it;
-rag_answer.FITTED must equal its `chosen` (tests/test_golden.py checks).
+ragline.answer.choice.FITTED must equal its `chosen` (tests/test_golden.py checks).
 
 The refusals (`missing_evidence`, the abstain threshold) do not depend on these weights: every
 answerable question is answered here, refused or not, so the fit sees the choice alone.
@@ -39,15 +39,17 @@ sys.path.insert(0, str(ROOT))
 import rag_answer  # noqa: E402
 import rag_embed  # noqa: E402
 import rag_index  # noqa: E402
+from ragline.answer import choice  # noqa: E402
+from ragline.answer import context as answer_context  # noqa: E402
 from ragline.eval.golden import load_golden  # noqa: E402
 from ragline.eval.metrics import answer_ok  # noqa: E402
 
 OUT = ROOT / "results" / "answer-fit.json"
 MEDIAN_WORDS = 60
 P90_WORDS = 120
-HAND = rag_answer.ChoiceWeights(headings=0.3, cue=0.3, dense=0.6, rank=0.3, keep=0.75, most=3, budget=1000)
+HAND = choice.ChoiceWeights(headings=0.3, cue=0.3, dense=0.6, rank=0.3, keep=0.75, most=3, budget=1000)
 GRID = [
-    rag_answer.ChoiceWeights(headings=h, cue=c, dense=d, rank=r, keep=k, most=3, budget=b)
+    choice.ChoiceWeights(headings=h, cue=c, dense=d, rank=r, keep=k, most=3, budget=b)
     for h, c, d, r, k, b in itertools.product((0.0, 0.3), (0.3, 0.6), (0.3, 0.6, 1.0), (0.0, 0.15, 0.3), (0.35, 0.5, 0.75), (60, 80, 120))
 ]
 
@@ -78,7 +80,7 @@ def answers(corpus: str, docs: str, golden: str, work: Path) -> tuple[list[tuple
     index = rag_index.load(str(idx))
     generator = rag_answer.Extractive(rag_answer.FEATURES, index.bm25, rag_embed.load_embedder(index.manifest["model"]))
     questions = load_golden(str(ROOT / golden)).by_id()
-    asked = [(questions[r["id"]], rag_answer.context(r["hits"])) for r in records if questions[r["id"]].answerable]
+    asked = [(questions[r["id"]], answer_context.context(r["hits"], rag_answer.CONTEXT)) for r in records if questions[r["id"]].answerable]
     scores = {}
     for point in [HAND, *GRID]:
         generator.choice = point
@@ -91,12 +93,12 @@ def answers(corpus: str, docs: str, golden: str, work: Path) -> tuple[list[tuple
     return scores
 
 
-def choose(table: dict[str, dict], corpora: list[str]) -> rag_answer.ChoiceWeights:
+def choose(table: dict[str, dict], corpora: list[str]) -> choice.ChoiceWeights:
     feasible = [p for p in GRID if all(table[c][p][1] <= MEDIAN_WORDS and table[c][p][2] <= P90_WORDS for c in corpora)]
     return max(feasible, key=lambda p: (np.mean([table[c][p][0] for c in corpora]), -GRID.index(p)))
 
 
-def row(point: rag_answer.ChoiceWeights, figures: tuple[float, float, float]) -> dict:
+def row(point: choice.ChoiceWeights, figures: tuple[float, float, float]) -> dict:
     return {
         "weights": dataclasses.asdict(point),
         "answer_ok": round(figures[0], 4),
@@ -108,12 +110,12 @@ def row(point: rag_answer.ChoiceWeights, figures: tuple[float, float, float]) ->
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--work", default="build/fit", help="where the default indexes and hits are built")
-    parser.add_argument("--check", action="store_true", help="only check rag_answer.FITTED against the committed fit")
+    parser.add_argument("--check", action="store_true", help="only check ragline.answer.choice.FITTED against the committed fit")
     args = parser.parse_args()
     if args.check:
         chosen = json.loads(OUT.read_text())["chosen"]["weights"]
-        if dataclasses.asdict(rag_answer.FITTED) != chosen:
-            raise SystemExit(f"fit_answer: rag_answer.FITTED is not {OUT.name}'s chosen point: {chosen}")
+        if dataclasses.asdict(choice.FITTED) != chosen:
+            raise SystemExit(f"fit_answer: choice.FITTED is not {OUT.name}'s chosen point: {chosen}")
         return
     runs = plan()
     table = {corpus: answers(corpus, docs, golden, ROOT / args.work) for corpus, docs, golden in runs}

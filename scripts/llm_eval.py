@@ -43,6 +43,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import rag_answer  # noqa: E402
+from ragline.answer import context as answer_context  # noqa: E402
+from ragline.answer import llm, refusal  # noqa: E402
 from ragline.answer.citations import CITATION, Source, check_citations  # noqa: E402
 
 MODEL_ALIAS = "gemma-3-270m-q4_k_m"
@@ -131,7 +133,7 @@ def check_structure(answers: list[dict], ids: list[str]) -> None:
         if r["schema"] != "answer/1" or r["generator"]["name"] != "openai":
             problems.append(f"{r['id']}: not an answer/1 record of the openai generator")
         if r["refused"]:
-            if r["citations"] or r["answer"] != rag_answer.REFUSAL:
+            if r["citations"] or r["answer"] != refusal.REFUSAL:
                 problems.append(f"{r['id']}: a refusal with citations or another text")
             continue
         lines = r["answer"].split("\n")
@@ -148,11 +150,11 @@ def check_structure(answers: list[dict], ids: list[str]) -> None:
 
 def record_replies(hits: Path, out: Path, url: str, timeout: float) -> list[dict]:
     """Each question's blocks and the raw reply, asked again as rag-answer asks it."""
-    chat = rag_answer.OpenAIChat(url, MODEL_ALIAS, timeout=timeout)
+    chat = llm.OpenAIChat(url, MODEL_ALIAS, timeout=timeout)
     rows = []
     for line in hits.read_text().splitlines():
         rec = json.loads(line)
-        blocks = rag_answer.context(rec["hits"], rag_answer.CONTEXT)
+        blocks = answer_context.context(rec["hits"], rag_answer.CONTEXT)
         raw = chat.generate(rec["question"], blocks)
         rows.append(
             {
@@ -194,7 +196,7 @@ def summary(answers: list[dict], replies: list[dict], table: str) -> str:
         sources = {r["id"]: [Source(b["text"], tuple(b["headings"])) for b in r["blocks"]] for r in replies}
         whys: dict[str, int] = {}
         for r in replies:
-            for _, why in check_citations(r["raw"], sources[r["id"]], rag_answer.OpenAIChat("x").frame(r["question"])).dropped:
+            for _, why in check_citations(r["raw"], sources[r["id"]], llm.OpenAIChat("x").frame(r["question"])).dropped:
                 kind = why.split(",")[0] if why.startswith("states ") else why
                 kind = "states a fact the cited block does not" if why.startswith("states ") else kind
                 kind = "too few of its terms in the cited block" if why.startswith("the cited block holds") else kind

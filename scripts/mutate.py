@@ -1,11 +1,11 @@
-"""Mutation testing (`just mutate`): mutmut over the metrics, fusion and top-k, and the citation check.
+"""Mutation testing (`just mutate`): mutmut over the metrics, fusion and top-k, the citation check, the answer's choice.
 
     python3 scripts/mutate.py           # results/mutation.json (then `just docs` renders its table)
     python3 scripts/mutate.py --keep    # also leave the temporary copy, to `mutmut show NAME` in it
 
 Scope: all of ragline/eval/metrics.py; in ragline/ranking.py `topk`, `rrf`, `score_fusion`
 and `dense_scores`; in ragline/answer/citations.py `check_citations`, `escape_markers` and
-the `CITATION` pattern. mutmut generates mutants for every function of those files; only the scoped
+the `CITATION` pattern; all of ragline/answer/choice.py (the extractive selection rule). mutmut generates mutants for every function of those files; only the scoped
 functions' mutants are run and counted (`mutmut run` with their names).
 
 mutmut rewrites the files it mutates, so it never runs in this tree (others run tests
@@ -20,7 +20,7 @@ verdicts beside the mutated file (mutants/ragline/eval/metrics.py.meta).
 Per mutant, only the fast tests of the three modules run (`-m "not model and not slow"`),
 and of those only the ones that call the mutated function (mutmut's own mapping).
 Two tests are deselected, as they watch imports and mutmut's trampoline adds one to every
-mutated file: tests/test_irmetrics.py::test_imports_only_numpy_and_the_standard_library reads
+mutated file: tests/test_metrics.py::test_imports_only_numpy_and_the_standard_library reads
 the metrics module's imports, and tests/test_search.py::test_one_question_loads_no_writer_and_no_cache_modules
 checks that a one-question rag-search never imports shutil or tempfile, which mutmut's own
 modules import as soon as a mutated ragline.ranking is.
@@ -49,16 +49,17 @@ SCOPE: dict[str, tuple[str, ...] | None] = {  # file -> functions (None: the who
     "ragline/eval/metrics.py": None,
     "ragline/ranking.py": ("topk", "rrf", "score_fusion", "dense_scores"),
     "ragline/answer/citations.py": ("check_citations", "escape_markers"),
+    "ragline/answer/choice.py": None,
 }
 CONSTANTS = {"ragline/answer/citations.py": ("CITATION",)}  # module-level names, mutated outside mutmut
-TESTS = ["tests/test_irmetrics.py", "tests/test_search.py", "tests/test_answer.py"]
+TESTS = ["tests/test_metrics.py", "tests/test_search.py", "tests/test_answer.py", "tests/test_choice.py"]
 CONSTANT_TESTS = {"ragline/answer/citations.py": ["tests/test_answer.py"]}
 PYTEST_ARGS = [
     "-m",
     "not model and not slow",
     "--hypothesis-seed=0",  # the same examples every run, so the score does not wander
     "--deselect",
-    "tests/test_irmetrics.py::test_imports_only_numpy_and_the_standard_library",
+    "tests/test_metrics.py::test_imports_only_numpy_and_the_standard_library",
     "--deselect",
     "tests/test_search.py::test_one_question_loads_no_writer_and_no_cache_modules",
 ]

@@ -13,10 +13,15 @@ from llmserver import Stream
 import rag_answer
 import rag_index
 import rag_search
-from rag_answer import REFUSAL, ContextBlock, Extractive, OpenAIChat, answer, candidates, main, question_cue
-from ragline.answer import citations, cues
+from rag_answer import Extractive, answer, main
+from ragline.answer import choice, citations, cues
+from ragline.answer import context as answer_context
 from ragline.answer.citations import Source, check_citations
-from ragline.answer.cues import cue_match
+from ragline.answer.context import ContextBlock
+from ragline.answer.context import pieces as candidates
+from ragline.answer.cues import cue_match, question_cue
+from ragline.answer.llm import OpenAIChat
+from ragline.answer.refusal import REFUSAL
 from ragline.records import StageError
 
 
@@ -83,7 +88,7 @@ class TestCitationCheck:
     def test_a_table_row_is_quoted_and_checked_whole(self):
         """A row whose cells hold full stops is one quote with one marker, not two half-rows."""
         row = "`marl` | Settlement engine. Runs the nightly sweep. | Settlement batches"
-        quoted = rag_answer.cite(row, 5, "row")
+        quoted = citations.cite(row, 5, "row")
         assert quoted == "`marl` | Settlement engine. Runs the nightly sweep. | Settlement batches [5]"
         sources = blocks_of("a", "b", "c", "d", f"| service | what | owns |\n|---|---|---|\n| {row} |")
         assert verdict(quoted, sources) == ([quoted], [5], 0)
@@ -536,8 +541,8 @@ class TestAnswerChoice:
         text = "If your availability SLO is 99.9%, the error budget is what is left of the availability. This leaves 40 minutes of outage a month."
         out = answer(hits_record(q, hit("a#x", text)), Extractive(self.FEATURES), 0.0)
         assert out["answer"].split("\n")[0] == "This leaves 40 minutes of outage a month [1]."
-        assert cue_match("number", rag_answer.Candidate(1, 0, "SLO is 99.9% here", "sentence", -1), q) == 0.0
-        assert cue_match("number", rag_answer.Candidate(1, 0, "SLO is 99.9% here", "sentence", -1)) == 1.0
+        assert cue_match("number", answer_context.Piece(1, 0, "SLO is 99.9% here", "sentence", -1), q) == 0.0
+        assert cue_match("number", answer_context.Piece(1, 0, "SLO is 99.9% here", "sentence", -1)) == 1.0
 
     def test_a_sentence_announcing_a_list_brings_the_list(self):
         text = "There are a number of Terraform focused static analysis tools in use. None is ubiquitous yet.\n\n- checkov\n- tfsec\n\nRun them in CI."
@@ -551,7 +556,7 @@ class TestAnswerChoice:
 
     def test_link_reference_definitions_are_never_quoted(self):
         text = "Read about scale before you start.\n\n[scale]: https://example.org/scale\n[breaking down work]: https://example.org/b"
-        cands = rag_answer.candidates(rag_answer.ContextBlock(1, hit("a#x", text)))
+        cands = answer_context.pieces(answer_context.ContextBlock(1, hit("a#x", text)))
         assert [c.text for c in cands] == ["Read about scale before you start."]
 
     def test_quotes_read_as_prose_not_markup(self):
@@ -636,7 +641,7 @@ class TestUnknownNames:
         ],
     )
     def test_names_the_handbook_never_mentions(self, bm25, question, unknown):
-        assert rag_answer.unknown_names(question, bm25) == unknown
+        assert cues.unknown_names(question, bm25) == unknown
 
     def test_a_question_about_an_unknown_name_is_refused_with_the_name(self, bm25):
         rec = hits_record("How do I configure Gerrit for reviews?", hit("a#x", "Use the review tool for reviews."))
@@ -817,7 +822,7 @@ class TestAnswersRead:
         text = "| Priority | Response | Updates |\n|---|---|---|\n| P1 | 20 minutes | 1 hour |\n| P2 | 60 minutes | 2 hours |\n"
         out = answer(hits_record("How quickly must we respond to a P1?", hit("a#x", text)), Extractive(self.FEATURES), 0.0)
         assert out["answer"].split("\n")[0] == "Priority: P1 | Response: 20 minutes | Updates: 1 hour [1]"
-        assert rag_answer.cite("P1 | 20 minutes", 3, "row", "Priority | Response | Updates") == "P1 | 20 minutes [3]"  # cells differ
+        assert citations.cite("P1 | 20 minutes", 3, "row", "Priority | Response | Updates") == "P1 | 20 minutes [3]"  # cells differ
 
     def test_a_nested_list_comes_one_item_a_line(self):
         text = "Time off is paid:\n\n- Leave of every kind, including:\n  - Federal holidays\n  - Vacations\n"
@@ -835,7 +840,7 @@ class TestAnswersRead:
 
     def test_the_answer_stays_within_the_word_budget(self):
         text = " ".join(f"Payouts rule {i} says payouts wait for the settlement batch {i} of the nightly payouts run." for i in range(8))
-        weights = rag_answer.FITTED
+        weights = choice.FITTED
         out = answer(hits_record("When do payouts run?", hit("a#x", text)), Extractive(self.FEATURES), 0.0)
         _lead, *rest = out["answer"].split("\n")
         assert len(out["answer"].replace("[1]", "").split()) <= weights.budget and rest  # more than one, within the budget
@@ -864,5 +869,5 @@ def test_a_template_tag_is_quoted_and_checked_as_the_page_shows_it(llm_server):
 
 
 def test_a_glossary_term_leads_its_definition():
-    assert rag_answer.cite("**Sweep.** The settlement job run by `marl`.", 2, "sentence") == "Sweep: The settlement job run by `marl` [2]."
-    assert rag_answer.cite("It runs daily. Then it stops.", 1, "sentence") == "It runs daily [1]. Then it stops [1]."
+    assert citations.cite("**Sweep.** The settlement job run by `marl`.", 2, "sentence") == "Sweep: The settlement job run by `marl` [2]."
+    assert citations.cite("It runs daily. Then it stops.", 1, "sentence") == "It runs daily [1]. Then it stops [1]."

@@ -40,12 +40,12 @@ from hypothesis import strategies as st
 from stagecli import ROOT, check, command, copy_workspace, shared_workspace, snapshot, stage_env
 from stagecli import run as run_stage
 
-import rag_answer
 import rag_chunk
 import ragline
 import ragline.records
 from ragline import markdown
-from ragline.answer import citations
+from ragline.answer import citations, llm
+from ragline.answer import context as answer_context
 from ragline.records import StageError
 
 # --------------------------------------------------------------------------- running them
@@ -358,8 +358,8 @@ def test_hostile_chunk_llm_through_the_pipe(hostile, llm_server):
 
 
 def test_hostile_markers_reach_the_llm_inert():
-    block = rag_answer.ContextBlock(1, {"chunk_id": "refunds#refund-window", "text": HOSTILE, "headings": ["Refunds"]})
-    user = rag_answer.OpenAIChat(url="http://127.0.0.1:9/v1").prompt(ASK, [block])[1]["content"]
+    block = answer_context.ContextBlock(1, {"chunk_id": "refunds#refund-window", "text": HOSTILE, "headings": ["Refunds"]})
+    user = llm.OpenAIChat(url="http://127.0.0.1:9/v1").prompt(ASK, [block])[1]["content"]
     assert "\\[7]" in user and "\\[9]" in user
     assert citations.CITATION.findall(user.split("Question:")[0]) == ["1"], "the only live marker is the block's own number"
 

@@ -1,7 +1,7 @@
 """rag-eval: the golden file's checks, gold re-finding, scoring and its guards, the abstain
 sweep, and each subcommand through click. The runs and their flags are tested in
 test_evalruns.py, the tables in test_evaltables.py, the formulas (irmetrics) in
-test_irmetrics.py; the shared fixtures are in evalfixtures.py."""
+test_metrics.py; the shared fixtures are in evalfixtures.py."""
 
 from __future__ import annotations
 

@@ -146,11 +146,13 @@ def switched_on(path: Path) -> set[str]:
 
 
 def test_features_are_rag_answers():
-    """rag_eval's FEATURES are the switches rag_answer's code really has, in the order its
-    generator records them, and every run's feature list is one the generator records."""
+    """rag_eval's FEATURES are the switches the answer's code really has (rag_answer and the
+    ragline.answer modules it calls), in the order its generator records them, and every run's
+    feature list is one the generator records."""
     import rag_answer
 
-    assert switched_on(Path(rag_answer.__file__)) == set(evalruns.FEATURES)
+    sources = [Path(rag_answer.__file__), *sorted((Path(rag_answer.__file__).parent / "ragline" / "answer").glob("*.py"))]
+    assert set().union(*(switched_on(p) for p in sources)) == set(evalruns.FEATURES)
     assert rag_answer.Extractive(evalruns.FEATURES).features == tuple(evalruns.FEATURES)
     for label, config in RUNS.items():
         assert list(rag_answer.Extractive(config["features"]).features) == config["features"], label

@@ -15,6 +15,7 @@ from corpora import ROOT, SHARED
 import rag_answer
 import rag_chunk
 import rag_eval
+from ragline.answer import choice
 from ragline.eval import runs as evalruns
 from ragline.eval.golden import Golden, load_golden
 
@@ -201,10 +202,10 @@ def test_the_readmes_pipeline_runs_as_written_without_a_warning(tmp_path):
 
 
 def test_the_answer_choice_ships_the_fitted_weights():
-    """rag_answer.FITTED is the grid point scripts/fit_answer.py chose (results/answer-fit.json), and the
+    """choice.FITTED is the grid point scripts/fit_answer.py chose (results/answer-fit.json), and the
     fit reports leave-one-corpus-out for every development corpus, beside the hand-set weights."""
     import dataclasses
 
     fit = json.loads((ROOT / "results" / "answer-fit.json").read_text())
-    assert fit["chosen"]["weights"] == dataclasses.asdict(rag_answer.FITTED), "rerun 'just fit-answer' and update rag_answer.FITTED"
+    assert fit["chosen"]["weights"] == dataclasses.asdict(choice.FITTED), "rerun 'just fit-answer' and update choice.FITTED"
     assert set(fit["leave_one_corpus_out"]) == set(fit["corpora"]) == {"northwind", "eng-practices", "gds-way"}

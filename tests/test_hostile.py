@@ -25,6 +25,7 @@ from serving import Server, httpx, serving, settled, slow_llm
 from stagecli import check, command, on_a_terminal, run, stage_env
 
 import rag_index
+import ragline.bm25
 from ragline import serving as policy
 
 pytestmark = pytest.mark.serve
@@ -321,11 +322,11 @@ def test_one_long_word_does_not_bloat_the_index(tmp_path: Path) -> None:
 
 
 def test_the_vocabulary_is_sorted_unpadded_utf8() -> None:
-    vocab = rag_index.Vocabulary.of(["zeta", "alpha", "ünïcode", "é", "a" * 300])
+    vocab = ragline.bm25.Vocabulary.of(["zeta", "alpha", "ünïcode", "é", "a" * 300])
     assert vocab.tolist() == sorted(["zeta", "alpha", "ünïcode", "é", "a" * 300])
     assert len(vocab.data) == sum(len(t.encode()) for t in vocab.tolist()) and len(vocab) == 5
     assert [vocab.find(t) for t in vocab.tolist()] == list(range(5)) and vocab.find("b") == -1
-    assert vocab[-1] == "ünïcode" and rag_index.Vocabulary.of([]).find("x") == -1
+    assert vocab[-1] == "ünïcode" and ragline.bm25.Vocabulary.of([]).find("x") == -1
 
 
 def test_a_format_1_index_is_still_read(tmp_path: Path) -> None:

@@ -16,8 +16,10 @@ from jsonl import jsonl
 
 import rag_index
 import ragline
+import ragline.bm25
 import ragline.text
-from rag_index import build_bm25, load, main
+from rag_index import load, main
+from ragline.bm25 import build_bm25
 from ragline.records import StageError
 
 
@@ -47,7 +49,7 @@ class TestBm25:
         assert bm.scores(ids[:1]).tolist() == [0.0]
 
     def test_idf_is_lucene(self):
-        assert rag_index.idf(10, np.array([0, 10])).tolist() == pytest.approx([math.log(1 + 10.5 / 0.5), math.log(1 + 0.5 / 10.5)])
+        assert ragline.bm25.idf(10, np.array([0, 10])).tolist() == pytest.approx([math.log(1 + 10.5 / 0.5), math.log(1 + 0.5 / 10.5)])
 
     @pytest.mark.reference
     def test_agrees_with_bm25s(self):
@@ -97,7 +99,7 @@ def assert_same_as_reference(texts: list[str]) -> None:
     got, want = build_bm25(texts), reference_bm25(texts)
     for name, array in want.items():
         assert getattr(got, name).tolist() == array.tolist(), name
-        if name != "terms":  # the vocabulary is a rag_index.Vocabulary (UTF-8 bytes and offsets), not an array
+        if name != "terms":  # the vocabulary is a ragline.bm25.Vocabulary (UTF-8 bytes and offsets), not an array
             assert getattr(got, name).dtype.kind == array.dtype.kind, name
 
 

@@ -99,3 +99,22 @@ def test_the_wheel_installs_the_stages_and_ragline_only(tmp_path):
     assert names == {"rag_chunk", "rag_embed", "rag_index", "rag_search", "rag_answer", "rag_eval", "rag_serve", "ragline"}
     packaged = {n for n in zipfile.ZipFile(wheel).namelist() if n.startswith("ragline/")}
     assert {"ragline/__init__.py", "ragline/eval/metrics.py", "ragline/answer/citations.py", "ragline/options.py"} <= packaged
+
+
+def test_the_package_imports_no_stage():
+    """ragline/ imports no `rag_*` stage, not even under TYPE_CHECKING; the console-script launcher
+    (ragline/__init__.py) names its stages as strings, which is not an import."""
+    import ast
+
+    found = []
+    for path in sorted((ROOT / "ragline").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
+            found += [f"{path.relative_to(ROOT)}:{node.lineno}: {n}" for n in names if n.split(".")[0].startswith("rag_")]
+    assert found == []

@@ -16,6 +16,7 @@ import pytest
 
 import rag_answer
 import ragline.text
+from ragline.answer import llm, refusal
 from ragline.answer.citations import CITATION, SUPPORT, Source, check_citations, stated
 
 REPLIES = Path(__file__).parent / "fixtures" / "llm" / "gemma-3-270m.jsonl"
@@ -27,7 +28,7 @@ def sources(row: dict) -> list[Source]:
 
 
 def checked(row: dict):
-    return check_citations(row["raw"], sources(row), rag_answer.OpenAIChat("http://127.0.0.1:9/v1").frame(row["question"]))
+    return check_citations(row["raw"], sources(row), llm.OpenAIChat("http://127.0.0.1:9/v1").frame(row["question"]))
 
 
 def heading_lines(row: dict) -> set[str]:
@@ -88,7 +89,7 @@ def test_the_model_cites_what_the_blocks_do_not_support_and_the_check_drops_it()
 
 @pytest.mark.parametrize("row", ROWS, ids=[row["id"] for row in ROWS])
 def test_the_answer_record_follows_the_check(row: dict) -> None:
-    class Replay(rag_answer.OpenAIChat):
+    class Replay(llm.OpenAIChat):
         """The OpenAI generator, its reply the recorded one."""
 
         def generate(self, question, blocks):
@@ -98,7 +99,7 @@ def test_the_answer_record_follows_the_check(row: dict) -> None:
     out = rag_answer.answer({"question": row["question"], "hits": hits, "confidence": 1.0}, Replay("http://127.0.0.1:9/v1"), 0.0, len(hits))
     result = checked(row)
     assert out["dropped"] == len(result.dropped)
-    if row["raw"].strip() == rag_answer.REFUSAL:
+    if row["raw"].strip() == refusal.REFUSAL:
         assert out["refused"]
     elif result.kept:
         assert not out["refused"] and out["answer"] == "\n".join(result.kept)

@@ -23,6 +23,8 @@ import anyio
 from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
+from ragline import api
+
 pytestmark = pytest.mark.serve
 
 SWEEP = "When does the nightly sweep run?"
@@ -73,17 +75,16 @@ def record_of(result: Any) -> dict:
 
 
 def test_the_tools_take_the_http_services_parameters(index: Path) -> None:
-    import rag_serve
 
     tools = {t.name: t for t in with_session(index, lambda s: s.list_tools()).tools}
     assert set(tools) == {"search", "answer", "explain"}
     search, answer = tools["search"].input_schema, tools["answer"].input_schema
     assert search["required"] == ["question"] and answer["required"] == ["question"]
-    assert set(search["properties"]) == {"question", *rag_serve.OPTIONS}
-    assert set(answer["properties"]) == {"question", "threshold", "context", *rag_serve.OPTIONS}
-    assert search == rag_serve.models().SearchTool.model_json_schema()  # the one declaration, as HTTP uses it
-    http = rag_serve.models().Options.model_json_schema()["properties"]
-    assert all(search["properties"][name] == http[name] for name in rag_serve.OPTIONS)
+    assert set(search["properties"]) == {"question", *api.RETRIEVAL}
+    assert set(answer["properties"]) == {"question", "threshold", "context", *api.RETRIEVAL}
+    assert search == api.SearchTool.model_json_schema()  # the one declaration, as HTTP uses it
+    http = api.Options.model_json_schema()["properties"]
+    assert all(search["properties"][name] == http[name] for name in api.RETRIEVAL)
     assert set(tools["explain"].input_schema["required"]) == {"question", "chunk_id"}
 
 

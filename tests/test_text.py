@@ -13,6 +13,7 @@ from corpora import GDS_WAY
 import rag_chunk
 import rag_embed
 import ragline.text
+from ragline.answer import context as answer_context
 from ragline.markdown import Doc, inline_text
 from ragline.text import strip_templates
 
@@ -115,7 +116,6 @@ def test_retrieval_text_and_explain_sentences_show_the_channel():
 
 
 def test_the_answer_quotes_the_channel():
-    import rag_answer
 
     hit = {
         "chunk_id": "help#ask",
@@ -123,7 +123,7 @@ def test_the_answer_quotes_the_channel():
         "headings": ["Help"],
         "text": 'Ask in {% slack_channel "team-x" %} and name your project.',
     }
-    quoted = [c.text for c in rag_answer.candidates(rag_answer.ContextBlock(1, hit))]
+    quoted = [c.text for c in answer_context.pieces(answer_context.ContextBlock(1, hit))]
     assert quoted == ["Ask in #team-x and name your project."]
 
 

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import ragline.text
+from ragline.answer.cues import plain
 
 CITATION = re.compile(r"(?<!\\)\[(\d{1,3})\]")
 
@@ -185,3 +186,31 @@ def check_citations(answer: str, sources: Sequence[Source], prompt: Sequence[str
         out.kept.append(sentence)
         out.cited.extend(n for n in valid if n not in out.cited)
     return out
+
+
+def cite(text: str, n: int, kind: str, header: str = "") -> str:
+    """The quoted text with its marker on every sentence (before a closing full stop),
+    once at the end of a table row, or on its own line after a code block. Prose is quoted
+    without its markup (`plain`). A table row reads with its header row: each cell after its
+    column's name (`Priority: P1 | Response: 20 minutes`), where the two have as many cells."""
+    if kind == "row" and header:
+        names, cells = header.split(" | "), text.strip().split(" | ")
+        if len(names) == len(cells) and all(names):
+            text = " | ".join(f"{name}: {cell}" for name, cell in zip(names, cells, strict=True) if cell)
+    text = escape_markers(text.strip() if kind == "code" else plain(text.strip()))
+    if kind == "code":
+        return f"{text}\n[{n}]"
+    if kind == "row":  # one marker for the row: its cells are not sentences of their own
+        return f"{text[:-1]} [{n}]." if text.endswith(".") else f"{text} [{n}]"
+    marked = []
+    pieces = sentences(text)
+    for i in range(len(pieces) - 1):  # a glossary's "Sweep. The settlement job ...": the term leads its definition
+        if len(pieces[i].split()) == 1 and pieces[i].endswith(".") and pieces[i + 1]:
+            pieces[i + 1] = f"{pieces[i][:-1]}: {pieces[i + 1]}"
+            pieces[i] = ""
+    for sentence in filter(None, pieces):
+        if sentence.endswith((".", "!", "?")):
+            marked.append(f"{sentence[:-1]} [{n}]{sentence[-1]}")
+        else:
+            marked.append(f"{sentence} [{n}]")
+    return " ".join(marked)

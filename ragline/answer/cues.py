@@ -76,7 +76,7 @@ def _is_name(word: str, before: str) -> bool:
 
 def unknown_names(question: str, idf_source: Any) -> list[str]:
     """Names in the question (`_is_name`) whose whole term occurs nowhere in the index
-    (`idf_source`: a `rag_index.Bm25`, asked for `term_ids`).
+    (`idf_source`: a `ragline.bm25.Bm25`, asked for `term_ids`).
 
     "Do you support Apple Pay?" over a handbook that never says Apple: ['Apple'].
     A name the handbook has, in any case (`marl`, `NW-5001`), is not unknown; NW-9999 is,

@@ -24,12 +24,15 @@ import hashlib
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
 import ragline
 import ragline.records
+
+if TYPE_CHECKING:
+    import yaml
 from ragline.records import Line, StageError, place
 
 yaml = ragline.records.lazy_import("yaml")  # imported on first use: `rag-eval --help` stays fast
@@ -145,10 +148,10 @@ def parse_golden(data: bytes | str, source: str) -> Golden:
 
 
 def _question(node: yaml.Node, item: Any, source: str) -> Question:
-    qline = _line(node)
+    qline = _line(node) or 1  # a composed node always has its mark
     if not isinstance(node, yaml.MappingNode) or not isinstance(item, dict):
         raise StageError("a question must be a mapping of id, kind, question, ...", place(source, qline))
-    lines: dict[str, int] = {}
+    lines: dict[str, int | None] = {}
     for key, value in node.value:
         name = key.value if isinstance(key, yaml.ScalarNode) else str(key)
         if name in lines:

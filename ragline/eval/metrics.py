@@ -4,7 +4,7 @@ A library, not a stage: pure functions over sequences and numpy arrays, with no 
 no click, no environment and no clock; it imports numpy and the standard library only.
 Each function's docstring is its specification: the formula, the edge cases, and the
 variant it implements where the literature has several. The ranking metrics are
-cross-checked against ranx (tests/test_irmetrics.py, marked `reference`).
+cross-checked against ranx (tests/test_metrics.py, marked `reference`).
 
     >>> recall_at_k(["x", "a", "b"], {"a", "b"}, k=2)
     0.5

@@ -8,10 +8,13 @@ corpus and left out corpus by corpus; the formulas are `irmetrics`'.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import ragline
 import ragline.records
+
+if TYPE_CHECKING:
+    import numpy as np
 from ragline.eval.golden import Golden
 from ragline.eval.runs import corpus_order, rounded
 from ragline.eval.tables import corpus_of
@@ -63,7 +66,7 @@ def sweep(runs: Sequence[tuple[Golden, dict[str, Any]]], step: float = STEP, bud
     def at(t: int, g: np.ndarray) -> dict[str, float | None]:
         return {"threshold": float(grid[t])} | _rates(refuse[t, g], ok[t, g], answerable[g])
 
-    corpora = []
+    corpora: list[dict[str, Any]] = []
     for i, (golden, _) in enumerate(runs):
         g = groups == i
         corpora.append(

@@ -573,9 +573,10 @@ def fitted_table(t: Tables, key: str) -> list[str]:
     the corpus left out, next to the shipped value's (in-sample). None with fewer than three
     corpora or a run missing."""
     labels = FITTED[key]
-    scores = {c.corpus: {r.label: r.overall[FIT_METRIC].value for r in c.rows if r.label in labels} for c in t.corpora}
-    if len(scores) < 3 or any(set(by) != set(labels) or None in by.values() for by in scores.values()):
+    measured = {c.corpus: {r.label: r.overall[FIT_METRIC].value for r in c.rows if r.label in labels} for c in t.corpora}
+    if len(measured) < 3 or any(set(by) != set(labels) or None in by.values() for by in measured.values()):
         return []
+    scores = {corpus: {label: float(v) for label, v in by.items() if v is not None} for corpus, by in measured.items()}
     value = {label: RUNS[label][key] for label in labels}
     lines = []
     for held, by in scores.items():

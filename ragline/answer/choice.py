@@ -1,0 +1,191 @@
+"""choice: how the extractive reader chooses what to quote, as pure functions over scored pieces.
+
+The whole rule, in the order it runs:
+
+1. `rank`: every candidate piece (`ragline.answer.context.Piece`) gets a score from the
+   question's terms (each weighted by its idf, or 1), the block's heading path, what the
+   question asks for (`ragline.answer.cues.cue_match`) and the block's rank; best first.
+2. `with_dense`: the DENSE_POOL best get the cosine of the question with the piece (the
+   reader computes it with the index's embedder), weighted, and are ranked again.
+3. `select`: `choose` picks the pieces, the one that answers first (a question after a
+   time, a duration, a number or a name gets a piece holding it: `holds_asked`); a lead
+   that brings its list, table or code (`continued`) is the answer alone; each piece that
+   leads in to what follows brings that.
+
+The numbers are `ChoiceWeights`; `FITTED` is what `just fit-answer` chose.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import ragline.text
+from ragline.answer.context import Piece
+from ragline.answer.cues import ANNOUNCES, asked_quantity, cue_match, holds_quantity
+
+DENSE_POOL = 12  # candidates the dense similarity rescores (embedding them all costs ~0.7 s a question)
+
+
+@dataclass(frozen=True)
+class ChoiceWeights:
+    """The numbers of the extractive sentence choice (`rank`, `choose`).
+
+    `headings`, `cue`, `dense`, `rank` weigh the score's terms; `keep` is the share of the
+    best score a further piece needs, `most` the pieces quoted at most, `budget` the words
+    further pieces may bring the answer to. The defaults are `FITTED`.
+    """
+
+    headings: float
+    cue: float
+    dense: float
+    rank: float
+    keep: float
+    most: int
+    budget: int
+
+
+# Fitted by `just fit-answer` (scripts/fit_answer.py): the grid point with the best mean answer-ok
+# of answerable questions over the three development corpora (corpus/, eng-practices, gds-way), the
+# default retrieval's top 5 blocks; leave-one-corpus-out and the hand-set weights it replaced in
+# results/answer-fit.json. tests/test_golden.py checks these against that file.
+FITTED = ChoiceWeights(headings=0.3, cue=0.3, dense=0.3, rank=0.15, keep=0.35, most=3, budget=60)
+
+
+class Scored(NamedTuple):
+    """A piece and its score (higher is better)."""
+
+    score: float
+    piece: Piece
+
+
+def _order(s: Scored) -> tuple[float, int, int]:
+    return (-s.score, s.piece.block, s.piece.position)
+
+
+def rank(
+    question: str,
+    weights: dict[str, float],
+    pieces: Sequence[Piece],
+    headings: dict[int, set[str]] | None,
+    cue: str | None,
+    choice: ChoiceWeights = FITTED,
+) -> tuple[list[Scored], float]:
+    """(the pieces scored, best first; the best lexical and heading match).
+
+    Score of piece s from block b, with T the question's terms and w(t) their `weights`
+    (`headings`: each block's heading-path terms, None to leave them out):
+        sum(w(t) for t in T if t in s) / sum(w)
+      + headings * sum(w(t) for t in T if t in b's heading path) / sum(w)   (with `headings`)
+      + cue      * cue_match(cue, s, question)                              (with a cue)
+      + rank     / b
+    Ties go to the earlier block, then the earlier piece. The match returned is the best of
+    the first two terms: 0 means no word of the question in any piece or heading.
+    """
+    total = sum(weights.values())
+    matched = 0.0
+    out: list[Scored] = []
+    for p in pieces:
+        terms = ragline.text.term_set(p.text)
+        score = sum(w for t, w in weights.items() if t in terms) / total
+        if headings is not None:
+            score += choice.headings * sum(w for t, w in weights.items() if t in headings[p.block]) / total
+        matched = max(matched, score)
+        if cue:
+            score += choice.cue * cue_match(cue, p, question)
+        score += choice.rank / p.block
+        out.append(Scored(score, p))
+    return sorted(out, key=_order), matched
+
+
+def with_dense(ranked: list[Scored], cosines: Sequence[float], weight: float) -> list[Scored]:
+    """The first len(cosines) of `ranked` each plus `weight` x its cosine, ranked again among
+    themselves, then the rest as they were."""
+    n = len(cosines)
+    pool = [Scored(s.score + weight * float(cos), s.piece) for s, cos in zip(ranked[:n], cosines, strict=True)]
+    return sorted(pool, key=_order) + ranked[n:]
+
+
+def holds_asked(cue: str | None, piece: Piece, question: str) -> bool:
+    """Whether a piece holds what the question asks for: the cue's kind fully
+    (`cue_match`), and the precise quantity where the question names one (`asked_quantity`:
+    "how many days" wants a number of days, not any number)."""
+    if cue not in ("time", "duration", "number", "name"):
+        return False
+    if cue == "number" and (asked := asked_quantity(question)) is not None:
+        return holds_quantity(asked, piece.text, question)
+    return cue_match(cue, piece, question) == 1.0
+
+
+def choose(ranked: list[Scored], pieces: Sequence[Piece], question: str, cue: str | None, weights: ChoiceWeights) -> list[Piece]:
+    """The pieces to quote, the one that answers first.
+
+    For a steps question whose best candidate is a list item: the whole list, in its order.
+    A code block: alone. Otherwise the best candidate, then up to `most - 1` more scoring at
+    least `keep` of it while the answer stays within `budget` words. A question after a
+    time, a duration, a number or a name must get a piece holding it (`holds_asked`): when
+    none of those chosen does, the best one that does and scores half the best's joins,
+    from whichever block holds it, and the piece holding it leads; the rest follow in
+    handbook order.
+    """
+    best = ranked[0]
+    if cue == "steps" and best.piece.kind == "item":  # the whole list, in its own order
+        return [p for p in pieces if p.block == best.piece.block and p.group == best.piece.group]
+    if best.piece.kind == "code":
+        return [best.piece]
+    chosen = [best]
+    words = len(best.piece.text.split())
+    for s in ranked[1:]:
+        if len(chosen) >= weights.most or s.score < weights.keep * best.score:
+            break
+        if s.piece.kind != "code" and words + len(s.piece.text.split()) <= weights.budget:
+            chosen.append(s)
+            words += len(s.piece.text.split())
+    if cue and not any(holds_asked(cue, s.piece, question) for s in chosen):
+        fit = [s for s in ranked if holds_asked(cue, s.piece, question) and s.score >= 0.5 * best.score]
+        if fit:
+            chosen = [*chosen[: weights.most - 1], fit[0]]
+    fits = [s for s in chosen if holds_asked(cue, s.piece, question)]
+    lead = max(fits, key=lambda s: s.score) if fits else best
+    return [lead.piece, *sorted((s.piece for s in chosen if s is not lead), key=lambda p: (p.block, p.position))]
+
+
+def continued(chosen: list[Piece], every: Sequence[Piece]) -> list[Piece]:
+    """`chosen`, each sentence that leads in to what follows it, followed by that.
+
+    "Our core languages for backend development are:" says nothing without the list
+    after it; "then run:" nothing without its code block. The next piece of the same
+    block comes along: a whole list or table, a code block, or one sentence. A sentence
+    without the colon leads in too when a list or table follows its paragraph at once
+    and it announces one ("There are a number of tools in use." then more words, then
+    the list; "the following", "several", "these").
+    """
+    out: list[Piece] = []
+    for c in chosen:
+        if c in out:
+            continue
+        out.append(c)
+        after = [x for x in every if x.block == c.block and x.position > c.position]
+        if not c.text.rstrip().endswith(":"):
+            after = [x for x in after if x.group != c.group]  # what follows its paragraph
+            if not (c.kind == "sentence" and after and after[0].kind in ("item", "row") and ANNOUNCES.search(c.text)):
+                continue
+        if not after:
+            continue
+        follow = after[0]
+        more = [x for x in after if x.group == follow.group] if follow.kind in ("item", "row") else [follow]
+        out.extend(x for x in more if x not in out)
+    return out
+
+
+def select(
+    ranked: list[Scored], every: Sequence[Piece], pieces: Sequence[Piece], question: str, cue: str | None, weights: ChoiceWeights
+) -> list[Piece]:
+    """What is quoted, in order: `choose`'s pieces, each followed by what it leads in to
+    (`continued`); when the lead itself brings a list, a table or code, that is the answer
+    alone. `every` is all the context's pieces, `pieces` those that may be chosen."""
+    chosen = choose(ranked, pieces, question, cue, weights)
+    if len(continued(chosen[:1], every)) > 1:  # the lead brings its list, table or code: that is the answer
+        chosen = chosen[:1]
+    return continued(chosen, every)

@@ -1,0 +1,168 @@
+"""choice: the extractive reader's selection rule, called directly on literal pieces whose
+scores can be checked by hand."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from ragline.answer.choice import ChoiceWeights, Scored, choose, continued, holds_asked, rank, select, with_dense
+from ragline.answer.context import Piece
+
+WIDE = ChoiceWeights(headings=0.3, cue=0.3, dense=0.3, rank=0.15, keep=0.35, most=3, budget=60)
+
+
+def sentence(block: int, position: int, text: str, group: int = 1) -> Piece:
+    return Piece(block, position, text, "sentence", group)
+
+
+def item(block: int, position: int, text: str, group: int = 2) -> Piece:
+    return Piece(block, position, text, "item", group)
+
+
+def scored(*pairs: tuple[float, Piece]) -> list[Scored]:
+    return [Scored(score, piece) for score, piece in pairs]
+
+
+# --------------------------------------------------------------------------- rank and with_dense
+
+
+def test_rank_adds_the_terms_the_headings_the_cue_and_the_block_rank():
+    a = sentence(1, 0, "The sweep starts nightly.")
+    b = sentence(2, 0, "The sweep is slow.")
+    weights = {"sweep": 2.0, "nightly": 1.0}
+    ranked, matched = rank("sweep nightly", weights, [a, b], {1: set(), 2: {"nightly"}}, None, WIDE)
+    # a: (2 + 1) / 3 + 0.15 / 1; b: 2 / 3 + 0.3 * 1 / 3 (its heading) + 0.15 / 2
+    assert [s.piece for s in ranked] == [a, b]
+    assert [s.score for s in ranked] == pytest.approx([1.15, 2 / 3 + 0.1 + 0.075])
+    assert matched == pytest.approx(1.0)  # the best of terms and headings, without cue and rank
+
+
+def test_rank_without_headings_leaves_them_out_and_a_cue_weighs_in():
+    a = sentence(1, 0, "The sweep runs.")
+    b = sentence(1, 1, "The sweep runs at 02:00 UTC.")
+    ranked, _ = rank("When does the sweep run?", {"sweep": 1.0, "run": 1.0}, [a, b], None, "time", WIDE)
+    assert [s.piece for s in ranked] == [b, a]  # the clock time is what "when" asks for
+    assert ranked[0].score == pytest.approx(1.0 + 0.3 * 1.0 + 0.15)
+    assert ranked[1].score == pytest.approx(1.0 + 0.15)
+
+
+def test_rank_breaks_ties_by_block_then_position_and_reports_no_match():
+    late = sentence(2, 5, "Nothing here.")
+    early = sentence(1, 3, "Nothing there.")
+    first = sentence(1, 1, "Nothing at all.")
+    ranked, matched = rank("sweep", {"sweep": 1.0}, [late, early, first], None, None, WIDE)
+    assert [s.piece for s in ranked] == [first, early, late]
+    assert matched == 0.0
+
+
+def test_with_dense_rescores_the_pool_only_and_ranks_it_again():
+    a, b, c = sentence(1, 0, "a a"), sentence(1, 1, "b b"), sentence(2, 0, "c c")
+    ranked = scored((1.0, a), (0.9, b), (0.5, c))
+    out = with_dense(ranked, [0.0, 1.0], 0.3)
+    assert [s.piece for s in out] == [b, a, c]
+    assert [s.score for s in out] == pytest.approx([1.2, 1.0, 0.5])  # c, outside the pool, is untouched
+
+
+# --------------------------------------------------------------------------- choose
+
+
+def test_choose_keeps_pieces_within_keep_most_and_budget():
+    best, near, far = sentence(2, 0, "one two three"), sentence(1, 4, "four five"), sentence(1, 1, "six seven")
+    ranked = scored((1.0, best), (0.5, near), (0.3, far))
+    assert choose(ranked, [best, near, far], "q", None, WIDE) == [best, near]  # 0.3 < 0.35 of the best
+    tight = dataclasses.replace(WIDE, budget=4)
+    long = sentence(1, 2, "a piece of many words")
+    short = sentence(1, 3, "ok")
+    ranked = scored((1.0, best), (0.9, long), (0.8, short))
+    assert choose(ranked, [best, long, short], "q", None, tight) == [best, short]  # the long one is over the budget
+    most = dataclasses.replace(WIDE, most=1)
+    assert choose(ranked, [best, long, short], "q", None, most) == [best]
+
+
+def test_choose_puts_the_lead_first_and_the_rest_in_handbook_order():
+    best, later, earlier = sentence(1, 0, "lead piece"), sentence(2, 0, "from block two"), sentence(1, 5, "later in one")
+    ranked = scored((1.0, best), (0.9, later), (0.8, earlier))
+    assert choose(ranked, [best, later, earlier], "q", None, WIDE) == [best, earlier, later]
+
+
+def test_a_steps_question_gets_the_whole_list_in_its_order():
+    intro = sentence(1, 0, "Do this:", group=1)
+    steps = [item(1, 1, "First step here"), item(1, 2, "Second step here"), item(1, 3, "Third step here")]
+    other = item(2, 0, "Another list", group=7)
+    ranked = scored((1.0, steps[2]), (0.9, intro), (0.5, steps[0]))
+    assert choose(ranked, [intro, *steps, other], "How do I deploy?", "steps", WIDE) == steps
+
+
+def test_a_code_block_is_quoted_alone():
+    code = Piece(1, 0, "```\nmake deploy\n```", "code", 1)
+    ranked = scored((1.0, code), (0.99, sentence(1, 1, "then run it")))
+    assert choose(ranked, [code], "q", "code", WIDE) == [code]
+
+
+def test_a_piece_holding_what_is_asked_leads():
+    a, b = sentence(1, 0, "The sweep settles payouts."), sentence(1, 1, "It is owned by payments.")
+    clock = sentence(3, 0, "The sweep runs at 02:00 UTC.")
+    ranked = scored((1.0, a), (0.9, b), (0.6, clock))
+    assert choose(ranked, [a, b, clock], "When does the sweep run?", "time", WIDE) == [clock, a, b]
+
+
+def test_a_piece_holding_what_is_asked_joins_from_below_keep_if_it_scores_half_the_best():
+    strict = dataclasses.replace(WIDE, keep=0.95)  # nothing but the best is kept on score alone
+    a, b = sentence(1, 0, "The sweep settles payouts."), sentence(1, 1, "It is owned by payments.")
+    clock = sentence(3, 0, "The sweep runs at 02:00 UTC.")
+    assert choose(scored((1.0, a), (0.9, b), (0.6, clock)), [a, b, clock], "When does the sweep run?", "time", strict) == [clock, a]
+    assert choose(scored((1.0, a), (0.9, b), (0.4, clock)), [a, b, clock], "When does the sweep run?", "time", strict) == [a]
+
+
+def test_the_joining_piece_replaces_the_last_when_the_answer_is_full():
+    a, b, c = sentence(1, 0, "alpha beta"), sentence(1, 1, "gamma delta"), sentence(1, 2, "epsilon zeta")
+    clock = sentence(2, 0, "It starts at 02:00.")
+    ranked = scored((1.0, a), (0.9, b), (0.8, c), (0.7, clock))
+    assert choose(ranked, [a, b, c, clock], "When?", "time", WIDE) == [clock, a, b]
+
+
+def test_holds_asked_wants_the_quantity_the_question_names():
+    assert holds_asked("number", sentence(1, 0, "Keep logs for 14 days."), "How many days are logs kept?")
+    assert not holds_asked("number", sentence(1, 0, "Keep 14 logs."), "How many days are logs kept?")
+    assert not holds_asked("number", sentence(1, 0, "Keep logs for 14 days."), "Are 14 days enough, how many days?")
+    assert holds_asked("time", sentence(1, 0, "At 02:00."), "When?")
+    assert not holds_asked("steps", item(1, 0, "a step"), "How do I?")  # only time, duration, number and name
+
+
+# --------------------------------------------------------------------------- continued and select
+
+
+def test_a_sentence_ending_in_a_colon_brings_its_list():
+    lead = sentence(1, 0, "Our core languages are:", group=1)
+    items = [item(1, 1, "Go and more"), item(1, 2, "Python and more")]
+    after = sentence(1, 3, "Something else entirely.", group=3)
+    assert continued([lead], [lead, *items, after]) == [lead, *items]
+
+
+def test_an_announcing_sentence_brings_the_list_after_its_paragraph():
+    lead = sentence(1, 0, "There are several tools in use.", group=1)
+    more = sentence(1, 1, "Each has an owner.", group=1)
+    items = [item(1, 2, "Tool one here"), item(1, 3, "Tool two here")]
+    assert continued([lead], [lead, more, *items]) == [lead, *items]
+    plain = sentence(1, 0, "Tools are in use.", group=1)  # announces nothing
+    assert continued([plain], [plain, more, *items]) == [plain]
+
+
+def test_continued_stays_in_its_block_and_never_repeats():
+    lead = sentence(1, 0, "Then run:", group=1)
+    code = Piece(1, 1, "```\nmake\n```", "code", 2)
+    elsewhere = Piece(2, 0, "```\nother\n```", "code", 1)
+    assert continued([lead, code], [lead, code, elsewhere]) == [lead, code]
+
+
+def test_select_quotes_the_lead_alone_when_it_brings_its_list():
+    lead = sentence(1, 0, "Deploys need:", group=1)
+    items = [item(1, 1, "A green build here"), item(1, 2, "An approval here")]
+    other = sentence(2, 0, "Unrelated second piece.", group=1)
+    ranked = scored((1.0, lead), (0.9, other))
+    assert select(ranked, [lead, *items, other], [lead, *items, other], "What do deploys need?", None, WIDE) == [lead, *items]
+    alone = sentence(1, 0, "Deploys need a build.", group=1)
+    ranked = scored((1.0, alone), (0.9, other))
+    assert select(ranked, [alone, other], [alone, other], "What do deploys need?", None, WIDE) == [alone, other]
