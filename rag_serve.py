@@ -92,10 +92,15 @@ class Settings:
     """The server's defaults: rag-answer's options as given on the command line."""
 
     search: rag_search.SearchArgs
-    llm: str = "extractive"
-    features: tuple[str, ...] = ragline.records.ANSWER_FEATURES
-    threshold: float = rag_answer.DEFAULT_ABSTAIN
-    context: int = rag_answer.CONTEXT
+    answering: rag_answer.AnswerArgs = field(default_factory=rag_answer.AnswerArgs)
+
+    @property
+    def threshold(self) -> float:
+        return self.answering.threshold
+
+    @property
+    def context(self) -> int:
+        return self.answering.size
 
 
 @dataclass
@@ -173,7 +178,7 @@ def open_engine(settings: Settings, embedder: rag_embed.Embedder | None = None) 
     s = settings.search
     if embedder is None or embedder.name != built or embedder.sha256 != index.manifest.get("model_sha256", embedder.sha256):
         embedder = rag_embed.load_embedder(s.model or built, threads=s.threads)
-    generator = rag_answer.make_generator(settings.llm, settings.features, index, embedder)
+    generator = rag_answer.make_generator(settings.answering, index, embedder)
     engine = Engine(settings, before or "", index, embedder, generator, chunk_ids=frozenset(index.ids))
     engine.searcher({})  # the default configuration is checked (model, dimensions) before the first request
     return engine
@@ -539,7 +544,7 @@ def serve_mcp(settings: Settings) -> None:
 @click.option("--cors", multiple=True, metavar="ORIGIN", help="Allow browser requests from this origin (repeatable; none by default).")
 @ragline.options.get("max_body").click()
 @ragline.options.get("workers").click()
-@rag_answer.generator_options
+@rag_answer.answer_options
 @click.option("--quiet", "-q", is_flag=True, help="No access log.")
 @click.option(
     "--mcp",
@@ -557,10 +562,7 @@ def main(
     cors: tuple[str, ...],
     max_body: int,
     workers: int,
-    llm: str,
-    off: tuple[str, ...],
-    threshold: float,
-    size: int,
+    answering: rag_answer.AnswerArgs,
     quiet: bool,
     over_mcp: bool,
 ) -> None:
@@ -568,7 +570,7 @@ def main(
     if over_mcp:
         if given := rag_search.given_on_command_line(HTTP_ONLY):
             raise click.UsageError(f"{', '.join(given)}: HTTP options; --mcp serves stdio")
-        serve_mcp(Settings(search, llm, rag_answer.features_from(off), threshold, size))
+        serve_mcp(Settings(search, answering))
         return
     if not serving.is_loopback(host) and not token and not is_open:
         sys.stderr.write(
@@ -583,7 +585,7 @@ def main(
     if token is not None and not re.fullmatch(r"[\x21-\x7e]+", token):
         sys.stderr.write(f"{STAGE}: the token must be printable ASCII without spaces (RFC 6750): no client could send this one\n")
         raise SystemExit(2)
-    settings = Settings(search, llm, rag_answer.features_from(off), threshold, size)
+    settings = Settings(search, answering)
     sock = serving.bind(host, port, shared=workers > 1)
     say = serving.say
 

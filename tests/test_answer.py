@@ -199,7 +199,10 @@ class TestSupport:
 
     def test_nothing_survives_means_refusal(self):
         class Liar:
-            name, features = "liar", ()
+            name, features, written = "liar", (), True
+
+            def record(self):
+                return {}
 
             def missing_evidence(self, q, blocks):
                 return None
@@ -459,6 +462,7 @@ class TestCli:
         assert out["schema"] == "answer/1" and not out["refused"] and "23:40" in out["answer"]
         assert out["generator"] == {
             "name": "extractive",
+            "llm": "extractive",
             "features": list(rag_answer.FEATURES),
             "threshold": 0.0,
             "context": rag_answer.CONTEXT,

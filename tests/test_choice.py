@@ -7,7 +7,7 @@ import dataclasses
 
 import pytest
 
-from ragline.answer.choice import ChoiceWeights, Scored, choose, continued, holds_asked, rank, select, with_dense
+from ragline.answer.choice import ChoiceWeights, Scored, choose, continued, holds_asked, rank, rescore, select
 from ragline.answer.context import Piece
 
 WIDE = ChoiceWeights(headings=0.3, cue=0.3, dense=0.3, rank=0.15, keep=0.35, most=3, budget=60)
@@ -25,7 +25,7 @@ def scored(*pairs: tuple[float, Piece]) -> list[Scored]:
     return [Scored(score, piece) for score, piece in pairs]
 
 
-# --------------------------------------------------------------------------- rank and with_dense
+# --------------------------------------------------------------------------- rank and rescore
 
 
 def test_rank_adds_the_terms_the_headings_the_cue_and_the_block_rank():
@@ -57,10 +57,10 @@ def test_rank_breaks_ties_by_block_then_position_and_reports_no_match():
     assert matched == 0.0
 
 
-def test_with_dense_rescores_the_pool_only_and_ranks_it_again():
+def test_rescore_adds_to_the_pool_only_and_ranks_it_again():
     a, b, c = sentence(1, 0, "a a"), sentence(1, 1, "b b"), sentence(2, 0, "c c")
     ranked = scored((1.0, a), (0.9, b), (0.5, c))
-    out = with_dense(ranked, [0.0, 1.0], 0.3)
+    out = rescore(ranked, [0.0, 1.0], 0.3)
     assert [s.piece for s in out] == [b, a, c]
     assert [s.score for s in out] == pytest.approx([1.2, 1.0, 0.5])  # c, outside the pool, is untouched
 

@@ -39,6 +39,9 @@ OPTIONS = {
     "candidates": [("search", "candidates")],
     "rrf_k": [("search", "rrf_k")],
     "context": [("answer", "size")],
+    "llm": [("answer", "llm")],
+    "local_mode": [("answer", "local_mode")],
+    "local_model": [("answer", "local_model")],
 }
 
 

