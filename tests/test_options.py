@@ -54,6 +54,7 @@ def _dataclass_differences(cls: type, declared: tuple[Option, ...]) -> list[str]
     """The names where a written-out dataclass and the declarations disagree: field order, type or default."""
     hints = typing.get_type_hints(cls)
     got = [(f.name, hints[f.name], f.default) for f in dataclasses.fields(cls)]
+
     def kind(o: Option) -> object:
         return tuple[o.type, ...] if o.multiple else o.type if o.default is not None or o.required else o.type | None
 

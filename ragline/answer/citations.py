@@ -200,7 +200,9 @@ def check_citations(answer: str, sources: Sequence[Source], prompt: Sequence[str
             sentence = re.sub(r"\s{2,}", " ", sentence).strip()
         why = unsupported(sentence, sources, valid, prompt)
         if why is not None and written:
-            other = next((n for n in range(1, n_blocks + 1) if n not in valid and unsupported(sentence, sources, [n], prompt) is None), None)
+            other = next(
+                (n for n in range(1, n_blocks + 1) if n not in valid and unsupported(sentence, sources, [n], prompt) is None), None
+            )
             if other is not None:
                 out.recited.append((sentence, valid, other))
                 sentence, valid, why = _cite_to(sentence, other), [other], None
