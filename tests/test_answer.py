@@ -758,6 +758,8 @@ class TestWhatTheQuestionAsksFor:
             ("How many reviewers approve a change?", "A change needs two approving reviewers."),
             ("What percentage of coverage must a change reach?", "Aim for 80% coverage on new code."),
             ("Which Go version should new services target?", "Target Go 1.22 for new services."),
+            ("Is there a free version of Copilot we may use?", "The free version of Copilot is not allowed on GDS repositories."),
+            ("Which free versions of the editor are approved?", "Free versions of the editor are approved for personal projects."),
         ],
     )
     def test_the_quantity_in_the_context_is_answered(self, question, text):

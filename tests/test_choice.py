@@ -7,7 +7,7 @@ import dataclasses
 
 import pytest
 
-from ragline.answer.choice import ChoiceWeights, Scored, choose, continued, holds_asked, rank, rescore, select
+from ragline.answer.choice import ChoiceWeights, Scored, choose, continued, holds_asked, rank, rescore, select, with_leads
 from ragline.answer.context import Piece
 
 WIDE = ChoiceWeights(headings=0.3, cue=0.3, dense=0.3, rank=0.15, keep=0.35, most=3, budget=60)
@@ -166,3 +166,31 @@ def test_select_quotes_the_lead_alone_when_it_brings_its_list():
     alone = sentence(1, 0, "Deploys need a build.", group=1)
     ranked = scored((1.0, alone), (0.9, other))
     assert select(ranked, [alone, other], [alone, other], "What do deploys need?", None, WIDE) == [alone, other]
+
+
+# --------------------------------------------------------------------------- leads and lower blocks
+
+
+def test_an_item_comes_after_the_lead_in_that_carries_the_questions_condition():
+    lead = sentence(1, 0, "To be clear, the following cases are not an emergency:", group=1)
+    items = [
+        Piece(1, 1, "- Wanting to launch this week.", "item", 2, lead=0),
+        Piece(1, 2, "- Rolling back a CL that broke the build.", "item", 2, lead=0),
+    ]
+    every = [lead, *items]
+    assert with_leads([items[1]], every, "Is rolling back a CL that broke the build an emergency?") == [lead, items[1]]
+    plain = sentence(1, 0, "Examples:", group=1)  # carries nothing the question asks about
+    assert with_leads([items[1]], [plain, *items], "Is rolling back a CL that broke the build an emergency?") == [items[1]]
+    nested = Piece(1, 3, "- only for hotfixes", "item", 2, lead=2)  # a nested item's lead is its parent item
+    assert with_leads([nested], [*every, nested], "When is rolling back allowed?") == [items[1], nested]
+    assert with_leads([lead, items[1]], every, "emergency rolling back?") == [lead, items[1]]  # never twice
+
+
+def test_nothing_from_a_lower_block_joins_a_best_piece_that_holds_what_is_asked():
+    best = sentence(1, 0, "The sweep runs at 23:40 IST.")
+    lower, same = sentence(2, 0, "Sweeps are logged by the platform."), sentence(1, 1, "It closes the batch.")
+    ranked = scored((1.0, best), (0.9, lower), (0.8, same))
+    assert choose(ranked, [best, lower, same], "When does the sweep run?", "time", WIDE) == [best, same]
+    vague = sentence(1, 0, "The sweep closes the batch.")  # holds no time: a lower block may still help
+    ranked = scored((1.0, vague), (0.9, lower), (0.8, same))
+    assert choose(ranked, [vague, lower, same], "When does the sweep run?", "time", WIDE) == [vague, same, lower]

@@ -11,13 +11,15 @@ The whole rule, in the order it runs:
 3. `select`: `choose` picks the pieces, the one that answers first (a question after a
    time, a duration, a number or a name gets a piece holding it: `holds_asked`); a lead
    that brings its list, table or code (`continued`) is the answer alone; each piece that
-   leads in to what follows brings that.
+   leads in to what follows brings that, and a list item brings what introduces it where that
+   carries the question's condition (`with_leads`).
 
 The numbers are `ChoiceWeights`; `FITTED` is what `just fit-answer` chose.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -157,6 +159,8 @@ def choose(ranked: list[Scored], pieces: Sequence[Piece], question: str, cue: st
     for s in ranked[1:]:
         if len(chosen) >= weights.most or s.score < weights.keep * best.score:
             break
+        if s.piece.block > best.piece.block and holds_asked(cue, best.piece, question):
+            continue  # the best already holds what is asked: nothing from a lower block
         if s.piece.kind != "code" and words + len(s.piece.text.split()) <= weights.budget:
             chosen.append(s)
             words += len(s.piece.text.split())
@@ -197,6 +201,28 @@ def continued(chosen: list[Piece], every: Sequence[Piece]) -> list[Piece]:
     return out
 
 
+NEGATION = re.compile(r"\b(?:not|never|no|don't|do not|isn't|aren't|shouldn't|must not|cannot|can't|without|except|unless)\b", re.I)
+
+
+def with_leads(quoted: list[Piece], every: Sequence[Piece], question: str) -> list[Piece]:
+    """`quoted`, each list item preceded by what introduces it (`Piece.lead`: its list's lead-in
+    sentence, a nested item's parent item) where that carries the condition the question asks
+    about: a term of the question the item lacks, or a negation ("the following are *not* an
+    emergency:", then "- Rolling back a CL that broke the build")."""
+    asked = ragline.text.term_set(question)
+    at = {(p.block, p.position): p for p in every}
+    out: list[Piece] = []
+    for p in quoted:
+        lead = at.get((p.block, p.lead)) if p.kind == "item" and p.lead >= 0 else None
+        if lead is not None and lead not in out and lead not in quoted:
+            missing = (ragline.text.term_set(lead.text) - ragline.text.term_set(p.text)) & asked
+            if missing or NEGATION.search(lead.text):
+                out.append(lead)
+        if p not in out:
+            out.append(p)
+    return out
+
+
 def select(
     ranked: list[Scored], every: Sequence[Piece], pieces: Sequence[Piece], question: str, cue: str | None, weights: ChoiceWeights
 ) -> list[Piece]:
@@ -206,4 +232,4 @@ def select(
     chosen = choose(ranked, pieces, question, cue, weights)
     if len(continued(chosen[:1], every)) > 1:  # the lead brings its list, table or code: that is the answer
         chosen = chosen[:1]
-    return continued(chosen, every)
+    return with_leads(continued(chosen, every), every, question)

@@ -31,6 +31,7 @@ class Piece:
     kind: str  # sentence, item, row, code
     group: int  # the list, table or paragraph it belongs to (-1: none)
     header: str = ""  # a table row's header row, its cells joined by " | "
+    lead: int = -1  # the position of the piece that introduces it: a nested item's parent item, a list's lead-in sentence
 
 
 @dataclass
@@ -87,10 +88,13 @@ def pieces(block: ContextBlock, unwrap: bool = True) -> list[Piece]:
         parts = [markdown.Block("paragraph", 0, len(text), 1, text.count("\n") + 1)]
     out: list[Piece] = []
     g = 0
+    intro = -1  # the lead-in of the list that starts here: the sentence ending in ":" just before it
     for i, part in enumerate(parts):
         body = text[part.start : part.end]
         if not (part.kind == "list_item" and i and parts[i - 1].kind == "list_item"):
             g += 1  # consecutive list items are one list
+        if part.kind != "list_item":
+            intro = -1
         if part.kind in ("heading", "html", "rule"):
             continue
         if part.kind in ("fence", "code"):
@@ -102,12 +106,14 @@ def pieces(block: ContextBlock, unwrap: bool = True) -> list[Piece]:
                 cells = [c.strip() for c in row.strip().strip("|").split("|")]
                 out.append(Piece(block.n, len(out), " | ".join(cells), "row", g, header=header))
         elif part.kind == "list_item":
-            for item in _list_items(body, unwrap):
-                out.append(Piece(block.n, len(out), item, "item", g))
+            top = len(out)
+            for k, item in enumerate(_list_items(body, unwrap)):
+                out.append(Piece(block.n, len(out), item, "item", g, lead=intro if k == 0 else top))
         else:
             body = "\n".join(line for line in body.split("\n") if not LINK_DEFINITION.match(line))  # `[ref]: url` is no prose
             cut = sentences(" ".join(body.split())) if unwrap else [line.strip() for line in body.split("\n")]
             out.extend(Piece(block.n, len(out), p.lstrip("> ").strip(), "sentence", g) for p in cut if _says_something(p))
+            intro = len(out) - 1 if out and out[-1].group == g and out[-1].text.rstrip().endswith(":") else -1
     return out
 
 

@@ -132,6 +132,12 @@ _NUMBER_OF = re.compile(
 )
 _PERCENT_Q = re.compile(r"\bpercentage\b|\bwhat percent\b|\bhow much of\b[^?]*\bcoverage\b", re.I)
 _VERSION_Q = re.compile(r"\b(?:which|what)\b[^?]*\bversion\b|\bversion (?:number|of)\b", re.I)
+# "the free version of X", "an enterprise version": an edition, not a version number
+_EDITION = re.compile(
+    r"\b(?:free|paid|trial|enterprise|community|premium|pro|basic|hosted|cloud|desktop|mobile|web|online|offline|open[- ]source"
+    r"|commercial|personal|team|business|full|lite)\s+versions?\b",
+    re.I,
+)
 _PERCENT = re.compile(r"\d\s?%|\bper ?cent\b", re.I)
 _VERSION = re.compile(r"\b\d+\.\d+(?:\.\d+)*\b|\bv\d+\b|\bversion \d+", re.I)
 _COUNTED = re.compile(r"\b" + _NUMBER_WORD + r"(?=((?:[\s-]+[a-z]+){1,3}))", re.I)
@@ -143,14 +149,14 @@ def asked_quantity(question: str) -> tuple[str, str | None] | None:
     ("count", UNIT)  "how many days ...", "the maximum number of files": a number of UNIT
     ("number", None) "the minimum password length": some number
     ("percent", None) "what percentage of test coverage ..."
-    ("version", None) "which Go version ...", "what version number"
+    ("version", None) "which Go version ...", "what version number" (not "the free version of X": an edition)
     None otherwise (how often, how long and how much have answers in too many shapes).
     """
     if m := _HOW_MANY.search(question):
         return ("count", m.group(1).casefold())
     if _PERCENT_Q.search(question):
         return ("percent", None)
-    if _VERSION_Q.search(question):
+    if _VERSION_Q.search(question) and not _EDITION.search(question):
         return ("version", None)
     if m := _NUMBER_OF.search(question):
         return ("count", m.group(1).casefold()) if m.group(1) else ("number", None)
