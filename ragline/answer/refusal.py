@@ -26,12 +26,12 @@ class NoAnswer(Exception):
         self.reason = reason
 
 
-def judged_none(probabilities: Sequence[float], floor: float) -> str | None:
-    """Why a question is refused on the local model's judgement: no piece judged has P(yes) of
-    at least `floor` (`floor` 0: never). None when one has, or when none was judged."""
-    if floor <= 0 or not probabilities or max(probabilities) >= floor:
+def judged_none(scores: Sequence[float], floor: float) -> str | None:
+    """Why a question is refused on the local model's judgement (`ragline.answer.local.Judge`): no
+    piece judged scores at least `floor` (`floor` 0: never). None when one does, or none was judged."""
+    if floor <= 0 or not scores or max(scores) >= floor:
         return None
-    return f"the local model judged no piece to answer it (best P(yes) {max(probabilities):.2f}, under {floor:g})"
+    return f"the local model judged no piece to answer it (best score {max(scores):.2f}, under {floor:g})"
 
 
 def missing_evidence(question: str, blocks: Sequence[ContextBlock], features: Sequence[str], idf_source: Any = None) -> str | None:
