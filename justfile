@@ -105,6 +105,14 @@ eval *only: model
     if [ -d build/eval/eng-practices/default/idx ]; then just examples; fi
     just tables
 
+# The local reader's runs of `rag-eval plan` (RUNS labelled local-*: the model judging, or writing; hours on two cores), then the tables; `just eval-llm local-judge`: only that one. Needs `just llm-model` (and the 1.5B model for local-judge-1.5b: `just llm-model qwen2.5-coder-1.5b-instruct`).
+eval-llm *only: model llm-model
+    mkdir -p build/eval
+    runs="{{only}}"; if [ -z "$runs" ]; then runs="$(python3 -c 'from ragline.eval import runs; print(" ".join(runs.LOCAL_RUNS))')"; fi; rag-eval plan $runs > build/eval/plan-llm.tsv
+    if grep -q 'qwen2.5-coder-1.5b-instruct' build/eval/plan-llm.tsv; then rag-answer --fetch-local-model qwen2.5-coder-1.5b-instruct; fi
+    total=$(wc -l < build/eval/plan-llm.tsv); n=0; start=$SECONDS; tr '\t' '\037' < build/eval/plan-llm.tsv | while IFS=$'\037' read -r corpus label docs golden chunk embed index search answer; do n=$((n + 1)); echo "just eval-llm: run $n of $total: $label on $corpus ($((SECONDS - start)) s so far)" >&2; just _run "$corpus" "$label" "$docs" "$golden" "$chunk" "$embed" "$index" "$search" "$answer" < /dev/null; done
+    just tables
+
 [doc("The default configuration on the int8-arithmetic model file (RAG_MODEL_WEIGHTS=qint8), labelled qint8: a row of docs/evaluation.md's tables, paired-tested against default.")]
 eval-qint8: model
     rag-eval plan default | tr '\t' '\037' | while IFS=$'\037' read -r corpus label docs golden chunk embed index search answer; do RAG_MODEL_WEIGHTS=qint8 just _run "$corpus" qint8 "$docs" "$golden" "$chunk" "$embed" "$index" "$search" "$answer" < /dev/null; done

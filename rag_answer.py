@@ -114,6 +114,7 @@ class Extractive:
         self.features = tuple(f for f in FEATURES if f in set(features))
         self.choice = choice
         self.judge, self.judging = judge, judging
+        self.local: LocalModel | None = judge.model if judge is not None else None
         if judge is not None:
             self.name = "local"
         self.idf_source = idf_source
@@ -202,6 +203,7 @@ class Generator(Protocol):
     name: str
     features: tuple[str, ...]
     written: bool  # the text is a model's own words (its citations attributed before the check drops)
+    local: LocalModel | None  # the local model it runs, whose tokens the record counts (`llm_tokens`)
 
     def record(self) -> dict[str, Any]: ...
 
@@ -243,6 +245,10 @@ def answer(record: dict[str, Any], generator: Generator, threshold: float, size:
             raw = generator.generate(record["question"], blocks)
         except NoAnswer as refused:
             raw, reason = "", refused.reason
+        finally:
+            if generator.local is not None:
+                read, written = generator.local.take_counts()
+                out["llm_tokens"] = {"prompt": read, "generated": written}
         if reason is not None:
             pass
         elif raw.strip() == REFUSAL:

@@ -26,6 +26,8 @@ with `sizes(quick)`, `run(sizes)` -> {"figures", "targets", "notes"} and
              --workers 2 against 1 at concurrency 8
     build    the whole index build on the three corpora: default, without passages, on the int8-arithmetic
              file; its cosine to the float32 vectors; the ablation of what to quantise
+    reader   seconds and tokens a question of each reader (extractive, the local model judging and writing),
+             against llama.cpp's own pp512/tg128 throughput on the same file
 
 bench/harness.py holds the timing and load helpers, bench/workload.py the inputs.
 Every figure is the median of several runs; every ratio divides two medians taken
@@ -51,7 +53,7 @@ ROOT = HERE.parent
 # run as a script: import the stages and the bench package from the checkout, not bench/'s modules as top-level ones
 sys.path[:] = [str(ROOT), *(p for p in sys.path if Path(p or ".").resolve() != HERE)]
 
-from bench import bm25, build, cache, chunk, dense, embed, question, serve, shard, startup  # noqa: E402
+from bench import bm25, build, cache, chunk, dense, embed, question, reader, serve, shard, startup  # noqa: E402
 from bench.harness import QUIET, git_state, load_meter, machine  # noqa: E402
 
 SCHEMA = "ragline-bench/1"
@@ -66,6 +68,7 @@ SECTIONS = {
     "chunk": chunk,
     "serve": serve,
     "build": build,
+    "reader": reader,
 }
 
 

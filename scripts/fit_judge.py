@@ -60,9 +60,10 @@ NONE = choice.JudgeWeights(pieces=0, weight=0.0, floor=0.0)  # the extractive re
 class Recorded:
     """A judge that answers from what the real one said (and, for `learn`, asks it first)."""
 
-    def __init__(self, known: dict[str, float], real: Judge | None = None, model: str = ""):
+    def __init__(self, known: dict[str, float], real: Judge | None = None, method: str = METHOD):
         self.known, self.real = known, real
         self.model = real.model if real is not None else self
+        self.method = real.method if real is not None else method
 
     def record(self) -> dict[str, Any]:  # as LocalModel.record, for the answer record
         return {"local_model": "recorded", "local_model_sha256": None}

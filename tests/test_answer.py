@@ -199,7 +199,7 @@ class TestSupport:
 
     def test_nothing_survives_means_refusal(self):
         class Liar:
-            name, features, written = "liar", (), True
+            name, features, written, local = "liar", (), True, None
 
             def record(self):
                 return {}

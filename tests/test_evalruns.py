@@ -105,7 +105,10 @@ class TestRuns:
     def test_the_plan(self):
         runs, absent = evalruns.plan(present=lambda docs: True)
         assert [(r.corpus.name, r.label) for r in runs[:2]] == [("northwind", "default"), ("northwind", "no-rerank")]
-        assert len(runs) == len(evalruns.CORPORA) * len(RUNS) and absent == []
+        assert len(runs) == len(evalruns.CORPORA) * (len(RUNS) - len(evalruns.LOCAL_RUNS)) and absent == []
+        assert not {r.label for r in runs} & set(evalruns.LOCAL_RUNS)  # the local reader's runs only when named
+        runs, _ = evalruns.plan(["local-judge"], present=lambda docs: True)
+        assert [r.label for r in runs] == ["local-judge"] * 3 and runs[0].flags["answer"] == ["--llm", "local"]
         runs, absent = evalruns.plan(["bm25", "gds-way", "default"], present=lambda docs: True)
         assert [(r.corpus.name, r.label) for r in runs] == [("gds-way", "default"), ("gds-way", "bm25")]  # RUNS' order
         assert runs[1].tsv() == "gds-way\tbm25\t../shared/corpora/gds-way/docs\teval/gds-way.golden.yaml\t\t\t\t--no-dense\t"

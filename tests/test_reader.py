@@ -63,6 +63,9 @@ class FakeModel:
     def record(self):
         return {"local_model": self.name, "local_model_sha256": self.sha256}
 
+    def take_counts(self):
+        return (len("".join(self.judged)) + len("".join(self.prompts)), 0)
+
 
 SWEEP = hit("ops#sweep", "The sweep settles the day's payments. It runs at 23:40 IST every night. Nobody runs it by hand.")
 
@@ -245,3 +248,18 @@ def test_a_missing_model_says_how_to_fetch_it_and_a_path_must_be_gguf(tmp_path):
         readers.reader_file(str(other), tmp_path)
     with pytest.raises(StageError, match="no local model"):
         readers.reader_file(str(tmp_path / "absent.gguf"), tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("reply", "reason"),
+    [
+        ("[[[ ]]] [1]", "no sentence survived the citation check"),
+        ("Deploys need two approvals [9].", "no sentence survived the citation check"),  # a block not sent
+        ("aaaa aaaa aaaa aaaa", "no sentence survived the citation check"),  # cites nothing, and no paragraph marker to take
+        ("\x00\x01\x02", "no sentence survived the citation check"),
+    ],
+)
+def test_garbage_from_the_model_is_a_refusal_with_its_reason(reply, reason):
+    out = answer(record("How often are keys rotated?", MARKDOWN), LocalWriter(FakeModel(reply=reply)), 0.0)
+    assert out["refused"] and out["answer"] == REFUSAL and out["citations"] == []
+    assert out["reason"] == reason

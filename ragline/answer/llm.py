@@ -76,6 +76,7 @@ class OpenAIChat:
     name = "openai"
     features: tuple[str, ...] = ()
     written = True
+    local: LocalModel | None = None
 
     def __init__(self, url: str, model: str = "default", key: str | None = None, timeout: float = 60.0, max_tokens: int = MAX_TOKENS):
         base = url.rstrip("/")
@@ -185,6 +186,7 @@ class LocalWriter:
 
     def __init__(self, model: LocalModel, max_tokens: int = MAX_TOKENS, timeout: float = 60.0):
         self.model, self.max_tokens, self.timeout = model, max_tokens, timeout
+        self.local: LocalModel | None = model
 
     def record(self) -> dict[str, Any]:
         return {"llm": "local", "local_mode": "write"} | self.model.record()

@@ -155,7 +155,15 @@ RUNS: dict[str, dict[str, Any]] = {
     "window-120": _variant(window=120),
     "window-300": _variant(window=300),
     **{f"answer-no-{f}": _variant(features=_without(f)) for f in FEATURES},
+    # the local reader (`just eval-llm`): the model judging the extractive reader's best pieces, or writing the answer
+    "local-judge": _variant(llm="local", local_mode="judge"),
+    "local-write": _variant(llm="local", local_mode="write"),
+    "local-judge-1.5b": _variant(llm="local", local_mode="judge", local_model="qwen2.5-coder-1.5b-instruct"),
 }
+
+# The runs of the local reader: minutes to hours where the others take seconds, and a model of ~0.5-1.1 GB
+# (`just llm-model`), so the plan leaves them out unless named (`rag-eval plan local-judge`, `just eval-llm`).
+LOCAL_RUNS: tuple[str, ...] = tuple(label for label, config in RUNS.items() if config.get("llm") == "local")
 
 # Runs of the default configuration on another file of the default model, made beside the plan
 # (`just eval-qint8`), each labelled with the RAG_MODEL_WEIGHTS it ran with. Their results record
@@ -224,15 +232,15 @@ def plan(names: Iterable[str] = (), present: Callable[[str], bool] = os.path.isd
     and the corpora skipped because `present(corpus.docs)` is false.
 
     `names` narrows the plan: a RUNS label keeps only the labels named, a corpus name
-    only the corpora named; none of either kind keeps all of that kind. A name that is
-    neither is a ValueError.
+    only the corpora named; none of either kind keeps all of that kind, but the LOCAL_RUNS,
+    which run only when named. A name that is neither is a ValueError.
     """
     names = list(names)
     corpora = {c.name: c for c in CORPORA}
     unknown = [n for n in names if n not in RUNS and n not in corpora]
     if unknown:
         raise ValueError(f"'{unknown[0]}' is neither a run ({', '.join(RUNS)}) nor a corpus ({', '.join(corpora)})")
-    labels = [label for label in RUNS if label in names] or list(RUNS)
+    labels = [label for label in RUNS if label in names] or [label for label in RUNS if label not in LOCAL_RUNS]
     chosen = [c for c in CORPORA if c.name in names] or list(CORPORA)
     absent = [c for c in chosen if not present(c.docs)]
     runs = [Planned(c, label, run_flags(RUNS[label])) for c in chosen if c not in absent for label in labels]
