@@ -136,7 +136,8 @@ class Extractive:
             return ""
         cue = question_cue(question) if "cue" in self.features else None
         every = [c for b in blocks for c in b.quotes("unwrap" in self.features)]
-        cands = every if cue == "code" else [c for c in every if c.kind != "code"]
+        # code is a candidate for a question asking for code, or where it holds what is asked (a sample config's value)
+        cands = every if cue == "code" else [c for c in every if c.kind != "code" or rule.holds_asked(cue, c, question)]
         if not cands:
             return ""
         heads = {b.n: ragline.text.term_set(" ".join(b.headings)) for b in blocks} if "headings" in self.features else None
@@ -153,7 +154,7 @@ class Extractive:
             judged = self.judge.scores(question, [(paths[p.block], quoted(p.text, p.kind, p.header)) for p in head])
             if (why := refusal.judged_none(judged, self.judging.floor)) is not None:
                 raise NoAnswer(why)
-            ranked = rule.rescore(ranked, judged, self.judging.weight)
+            ranked = rule.rescore(ranked, rule.relative(judged), self.judging.weight)
         chosen = rule.select(ranked, every, cands, question, cue, self.choice)
         return "\n".join(cite(c.text, c.block, c.kind, c.header) for c in chosen)
 

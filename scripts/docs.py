@@ -18,6 +18,7 @@ README.md and docs/*.md (a section whose markers are missing, or found twice, is
   examples    results/eng-practices/examples.md (written by `just eval`)
   mutation    results/mutation.json's table (written by `just mutate`)
   answer-fit  results/answer-fit.json's tables: the sentence choice's fitted weights, per corpus and left out (`just fit-answer`)
+  judge-fit   results/judge-fit*.json's tables: how the local model's judgement joins the choice, per corpus and left out (`just fit-judge`)
 The result tables (`tables`, in docs/evaluation.md), every corpus's, belong to `rag-eval table --into`.
 """
 
@@ -143,6 +144,39 @@ def answer_fit() -> str:
     return "\n".join(lines)
 
 
+def judge_fit() -> str:
+    """The local judge's fit (scripts/fit_judge.py), for each method fitted: the chosen point, answer-ok
+    and refusals per corpus beside the extractive reader alone, and each corpus left out."""
+    paths = sorted((ROOT / "results").glob("judge-fit*.json"))
+    if not paths:
+        return "_Not fitted yet: run `just fit-judge`._"
+    out = []
+    for path in paths:
+        fit = json.loads(path.read_text())
+        weights = fit["chosen"]["weights"]
+        out += [
+            f"`{path.name}`: {fit['model']}, judging by {fit['method']}; chosen among {fit['grid_points']} points ({fit['objective']}): "
+            + ", ".join(f"`{k}` {v:g}" for k, v in weights.items())
+            + ".",
+            "",
+            "| corpus | answer ok (all questions) | answerable right | refused: unanswerable / answerable | extractive alone: answer ok, "
+            "answerable right | left out: answer ok, chosen on the others | its point |",
+            "| --- | ---: | ---: | ---: | ---: | ---: | --- |",
+        ]
+        for corpus in fit["corpora"]:
+            mine, alone, left = fit["chosen"]["per_corpus"][corpus], fit["extractive"][corpus], fit["leave_one_corpus_out"][corpus]
+            other = left["chosen_on_the_others"]
+            differs = {k: v for k, v in other["weights"].items() if weights[k] != v}
+            out.append(
+                f"| {corpus} | {mine['answer_ok']:.2f} | {mine['answer_ok_answerable']:.2f} | {mine['refused_when_unanswerable']:.2f} / "
+                f"{mine['refused_when_answerable']:.2f} | {alone['answer_ok']:.2f}, {alone['answer_ok_answerable']:.2f} | {other['answer_ok']:.2f} | "
+                + (", ".join(f"`{k}` {v:g}" for k, v in differs.items()) if differs else "the same")
+                + " |"
+            )
+        out.append("")
+    return "\n".join(out).rstrip()
+
+
 def limits() -> str:
     """The bounds the hostile-input section names, from the code that enforces them."""
     sys.path.insert(0, str(ROOT))
@@ -181,6 +215,7 @@ SECTIONS = {
     "examples": lambda: file_section(ROOT / "results" / "eng-practices" / "examples.md", "run `just eval`"),
     "mutation": lambda: file_section(ROOT / "results" / "mutation.json", "run `just mutate`"),
     "answer-fit": answer_fit,
+    "judge-fit": judge_fit,
 }
 
 

@@ -48,11 +48,11 @@ from ragline.eval.golden import load_golden  # noqa: E402
 from ragline.eval.metrics import answer_ok  # noqa: E402
 
 OUT = ROOT / "results" / "judge-fit.json"
-MOST = 16  # pieces judged per question for the cache: every grid point judges a prefix of them
+MOST = 12  # pieces judged per question for the cache: every grid point judges a prefix of them
 REFUSAL_BUDGET = 8  # at most one answerable question in eight refused wrongly, on every corpus
 GRID = [
     choice.JudgeWeights(pieces=n, weight=w, floor=f)
-    for n, w, f in itertools.product((4, 8, 12, 16), (0.25, 0.5, 1.0, 2.0, 4.0), (0.0, 0.02, 0.05, 0.1, 0.2))
+    for n, w, f in itertools.product((4, 8, 12), (0.5, 1.0, 2.0, 4.0, 8.0), (0.0, 0.02, 0.05, 0.1, 0.2))
 ]
 NONE = choice.JudgeWeights(pieces=0, weight=0.0, floor=0.0)  # the extractive reader alone
 

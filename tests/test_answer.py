@@ -767,6 +767,11 @@ class TestWhatTheQuestionAsksFor:
         assert not out["refused"], out["reason"]
         assert text.rstrip(".") in out["answer"]
 
+    def test_a_number_only_a_sample_config_holds_is_quoted_from_it(self):
+        text = "Configure the client as shown here.\n\n```yaml\nclient:\n  rate_limit: 300\n```\n\nRestart it afterwards."
+        out = answer(hits_record("What is the client's rate limit?", hit("a#x", text)), Extractive(self.FEATURES), 0.0)
+        assert not out["refused"] and "rate_limit: 300" in out["answer"]
+
     def test_a_question_for_code_without_code_in_context_is_refused(self):
         q = "What's the exact command to roll back a change?"
         prose = hits_record(q, hit("a#x", "Roll back a change that breaks the build, then tell its author."))

@@ -7,7 +7,7 @@ import dataclasses
 
 import pytest
 
-from ragline.answer.choice import ChoiceWeights, Scored, choose, continued, holds_asked, rank, rescore, select, with_leads
+from ragline.answer.choice import ChoiceWeights, Scored, choose, continued, holds_asked, rank, relative, rescore, select, with_leads
 from ragline.answer.context import Piece
 
 WIDE = ChoiceWeights(headings=0.3, cue=0.3, dense=0.3, rank=0.15, keep=0.35, most=3, budget=60)
@@ -194,3 +194,8 @@ def test_nothing_from_a_lower_block_joins_a_best_piece_that_holds_what_is_asked(
     vague = sentence(1, 0, "The sweep closes the batch.")  # holds no time: a lower block may still help
     ranked = scored((1.0, vague), (0.9, lower), (0.8, same))
     assert choose(ranked, [vague, lower, same], "When does the sweep run?", "time", WIDE) == [vague, same, lower]
+
+
+def test_a_judgement_joins_relative_to_the_best_judged_piece():
+    assert relative([0.02, 0.01, 0.005]) == [1.0, 0.5, 0.25]
+    assert relative([0.0, 0.0]) == [0.0, 0.0] and relative([]) == []

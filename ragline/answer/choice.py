@@ -59,9 +59,9 @@ FITTED = ChoiceWeights(headings=0.3, cue=0.3, dense=0.3, rank=0.15, keep=0.35, m
 @dataclass(frozen=True)
 class JudgeWeights:
     """How the local model's judgement joins the choice (`rag-answer --llm local`): the `pieces`
-    best by the score above are judged, each gains `weight` x its P(yes) (`rescore`), and with
-    `floor` > 0 a question none of whose pieces reaches P(yes) `floor` is refused
-    (`ragline.answer.refusal.judged_none`)."""
+    best by the score above are judged, each gains `weight` x its judgement relative to the best
+    judged piece's (`relative`, `rescore`), and with `floor` > 0 a question none of whose pieces'
+    judgement reaches `floor` is refused (`ragline.answer.refusal.judged_none`)."""
 
     pieces: int
     weight: float
@@ -125,6 +125,14 @@ def rescore(ranked: list[Scored], values: Sequence[float], weight: float) -> lis
     n = len(values)
     pool = [Scored(s.score + weight * float(v), s.piece) for s, v in zip(ranked[:n], values, strict=True)]
     return sorted(pool, key=_order) + ranked[n:]
+
+
+def relative(values: Sequence[float]) -> list[float]:
+    """Each value over the largest (the best judged piece gets 1.0): a judgement's scale differs from
+    question to question (how predictable the question's words are), its order within one does not.
+    All zero (or none): all zero."""
+    top = max(values, default=0.0)
+    return [v / top for v in values] if top > 0 else [0.0 for _ in values]
 
 
 def holds_asked(cue: str | None, piece: Piece, question: str) -> bool:
