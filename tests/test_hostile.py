@@ -526,3 +526,29 @@ def test_a_single_line_file_is_refused_in_bounded_memory(tmp_path: Path) -> None
     assert embedded["stderr"] == f"rag-embed: <stdin>:1: a line of over {MAX_RECORD >> 20} MiB: not a record ragline writes\n"
     for run_ in (chunked, embedded):
         assert run_["peak_rss_mib"] < 200, run_
+
+
+# --------------------------------------------------------------------------- round three (issue 32): the chunker
+
+
+def test_unique_chunk_ids_take_linear_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """D7: sections of one heading each tried every `~N` taken before them (16,000: 65 s). The next free `~N`
+    is kept per slug and part: the chunk_id calls are linear in the sections, and the ids are the same."""
+    import rag_chunk
+
+    calls = [0]
+    real = rag_chunk.chunk_id
+
+    def counted(name: str, slug: str, suffix: str = "") -> str:
+        calls[0] += 1
+        return real(name, slug, suffix)
+
+    monkeypatch.setattr(rag_chunk, "chunk_id", counted)
+    n = 2000
+    chunks = rag_chunk.chunk_document(rag_chunk.Doc("d", "d.md", "# T\n\n" + "## same\n\ntext\n\n" * n))
+    assert [c["id"] for c in chunks] == ["d#same"] + [f"d#same~{i}" for i in range(2, n + 1)]
+    assert calls[0] <= 2 * n, f"{calls[0]} chunk_id calls for {n} sections"
+    words = " ".join(f"w{i}" for i in range(12))
+    doc = f"# Doc\n\n## Step\n\n{words}.\n\n{words}.\n\n## Step 2\n\nx\n\n## Step\n\nagain\n\n## Step 2\n\ny\n"
+    ids = [c["id"] for c in rag_chunk.chunk_document(rag_chunk.Doc("d", "d.md", doc), 10)]
+    assert ids == ["d#step", "d#step-2", "d#step-3", "d#step-4", "d#step-2~2", "d#step~2", "d#step-2~3"]
