@@ -552,3 +552,20 @@ def test_unique_chunk_ids_take_linear_time(monkeypatch: pytest.MonkeyPatch) -> N
     doc = f"# Doc\n\n## Step\n\n{words}.\n\n{words}.\n\n## Step 2\n\nx\n\n## Step\n\nagain\n\n## Step 2\n\ny\n"
     ids = [c["id"] for c in rag_chunk.chunk_document(rag_chunk.Doc("d", "d.md", doc), 10)]
     assert ids == ["d#step", "d#step-2", "d#step-3", "d#step-4", "d#step-2~2", "d#step~2", "d#step-2~3"]
+
+
+# --------------------------------------------------------------------------- round three: what reaches a terminal
+
+
+def test_bidi_controls_do_not_reach_the_log_or_the_terminal(tmp_path: Path) -> None:
+    """D15: U+202E (right-to-left override) and the other embeddings and isolates reorder what follows them on
+    screen; they reached the access log and the terminal raw. They are escaped as the control characters are."""
+    from ragline.records import printable
+
+    index = build_index(tmp_path, {"flip": "# Flip\n\n## The flipped sweep\n\nThe flipped sweep \u202eruns at 23:40\u202c daily.\n"})
+    with serving(index) as server:
+        httpx.get(server.url + "/%E2%80%AEnip.exe")
+    assert "\u202e" not in server.log() and "rag-serve: GET /\\u202enip.exe 404 " in server.log()
+    shown = on_a_terminal([*command("rag-search"), "--index", str(index), "--model", "hash", "When does the flipped sweep run?"])
+    assert "\u202e".encode() not in shown and "\u202c".encode() not in shown and b"\\u202eruns" in shown, shown
+    assert printable("a\u202ab\u202ec\u2066d\u2069e") == "a\\u202ab\\u202ec\\u2066d\\u2069e"
