@@ -13,7 +13,7 @@ Routes (the OpenAPI schema at /openapi.json says each one's parameters and bodie
                     hits/1 record, or a list of them in the order asked
     POST /answer    as POST /search, plus "threshold" and "context": answer/1 records
     GET  /explain   ?q=QUESTION&chunk_id=ID: each query term's BM25 contribution to that chunk
-    GET  /          the page (no external assets; the question in the URL as ?q=)
+    GET  /          the page (no external assets; the question in the URL as ?q=; also HEAD)
 
 A response body is the record the CLI writes for the same question, byte for byte a line
 of `rag-search --json` or `rag-answer --json` (its `ms` aside), so a client can switch
@@ -393,7 +393,7 @@ def make_app(
 
     csp = servepage.policy()
 
-    @app.get("/", response_class=HTMLResponse, include_in_schema=False)
+    @app.api_route("/", methods=["GET", "HEAD"], response_class=HTMLResponse, include_in_schema=False)
     async def page() -> HTMLResponse:
         return HTMLResponse(servepage.PAGE, headers={"Content-Security-Policy": csp, "X-Content-Type-Options": "nosniff"})
 

@@ -528,7 +528,18 @@ def test_a_single_line_file_is_refused_in_bounded_memory(tmp_path: Path) -> None
         assert run_["peak_rss_mib"] < 200, run_
 
 
-# --------------------------------------------------------------------------- round three (issue 32): the chunker
+# --------------------------------------------------------------------------- round three (issue 32): HTTP
+
+
+def test_head_of_the_page_is_200(index: Path) -> None:
+    """D16: `curl -I /` was a 405 (HEAD /health was already a 200): a monitor checking the page got an error."""
+    with serving(index, "--quiet") as server, server.client() as c:
+        head, get = c.head("/"), c.get("/")
+        assert head.status_code == 200 and head.content == b"" and head.headers["content-type"] == get.headers["content-type"]
+        assert head.headers["content-security-policy"] == get.headers["content-security-policy"]
+
+
+# --------------------------------------------------------------------------- round three: the chunker
 
 
 def test_unique_chunk_ids_take_linear_time(monkeypatch: pytest.MonkeyPatch) -> None:
