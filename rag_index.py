@@ -23,9 +23,11 @@ Format 2 (`ragline-index/2`) stores the vocabulary unpadded: format 1's fixed-wi
 string array gave every term the width of the longest, so one 20,000-character token
 made a 69 KB file a 382 MB index. Format 1 indexes are still read (their vocabulary is
 converted when loaded). CURRENT holds one generation's name (`gen-` and letters, digits,
-`-`, `T`); anything else there (bytes that are not such a name, a directory) is a damaged
-pointer: `load` says so in one line (rebuild it), and `write` replaces it with its own
-generation, keeping the generations it finds until its own is live.
+`-`, `T`); anything else there (bytes that are not such a name, a directory, a symbolic
+link, a FIFO, a device) is a damaged pointer: `load` says so in one line (rebuild it), and
+`write` replaces it with its own generation, keeping the generations it finds until its own
+is live. CURRENT and the manifest are read without blocking and no further than a bound
+(`read_small`), and a pointer's bytes are never repeated in a message.
 
 A rebuild writes a new generation beside the live one, then replaces CURRENT
 (os.replace) and removes the old generation. A kill at any moment leaves CURRENT
@@ -63,6 +65,7 @@ import fcntl
 import hashlib
 import os
 import re
+import stat
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -89,6 +92,8 @@ BM25_ARRAYS = ("terms_utf8", "term_offsets", "df", "doc_len", "indptr", "docs", 
 CURRENT = "CURRENT"
 LOCK = ".lock"  # writers take turns on an flock of this file
 LOAD_ATTEMPTS = 3  # a load follows CURRENT when a rebuild swapped it under the reader
+POINTER_MAX = 256  # bytes of CURRENT read, at most (a generation's name is about 40)
+MANIFEST_MAX = 16 << 20  # bytes of a manifest read, at most (one of 100,000 chunks is a few KB)
 DEAD_BOUND = 1  # dead generations beside the live one, at most, after any number of killed builds
 CHUNK_FIELDS = ("id", "doc", "path", "headings", "text", "start_line", "end_line", "words", "title")
 CHUNK_TYPES = {"doc": str, "path": str, "title": str, "start_line": int, "end_line": int, "words": int}  # checked when present
@@ -403,24 +408,60 @@ def live_generation(out: Path) -> str | None:
     """The name of the index's live generation (its CURRENT pointer), None when there is none.
 
     A CURRENT that is not a generation's name (bytes that are not one, a directory, a
-    file that cannot be read) is a StageError naming the index: a damaged pointer.
+    symbolic link, a FIFO or a device, a file that cannot be read) is a StageError naming
+    the index: a damaged pointer. The pointer is read by `read_small` (never blocking, at
+    most POINTER_MAX bytes), and its bytes are never repeated in the message: a pointer
+    linked to another file would show that file's first bytes in /health.
     """
     damaged = "the index pointer CURRENT is damaged ({}): rebuild the index (rag-index --out writes over it)"
     try:
-        raw = (out / CURRENT).read_bytes().strip()
+        raw = read_small(out / CURRENT, POINTER_MAX).strip()
     except (FileNotFoundError, NotADirectoryError):
         return None
-    except IsADirectoryError:
-        raise StageError(damaged.format("a directory, not a file"), str(out)) from None
+    except NotRegular as err:
+        raise StageError(damaged.format(err.kind), str(out)) from None
     except OSError as err:
         if err.errno in (errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.EINTR):
             raise  # the process's trouble, not the pointer's
         raise StageError(damaged.format(f"cannot be read: {err.strerror}"), str(out)) from None
     if not raw:
         return None
-    if len(raw) > 200 or not re.fullmatch(rb"gen-[0-9A-Za-z-]+", raw):
-        raise StageError(damaged.format(f"{raw[:60]!r} is not the name of a generation"), str(out))
+    if len(raw) > POINTER_MAX or not re.fullmatch(rb"gen-[0-9A-Za-z-]+", raw):
+        shown = f"over {POINTER_MAX} bytes" if len(raw) > POINTER_MAX else f"{len(raw)} bytes"
+        raise StageError(damaged.format(f"{shown} that are not the name of a generation"), str(out))
     return raw.decode("ascii")
+
+
+class NotRegular(OSError):
+    """`read_small` found something that is not a regular file; `kind` says what, as a message's words."""
+
+    def __init__(self, kind: str):
+        super().__init__(kind)
+        self.kind = kind
+
+
+def read_small(path: Path, limit: int) -> bytes:
+    """At most limit + 1 bytes of the regular file `path` (more than `limit`: the caller's to refuse).
+
+    Opened with O_NONBLOCK and O_NOFOLLOW and checked with fstat before any read: a FIFO
+    would block the reader in open() (the server's event loop, rag-search) until a writer
+    came, a symbolic link may lead anywhere (/dev/zero: gigabytes before a length check),
+    so a symlink, a directory, a FIFO, a socket or a device is a NotRegular saying which.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_NOCTTY | os.O_CLOEXEC)
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            raise NotRegular("a symbolic link, not a file") from None
+        raise
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kinds = {stat.S_IFDIR: "a directory", stat.S_IFIFO: "a FIFO", stat.S_IFSOCK: "a socket"}
+            raise NotRegular(f"{kinds.get(stat.S_IFMT(mode), 'a device')}, not a file")
+        return os.read(fd, limit + 1)
+    finally:
+        os.close(fd)
 
 
 def _live_or_damaged(out: Path) -> str | None:
@@ -471,9 +512,14 @@ def _load_generation(root: Path, gen: Path, mmap: bool) -> Index:
     """Load one generation, checking every file against its manifest."""
     manifest_file = gen / "manifest.json"
     try:
-        manifest = orjson.loads(manifest_file.read_bytes())
+        raw = read_small(manifest_file, MANIFEST_MAX)
+        if len(raw) > MANIFEST_MAX:
+            raise StageError(f"index manifest is over {MANIFEST_MAX >> 20} MiB: rebuild it", str(manifest_file))
+        manifest = orjson.loads(raw)
     except FileNotFoundError:
         raise StageError("index is half-written (no manifest): rebuild it", str(root)) from None
+    except NotRegular as err:
+        raise StageError(f"index manifest is {err.kind}: rebuild it", str(manifest_file)) from None
     except orjson.JSONDecodeError:
         raise StageError("index manifest is not valid JSON: rebuild it", str(manifest_file)) from None
     if not isinstance(manifest, dict) or manifest.get("format") not in READABLE:

@@ -146,6 +146,7 @@ def answer_fit() -> str:
 def limits() -> str:
     """The bounds the hostile-input section names, from the code that enforces them."""
     sys.path.insert(0, str(ROOT))
+    import rag_index
     import rag_serve
     from ragline import markdown, records, serving, text
 
@@ -162,6 +163,8 @@ def limits() -> str:
         ("`MAX_HITS`", f"{serving.MAX_HITS:,}", "questions × hits in one request (then 413)"),
         ("`MAX_CHARS`", f"{serving.MAX_CHARS:,}", "characters of questions in one request (then 413)"),
         ("`RELOAD_RETRY`", f"{rag_serve.RELOAD_RETRY:g} s", "before a generation that failed to load is tried again (rag_serve.py)"),
+        ("`POINTER_MAX`", f"{rag_index.POINTER_MAX} bytes", "of the index pointer CURRENT read, at most (rag_index.py)"),
+        ("`MANIFEST_MAX`", f"{rag_index.MANIFEST_MAX >> 20} MiB", "of a generation's manifest read, at most"),
         ("`MAX_TERM`", f"{text.MAX_TERM}", "characters of a BM25 term; a longer token is cut (ragline/text.py)"),
         ("`MAX_LINE`", f"{markdown.MAX_LINE >> 20} MiB", "one markdown line (ragline/markdown.py)"),
         ("`MAX_RECORD`", f"{records.MAX_RECORD >> 20} MiB", "one JSON Lines record (ragline/records.py)"),

@@ -580,3 +580,72 @@ def test_bidi_controls_do_not_reach_the_log_or_the_terminal(tmp_path: Path) -> N
     shown = on_a_terminal([*command("rag-search"), "--index", str(index), "--model", "hash", "When does the flipped sweep run?"])
     assert "\u202e".encode() not in shown and "\u202c".encode() not in shown and b"\\u202eruns" in shown, shown
     assert printable("a\u202ab\u202ec\u2066d\u2069e") == "a\\u202ab\\u202ec\\u2066d\\u2069e"
+
+
+# --------------------------------------------------------------------------- round three: the index pointer
+
+
+def test_a_fifo_as_current_blocks_no_one(tmp_path: Path) -> None:
+    """D3: `mkfifo idx/CURRENT` under a running server. open() waited for a writer on the event loop: /health never
+    answered and SIGTERM could not stop it; rag-search hung. The pointer is opened without blocking and must be a file."""
+    index = build_index(tmp_path)
+    served = (index / "CURRENT").read_text().strip()
+    with serving(index, "--quiet") as server, httpx.Client(base_url=server.url, timeout=20) as c:
+        (index / "CURRENT").unlink()
+        os.mkfifo(index / "CURRENT")
+        health = c.get("/health")
+        assert health.status_code == 200 and health.json()["generation"] == served
+        assert "CURRENT is damaged (a FIFO, not a file)" in health.json()["reload_error"], health.text
+        assert c.get("/search", params={"q": SWEEP}).status_code == 200
+        assert server.stop() == 0
+    done = run("rag-search", "--index", index, "--model", "hash", SWEEP, timeout=60)
+    assert done.returncode == 1 and done.stderr.decode() == (
+        f"rag-search: {index}: the index pointer CURRENT is damaged (a FIFO, not a file): rebuild the index (rag-index --out writes over it)\n"
+    )
+    (index / "CURRENT").unlink()
+    (index / "CURRENT").write_text(served + "\n")
+    (index / served / "manifest.json").unlink()
+    os.mkfifo(index / served / "manifest.json")  # the generation's manifest is read the same way
+    done = run("rag-search", "--index", index, "--model", "hash", SWEEP, timeout=60)
+    assert done.returncode == 1 and done.stderr.decode().endswith("manifest.json: index manifest is a FIFO, not a file: rebuild it\n")
+
+
+@pytest.mark.parametrize("target", ["/dev/zero", "secret"])
+def test_a_symlinked_current_is_refused_unread(tmp_path: Path, target: str) -> None:
+    """D4, D10: CURRENT linked to /dev/zero was read whole before its length was checked (2.6 GB, a MemoryError
+    traceback, /health 500); linked to a secret file, /health's reload_error showed its first 60 bytes. A symlinked
+    pointer is refused without reading it, and a pointer's bytes are never repeated."""
+    index = build_index(tmp_path)
+    secret = tmp_path / "secret"
+    secret.write_text("gen-hunter2 AKIAIOSFODNN7EXAMPLE\n")
+    (index / "CURRENT").unlink()
+    (index / "CURRENT").symlink_to(target if target.startswith("/") else secret)
+    done = run("rag-search", "--index", index, "--model", "hash", SWEEP, timeout=60)
+    assert done.returncode == 1 and done.stderr.decode().count("\n") == 1, done.stderr
+    assert "CURRENT is damaged (a symbolic link, not a file)" in done.stderr.decode() and "hunter2" not in done.stderr.decode()
+    (index / "CURRENT").unlink()
+    shutil.copy(secret, index / "CURRENT")  # the same bytes in a plain file: not a generation's name, and not shown
+    done = run("rag-search", "--index", index, "--model", "hash", SWEEP, timeout=60)
+    err = done.stderr.decode()
+    assert done.returncode == 1 and "(32 bytes that are not the name of a generation)" in err and "hunter2" not in err, err
+
+
+def test_a_pointer_linked_to_a_secret_is_not_shown_by_health(tmp_path: Path) -> None:
+    """D10 as the server meets it: reload_error names what is wrong with CURRENT, never what it holds."""
+    index = build_index(tmp_path)
+    secret = tmp_path / "secret"
+    secret.write_text("hunter2 AKIAIOSFODNN7EXAMPLE\n")
+    with serving(index, "--quiet") as server, server.client() as c:
+        for damage in ("link", "copy", "zero"):
+            (index / "CURRENT").unlink()
+            if damage == "link":
+                (index / "CURRENT").symlink_to(secret)
+            elif damage == "zero":
+                (index / "CURRENT").symlink_to("/dev/zero")
+            else:
+                shutil.copy(secret, index / "CURRENT")
+            health = c.get("/health")
+            assert health.status_code == 200 and "CURRENT is damaged" in health.json()["reload_error"], health.text
+            assert "hunter2" not in health.text and "AKIA" not in health.text and "\\x00" not in health.text, health.text
+            assert c.get("/search", params={"q": SWEEP}).status_code == 200
+    assert "Traceback" not in server.log() and "hunter2" not in server.log()

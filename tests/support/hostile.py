@@ -255,9 +255,7 @@ def main() -> int:
         "connections": final.get("connections"),
         "faults": faults,
         "reload_errors_seen": sorted(reload_errors),
-        "faults_reported": sum(
-            any(key in e for e in reload_errors) for key in ("is not the name of a generation", "a directory, not a file")
-        ),
+        "faults_reported": sum(any(key in e for e in reload_errors) for key in ("not the name of a generation", "a directory, not a file")),
         "rebuilt_served": final.get("generation") == live and live != first,
         "log": {
             "lines": len(lines),
