@@ -47,7 +47,8 @@ writing this index; waiting for it to finish`). Waiting rather than refusing: tw
 builds of one index at once (`make -j`, two terminals) both succeed, one after the
 other, and the last one's generation is live; neither deletes the other's
 unfinished generation. The lock is the kernel's, so a killed writer releases it.
-The lock file stays (removing it would race with the next writer).
+The lock file stays (removing it would race with the next writer); one that is not a
+regular file of one link (a symlink to another file) is refused, never written through.
 
 A full disk is one line, `rag-index: IDX: no space left on the device; the previous
 index is untouched` (or `no index was written` on a first build): the unfinished
@@ -91,6 +92,8 @@ READABLE = ("ragline-index/1", FORMAT)  # format 1: the vocabulary as a fixed-wi
 BM25_ARRAYS = ("terms_utf8", "term_offsets", "df", "doc_len", "indptr", "docs", "tf", "weights")
 CURRENT = "CURRENT"
 LOCK = ".lock"  # writers take turns on an flock of this file
+LOCK_MAX = 64  # bytes of a lock file, at most: more, and it is not rag-index's
+PID_WIDTH = 10  # characters the holder's PID is written in, right-aligned (Linux PIDs have at most 7 digits)
 LOAD_ATTEMPTS = 3  # a load follows CURRENT when a rebuild swapped it under the reader
 POINTER_MAX = 256  # bytes of CURRENT read, at most (a generation's name is about 40)
 MANIFEST_MAX = 16 << 20  # bytes of a manifest read, at most (one of 100,000 chunks is a few KB)
@@ -260,20 +263,41 @@ def write(
 
 @contextlib.contextmanager
 def _writer_lock(out: Path, notice: Callable[[str], None] | None) -> Iterator[None]:
-    """Hold an exclusive flock on out/LOCK; if another writer holds it, say so once and wait."""
-    fd = os.open(out / LOCK, os.O_RDWR | os.O_CREAT, 0o666)
+    """Hold an exclusive flock on out/LOCK; if another writer holds it, say so once and wait.
+
+    The lock is opened with O_NOFOLLOW and must be a regular file with one link and at most
+    LOCK_MAX bytes, else a StageError: a `.lock` linked to another file (symbolic or hard) is
+    not rag-index's to write into. It is never truncated: the holder's PID is written over
+    its first line at a fixed width (PID_WIDTH), and only the first line is read back.
+    """
     try:
+        fd = os.open(out / LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o666)
+    except OSError as err:
+        if err.errno not in (errno.ELOOP, errno.EISDIR):
+            raise
+        what = "a symbolic link" if err.errno == errno.ELOOP else "a directory"
+        raise StageError(f"{LOCK} is {what}, not rag-index's lock file: remove it", str(out)) from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1 or info.st_size > LOCK_MAX:
+            why = (
+                "not a regular file"
+                if not stat.S_ISREG(info.st_mode)
+                else "a second name of another file"
+                if info.st_nlink != 1
+                else f"{info.st_size} bytes"
+            )
+            raise StageError(f"{LOCK} is {why}, not rag-index's lock file: remove it", str(out))
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+            holder = os.pread(fd, LOCK_MAX, 0).decode("ascii", "replace").partition("\n")[0].strip()  # the first line
             who = f"another rag-index (pid {holder})" if holder.isdigit() else "another rag-index"
             if notice is not None:
                 notice(f"{out}: {who} is writing this index; waiting for it to finish")
             fcntl.flock(fd, fcntl.LOCK_EX)
         with contextlib.suppress(OSError):  # who holds it: for the notice of the next writer only
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+            os.pwrite(fd, f"{os.getpid():>{PID_WIDTH}}\n".encode(), 0)
         yield
     finally:
         os.close(fd)  # releases the lock

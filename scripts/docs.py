@@ -165,6 +165,7 @@ def limits() -> str:
         ("`RELOAD_RETRY`", f"{rag_serve.RELOAD_RETRY:g} s", "before a generation that failed to load is tried again (rag_serve.py)"),
         ("`POINTER_MAX`", f"{rag_index.POINTER_MAX} bytes", "of the index pointer CURRENT read, at most (rag_index.py)"),
         ("`MANIFEST_MAX`", f"{rag_index.MANIFEST_MAX >> 20} MiB", "of a generation's manifest read, at most"),
+        ("`LOCK_MAX`", f"{rag_index.LOCK_MAX} bytes", "of the writers' lock file `.lock`; a larger one is not rag-index's"),
         ("`MAX_TERM`", f"{text.MAX_TERM}", "characters of a BM25 term; a longer token is cut (ragline/text.py)"),
         ("`MAX_LINE`", f"{markdown.MAX_LINE >> 20} MiB", "one markdown line (ragline/markdown.py)"),
         ("`MAX_RECORD`", f"{records.MAX_RECORD >> 20} MiB", "one JSON Lines record (ragline/records.py)"),

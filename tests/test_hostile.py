@@ -649,3 +649,32 @@ def test_a_pointer_linked_to_a_secret_is_not_shown_by_health(tmp_path: Path) -> 
             assert "hunter2" not in health.text and "AKIA" not in health.text and "\\x00" not in health.text, health.text
             assert c.get("/search", params={"q": SWEEP}).status_code == 200
     assert "Traceback" not in server.log() and "hunter2" not in server.log()
+
+
+# --------------------------------------------------------------------------- round three: the writers' lock
+
+
+@pytest.mark.parametrize("lock", ["symlink", "hardlink", "fifo", "directory"])
+def test_a_lock_that_is_not_ours_is_refused_and_left_alone(tmp_path: Path, lock: str) -> None:
+    """D5: `ln -s ~/precious idx/.lock; rag-index --out idx` wrote rag-index's PID through the link into the
+    target (truncated first). The lock is opened with O_NOFOLLOW and must be a regular file of one link."""
+    index = build_index(tmp_path)
+    live = (index / "CURRENT").read_text()
+    precious = tmp_path / "precious"
+    precious.write_text("the only copy\n")
+    (index / ".lock").unlink()
+    if lock == "symlink":
+        (index / ".lock").symlink_to(precious)
+    elif lock == "hardlink":
+        os.link(precious, index / ".lock")
+    elif lock == "fifo":
+        os.mkfifo(index / ".lock")
+    else:
+        (index / ".lock").mkdir()
+    embedded = check(run("rag-embed", "--model", "hash", stdin=check(run("rag-chunk", tmp_path / "corpus"))))
+    done = run("rag-index", "--out", index, stdin=embedded, timeout=60)
+    err = done.stderr.decode()
+    assert done.returncode == 1 and err.count("\n") == 1 and err.startswith(f"rag-index: {index}: .lock is "), err
+    assert err.endswith(", not rag-index's lock file: remove it\n"), err
+    assert precious.read_text() == "the only copy\n" and (index / "CURRENT").read_text() == live
+    assert sorted(p.name for p in index.iterdir() if p.name.startswith("gen-")) == [live.strip()]
