@@ -142,6 +142,24 @@ def _numbers(value: Any, name: str, ndim: int, at: str) -> np.ndarray:
     return array
 
 
+def check_chunk(record: dict[str, Any], at: str) -> str:
+    """A chunk record's id (a string, not empty, at most MAX_ID characters, no control character),
+    text, typed fields (CHUNK_TYPES) and headings (strings), else a StageError at `at`: what rag-index
+    accepts into an index, and what `load` accepts back from one. Returns the id."""
+    cid = ragline.records.require_field(record, "id", str, at)
+    ragline.records.require_field(record, "text", str, at)
+    if not cid or len(cid) > MAX_ID or re.search(r"[\x00-\x1f\x7f]", cid):
+        what = "is empty" if not cid else f"is over {MAX_ID} characters" if len(cid) > MAX_ID else "holds a control character"
+        raise StageError(f"chunk id '{ragline.records.printable(cid[:80])}' {what}", at)
+    for name, kind in CHUNK_TYPES.items():
+        if record.get(name) is not None:
+            ragline.records.require_field(record, name, kind, at)
+    path = record.get("headings")
+    if path is not None and not (isinstance(path, list) and all(isinstance(h, str) for h in path)):
+        raise StageError("field 'headings' must be an array of strings", at)
+    return cid
+
+
 def _unit_rows(matrix: np.ndarray) -> np.ndarray:
     """Rows scaled to length 1. A row whose float32 norm overflows (values near 1e20 and up) is scaled in
     float64 instead; the others in float32, bit for bit as before."""
@@ -175,19 +193,11 @@ def collect(records: Iterable[tuple[ragline.records.Line, dict[str, Any]]]) -> t
         ragline.records.require_field(record, "text", str, at)
         vector = ragline.records.require_field(record, "vector", list, at)
         model = ragline.records.require_field(record, "model", str, at)
-        if not cid or len(cid) > MAX_ID or re.search(r"[\x00-\x1f\x7f]", cid):
-            what = "is empty" if not cid else f"is over {MAX_ID} characters" if len(cid) > MAX_ID else "holds a control character"
-            raise StageError(f"chunk id '{ragline.records.printable(cid[:80])}' {what}", at)
+        check_chunk(record, at)
         if cid in seen:
             raise StageError(f"duplicate chunk id '{cid}' (first at {seen[cid]})", at)
-        for name, kind in CHUNK_TYPES.items():
-            if record.get(name) is not None:
-                ragline.records.require_field(record, name, kind, at)
         seen[cid] = at
         row = _numbers(vector, "vector", 1, at)
-        path = record.get("headings")
-        if path is not None and not (isinstance(path, list) and all(isinstance(h, str) for h in path)):
-            raise StageError("field 'headings' must be an array of strings", at)
         headings = bool(record.get("embed_headings", True))
         sha = record.get("model_sha256")
         long_mode = record.get("embed_long", "truncate")
@@ -566,17 +576,14 @@ def _load_generation(root: Path, gen: Path, mmap: bool) -> Index:
         if "terms" in arrays:  # format 1: a sorted fixed-width string array
             if arrays["terms"].dtype.kind != "U":
                 raise ValueError(f"terms.npy holds {arrays['terms'].dtype}, not strings")
-            vocabulary = Vocabulary.of(arrays.pop("terms").tolist())
-        else:
-            vocabulary = Vocabulary(arrays.pop("terms_utf8"), arrays.pop("term_offsets"))
-            if vocabulary.offsets.ndim != 1 or len(vocabulary.offsets) < 1 or vocabulary.offsets[-1] != len(vocabulary.data):
-                raise ValueError("term offsets do not span the terms' bytes")
+            terms = arrays.pop("terms").tolist()
+            arrays["terms_utf8"], arrays["term_offsets"] = (vocabulary := Vocabulary.of(terms)).data, vocabulary.offsets
     except (ValueError, OSError) as err:
         raise StageError(f"index arrays cannot be read ({ragline.records.one_line(str(err), 120)}): rebuild it", str(root)) from None
     for name in manifest["files"]:  # same sizes, other bytes: a flipped bit, or a file from another build
         if name in hashes and file_digest(gen / name) != hashes[name]:
             raise StageError(f"index file {name} does not match the manifest's sha256 (corrupted or replaced): rebuild it", str(root))
-    chunks = [record for _, record in ragline.records.parse_lines(str(gen / "chunks.jsonl"), open(gen / "chunks.jsonl", "rb"))]  # noqa: SIM115
+    chunks = _load_chunks(root, gen / "chunks.jsonl")
     counts = manifest["counts"]
     if (
         vectors.shape != (counts["chunks"], manifest["dim"])
@@ -584,12 +591,83 @@ def _load_generation(root: Path, gen: Path, mmap: bool) -> Index:
         or arrays["doc_len"].shape[0] != counts["chunks"]
     ):
         raise StageError(f"index arrays disagree with the manifest (vectors {vectors.shape}, {len(chunks)} chunks): rebuild it", str(root))
+    _check_arrays(root, vectors, arrays)
+    vocabulary = Vocabulary(arrays.pop("terms_utf8"), arrays.pop("term_offsets"))
     params = manifest["bm25"]
     bm25 = Bm25(vocabulary, **arrays, k1=params["k1"], b=params["b"])
     index = Index(root, manifest, vectors, chunks, bm25)
     if "passages.npy" in manifest["files"]:
         index.passages, index.passage_rows = _load_passages(gen, manifest, mmap)
     return index
+
+
+def _load_chunks(root: Path, path: Path) -> list[dict[str, Any]]:
+    """The chunk records of a generation, each checked as rag-index checks the records it is given (`check_chunk`)."""
+    chunks, seen = [], set()
+    with open(path, "rb") as handle:
+        for line, record in ragline.records.parse_lines(str(path), handle):
+            try:
+                cid = check_chunk(record, str(line))
+            except StageError as err:
+                raise StageError(f"index file chunks.jsonl is damaged (line {line.number}: {err.message}): rebuild it", str(root)) from None
+            if cid in seen:
+                raise StageError(f"index file chunks.jsonl is damaged (line {line.number}: a second chunk '{cid}'): rebuild it", str(root))
+            seen.add(cid)
+            chunks.append(record)
+    return chunks
+
+
+def _check_arrays(root: Path, vectors: np.ndarray, arrays: dict[str, np.ndarray]) -> None:
+    """The dtypes, shapes and ranges the search relies on, beyond the manifest's sizes and digests (which
+    whoever edits an array can put back): a StageError naming the file, not an IndexError at query time.
+    Vectors must be finite (checked whole up to FULL_DIGEST_LIMIT bytes, over sampled rows beyond, as
+    `file_digest` samples)."""
+    n, data, offsets = vectors.shape[0], arrays["terms_utf8"], arrays["term_offsets"]
+    df, indptr, docs = arrays["df"], arrays["indptr"], arrays["docs"]
+
+    def need(ok: bool, name: str, why: str) -> None:
+        if not ok:
+            raise StageError(f"index file {name} is damaged ({why}): rebuild it", str(root))
+
+    def ints(name: str, shape: tuple[int, ...], array: np.ndarray) -> None:
+        need(array.dtype.kind in "iu", name, f"{array.dtype} values, not integers")
+        need(array.shape == shape, name, f"shape {array.shape}, expected {shape}")
+
+    need(vectors.dtype == np.float32, "vectors.npy", f"{vectors.dtype} values, not float32")
+    need(_finite(vectors), "vectors.npy", "a value that is NaN or infinite")
+    need(data.dtype == np.uint8 and data.ndim == 1, "bm25/terms_utf8.npy", f"{data.dtype} of shape {data.shape}, not bytes")
+    need(offsets.ndim == 1 and len(offsets) >= 1, "bm25/term_offsets.npy", f"shape {offsets.shape}")
+    terms = len(offsets) - 1
+    ints("bm25/term_offsets.npy", (terms + 1,), offsets)
+    spans = np.diff(offsets)
+    need(offsets[0] == 0 and offsets[-1] == len(data) and bool((spans >= 0).all()), "bm25/term_offsets.npy", "not a span of the terms")
+    try:
+        data.tobytes().decode("utf-8")
+    except UnicodeDecodeError:
+        need(False, "bm25/terms_utf8.npy", "not UTF-8")
+    need(not ((data[offsets[:-1][spans > 0]] & 0xC0) == 0x80).any(), "bm25/term_offsets.npy", "an offset inside a character")
+    ints("bm25/df.npy", (terms,), df)
+    ints("bm25/doc_len.npy", (n,), arrays["doc_len"])
+    ints("bm25/indptr.npy", (terms + 1,), indptr)
+    need(bool((arrays["doc_len"] >= 0).all()), "bm25/doc_len.npy", "a negative length")
+    need(indptr[0] == 0 and bool((np.diff(indptr) == df).all()), "bm25/indptr.npy", "postings that disagree with df")
+    nnz = int(indptr[-1])
+    for name in ("docs", "tf"):
+        ints(f"bm25/{name}.npy", (nnz,), arrays[name])
+    need(not nnz or (int(docs.min()) >= 0 and int(docs.max()) < n), "bm25/docs.npy", f"a chunk row outside 0..{n - 1}")
+    need(not nnz or int(arrays["tf"].min()) >= 1, "bm25/tf.npy", "a term frequency below 1")
+    weights = arrays["weights"]
+    need(weights.dtype.kind == "f" and weights.shape == (nnz,), "bm25/weights.npy", f"{weights.dtype} of shape {weights.shape}")
+    need(bool(np.isfinite(weights).all()), "bm25/weights.npy", "a value that is NaN or infinite")
+
+
+def _finite(matrix: np.ndarray) -> bool:
+    """No NaN or infinity in `matrix` (2-D): every row up to FULL_DIGEST_LIMIT bytes, else SAMPLES blocks of about 1 MiB of rows."""
+    if matrix.nbytes <= FULL_DIGEST_LIMIT:
+        return bool(np.isfinite(matrix).all())
+    step = max(1, (1 << 20) // max(1, matrix.shape[1] * matrix.itemsize))
+    starts = {(len(matrix) - step) * i // (SAMPLES - 1) for i in range(SAMPLES)}
+    return all(bool(np.isfinite(matrix[s : s + step]).all()) for s in starts)
 
 
 def _load_passages(gen: Path, manifest: dict[str, Any], mmap: bool) -> tuple[np.ndarray, np.ndarray]:
@@ -604,11 +682,14 @@ def _load_passages(gen: Path, manifest: dict[str, Any], mmap: bool) -> tuple[np.
     if (
         passages.shape != (n, manifest["dim"])
         or rows.shape != (n,)
+        or rows.dtype.kind not in "iu"
         or (n and not 0 <= int(rows.min()) <= int(rows.max()) < manifest["counts"]["chunks"])
     ):
         raise StageError(
             f"index passage arrays disagree with the manifest (passages {passages.shape}, rows {rows.shape}): rebuild it", where
         )
+    if passages.dtype != np.float32 or not _finite(passages):
+        raise StageError("index file passages.npy is damaged (values that are not finite float32s): rebuild it", where)
     return passages, rows
 
 

@@ -35,7 +35,8 @@ With --workers N, N processes share the port (`ragline.prefork`), each loading t
 the model and swapping generations on its own, so N interpreters answer at once; /health counts
 one worker's requests.
 
-Bad requests get `{"error": "<one line>"}` with their status: 400 (both retrievers off, a
+Bad requests get `{"error": "<one line>"}` with their status (and so does a bug: 500, its
+traceback in the log): 400 (both retrievers off, a
 body that is not JSON), 401 (no or a wrong token), 404 (an unknown route or chunk id), 405,
 408 (a body that does not arrive in time), 413 (a body over --max-body, or more work than
 one request may ask for), 422 (a parameter of the wrong type or out of range, a blank
@@ -422,6 +423,10 @@ def make_app(
         if any(p.get("type") == "json_invalid" for p in problems):
             return error(400, "the body is not valid JSON")
         return error(422, api.problem(problems))
+
+    @app.exception_handler(Exception)
+    async def bug(request: Request, err: Exception) -> Response:  # its traceback goes to stderr (uvicorn's log), which then closes
+        return error(500, f"internal error ({type(err).__name__}): the server's log has its traceback", {"connection": "close"})
 
     @app.exception_handler(HTTPException)
     async def http_error(request: Request, err: HTTPException) -> Response:

@@ -21,7 +21,7 @@ import numpy as np
 import orjson
 import pytest
 from corpora import build_index
-from serving import Server, httpx, serving, settled, slow_llm
+from serving import Server, httpx, rebuild, serving, settled, slow_llm
 from stagecli import check, command, on_a_terminal, run, stage_env
 
 import rag_index
@@ -678,3 +678,87 @@ def test_a_lock_that_is_not_ours_is_refused_and_left_alone(tmp_path: Path, lock:
     assert err.endswith(", not rag-index's lock file: remove it\n"), err
     assert precious.read_text() == "the only copy\n" and (index / "CURRENT").read_text() == live
     assert sorted(p.name for p in index.iterdir() if p.name.startswith("gen-")) == [live.strip()]
+
+
+# --------------------------------------------------------------------------- round three: index arrays that lie
+
+
+def _edit_generation(index: Path, name: str, edit) -> None:
+    """Replace one file of the live generation by edit(its array), or edit(its bytes) for chunks.jsonl, and put the
+    manifest's size and sha256 for it back, as whoever edits an index can."""
+    gen = index / (index / "CURRENT").read_text().strip()
+    if name.endswith(".npy"):
+        np.save(gen / name, edit(np.load(gen / name, allow_pickle=False)), allow_pickle=False)
+    else:
+        (gen / name).write_bytes(edit((gen / name).read_bytes()))
+    manifest = orjson.loads((gen / "manifest.json").read_bytes())
+    manifest["files"][name] = (gen / name).stat().st_size
+    manifest["sha256"][name] = rag_index.file_digest(gen / name)
+    (gen / "manifest.json").write_bytes(orjson.dumps(manifest))
+
+
+def _nan_every_seventh(a: np.ndarray) -> np.ndarray:
+    return np.where(np.arange(a.size).reshape(a.shape) % 7 == 0, np.nan, a).astype(np.float32)
+
+
+LIES = {
+    "vectors-strings": ("vectors.npy", lambda a: a.astype(str), "vectors.npy is damaged (<U32 values, not float32)"),
+    "vectors-nan": ("vectors.npy", _nan_every_seventh, "vectors.npy is damaged (a value that is NaN or infinite)"),
+    "docs-out-of-range": ("bm25/docs.npy", lambda a: a + 1000, "bm25/docs.npy is damaged (a chunk row outside 0..5)"),
+    "docs-negative": ("bm25/docs.npy", lambda a: a - 1000, "bm25/docs.npy is damaged (a chunk row outside 0..5)"),
+    "docs-floats": ("bm25/docs.npy", lambda a: a.astype(np.float64), "bm25/docs.npy is damaged (float64 values, not integers)"),
+    "df-2d": ("bm25/df.npy", lambda a: np.stack([a, a]), "bm25/df.npy is damaged (shape (2, "),
+    "indptr-scaled": ("bm25/indptr.npy", lambda a: a * 50, "bm25/indptr.npy is damaged (postings that disagree with df)"),
+    "weights-nan": ("bm25/weights.npy", lambda a: np.full_like(a, np.nan), "bm25/weights.npy is damaged (a value that is NaN"),
+    "terms-int64": ("bm25/terms_utf8.npy", lambda a: a.astype(np.int64), "bm25/terms_utf8.npy is damaged (int64 of shape"),
+    "offsets-reversed": ("bm25/term_offsets.npy", lambda a: np.concatenate([a[:1], a[1:-1][::-1], a[-1:]]), "term_offsets.npy is damaged"),
+    "chunk-text-number": (
+        "chunks.jsonl",
+        lambda b: b.replace(b'"text":"', b'"text":1,"was":"', 1),
+        "chunks.jsonl is damaged (line 1: field 'text' must be a string",
+    ),
+    "chunk-id-twice": ("chunks.jsonl", lambda b: b + b.splitlines(keepends=True)[0], "chunks.jsonl is damaged (line 7: a second chunk"),
+}
+
+
+@pytest.mark.parametrize("lie", list(LIES))
+def test_index_arrays_that_lie_are_one_line_at_load(tmp_path: Path, lie: str) -> None:
+    """D11: arrays edited with the manifest's sizes and digests put back (strings or NaN in the vectors, chunk rows out
+    of range, a 2-D df.npy) were tracebacks in rag-search (IndexError, TypeError, a numpy ufunc error) or silent NaN
+    scores. `load` checks dtypes, shapes and ranges: one line naming the file, rebuild it."""
+    index = build_index(tmp_path)
+    name, edit, message = LIES[lie]
+    _edit_generation(index, name, edit)
+    done = run("rag-search", "--index", index, "--model", "hash", SWEEP, timeout=60)
+    err = done.stderr.decode()
+    assert done.returncode == 1 and err.count("\n") == 1 and done.stdout == b"", err
+    assert err.startswith(f"rag-search: {index}: index file ") and message in err and err.endswith(": rebuild it\n"), err
+
+
+def test_a_generation_that_lies_is_not_served_and_a_bug_is_a_json_500(tmp_path: Path) -> None:
+    """D11 as the server meets it: a rebuilt generation whose arrays lie is not swapped in (the old one serves, /health
+    says why); it was loaded, and its searches were plain-text 500s. A bug the server did not foresee is a JSON 500
+    too (a fault injected at start-up through sitecustomize), its traceback on stderr."""
+    index = build_index(tmp_path)
+    corpus = tmp_path / "corpus"
+    with serving(index, "--quiet") as server, server.client() as c:
+        served = c.get("/health").json()["generation"]
+        (corpus / "settlement.md").write_text((corpus / "settlement.md").read_text().replace("23:40", "22:15"))
+        rebuild(corpus, index)
+        _edit_generation(index, "bm25/docs.npy", lambda a: a + 1000)
+        r = c.get("/search", params={"q": SWEEP})
+        assert r.status_code == 200 and "23:40" in r.json()["hits"][0]["text"], r.text
+        health = c.get("/health").json()
+        assert health["generation"] == served and "bm25/docs.npy is damaged" in health["reload_error"], health
+    rebuild(corpus, index)  # a generation that does not lie
+    inject = tmp_path / "inject"
+    inject.mkdir()
+    (inject / "sitecustomize.py").write_text(
+        "import rag_answer\n\ndef broken(*args, **kwargs):\n    raise RuntimeError('an injected bug')\n\nrag_answer.answer_records = broken\n"
+    )
+    with serving(index, "--quiet", env=stage_env(PYTHONPATH=str(inject))) as server, server.client() as c:
+        r = c.post("/answer", json={"question": SWEEP})
+        assert r.status_code == 500 and r.headers["content-type"] == "application/json", r.text
+        assert r.json() == {"error": "internal error (RuntimeError): the server's log has its traceback"}
+        assert c.get("/health").status_code == 200
+    assert "RuntimeError: an injected bug" in server.log()
