@@ -36,15 +36,15 @@ the model and swapping generations on its own, so N interpreters answer at once;
 one worker's requests.
 
 Bad requests get `{"error": "<one line>"}` with their status (and so does a bug: 500, its
-traceback in the log): 400 (both retrievers off, a
-body that is not JSON), 401 (no or a wrong token), 404 (an unknown route or chunk id), 405,
-408 (a body that does not arrive in time), 413 (a body over --max-body, or more work than
-one request may ask for), 422 (a parameter of the wrong type or out of range, a blank
-question), 429 (the queue is full). JSON bodies are strictly typed. Safe by default: it binds 127.0.0.1; another address needs
---token (or RAG_SERVE_TOKEN), which every route but the page then requires as
-`Authorization: Bearer TOKEN` (the scheme in any case), or --open to say it is meant to be
-open; no CORS unless --cors names an origin. One access-log line per request on stderr
-unless --quiet, its control characters escaped.
+traceback in the log): 400 (both retrievers off, a body that is not JSON), 401 (no or a wrong
+token), 404 (an unknown route or chunk id), 405, 408 (a body that does not arrive in time), 413
+(a body over --max-body, or more work than one request may ask for), 421 (without a token, a
+Host that is not localhost or the server's own address: DNS rebinding), 422 (a parameter of the
+wrong type or out of range, a blank question), 429 (the queue is full). JSON bodies are strictly
+typed. Safe by default: it binds 127.0.0.1; another address needs --token (or RAG_SERVE_TOKEN),
+which every route but the page then requires as `Authorization: Bearer TOKEN` (the scheme in any
+case), or --open to say it is meant to be open; no CORS unless --cors names an origin. One
+access-log line per request on stderr unless --quiet, its control characters escaped.
 SIGTERM and Ctrl-C stop taking connections, finish the requests in flight, and exit 0.
 
 Needs the `serve` extra (`pip install 'ragline[serve]'`: FastAPI and uvicorn); nothing
@@ -306,9 +306,14 @@ class Live:
 
 
 def make_app(
-    live: Live, token: str | None = None, cors: tuple[str, ...] = (), log: Callable[[str], None] | None = None, max_body: int = MAX_BODY
+    live: Live,
+    token: str | None = None,
+    cors: tuple[str, ...] = (),
+    log: Callable[[str], None] | None = None,
+    max_body: int = MAX_BODY,
+    hosts: serving.Hosts | None = None,
 ) -> Any:
-    """The ASGI application: FastAPI routes over `live`, inside the gate (token, body limit, access log)."""
+    """The ASGI application: FastAPI routes over `live`, inside the gate (token, body limit, Host, access log)."""
     from fastapi import FastAPI, Query
     from fastapi.exceptions import RequestValidationError
     from starlette.exceptions import HTTPException
@@ -439,7 +444,7 @@ def make_app(
         app.add_middleware(
             CORSMiddleware, allow_origins=list(cors), allow_methods=["GET", "POST"], allow_headers=["Authorization", "Content-Type"]
         )
-    return serving.Gate(app, token, max_body, log, bool(cors))
+    return serving.Gate(app, token, max_body, log, bool(cors), hosts)
 
 
 # --------------------------------------------------------------------------- MCP
@@ -594,7 +599,7 @@ def main(
 
     def app_for(live: Live) -> Any:
         live.policy = serving.Policy()
-        return make_app(live, token, cors, None if quiet else say, max_body)
+        return make_app(live, token, cors, None if quiet else say, max_body, None if token else serving.Hosts(host, sock.getsockname()[0]))
 
     if workers > 1:  # each worker loads its own (`serving.serve_workers`); onnxruntime's threads shared out unless --threads says
         if not search.threads:

@@ -353,6 +353,33 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+class Hosts:
+    """The `Host:` values a server without a token answers: loopback names and addresses, and its own.
+
+    DNS rebinding: a web page at http://attacker.example:PORT/ whose name the attacker then points
+    at 127.0.0.1 makes the user's browser send it this server's answers (the handbook, /health's
+    paths) as same-origin. The browser still says `Host: attacker.example:PORT`, so a server that
+    answers only to `localhost`, loopback addresses and the address it was bound to (by name or
+    number; any IP literal when bound to a wildcard address, which no DNS name can be) is out of
+    its reach. The port is not compared. A token makes this moot (the page cannot know it)."""
+
+    def __init__(self, host: str, bound: str):
+        self.names = {"localhost", host.strip("[]").lower(), bound.lower()}
+        self.any_address = ipaddress.ip_address(bound).is_unspecified
+
+    def __call__(self, header: str) -> bool:
+        name = header.strip().lower()
+        name = name[1:].partition("]")[0] if name.startswith("[") else name.partition(":")[0] if name.count(":") == 1 else name
+        name = name.rstrip(".")
+        if name in self.names:
+            return True
+        try:
+            address = ipaddress.ip_address(name)
+        except ValueError:
+            return False
+        return address.is_loopback or self.any_address
+
+
 def bind(host: str, port: int, *, shared: bool = False) -> socket.socket:
     """A listening socket, or a StageError naming the address when it is in use or not ours.
 
@@ -419,7 +446,7 @@ def _bound(family: int, kind: int, proto: int, address: Any, *, reuse_port: bool
 
 
 class Gate:
-    """The outermost ASGI layer: the bearer token, the body limit, and one access-log line per request.
+    """The outermost ASGI layer: the bearer token, the body limit, the Host, and one access-log line per request.
 
     A body is read whole here (at most `max_body` bytes, whatever Content-Length says, within
     BODY_TIMEOUT seconds) and handed on, so an oversized one is a 413 and a slow one a
@@ -427,11 +454,22 @@ class Gate:
     case (RFC 6750), the token exactly. Every response says `X-Content-Type-Options: nosniff`,
     and every JSON one `Cache-Control: no-store`. The access log escapes control characters
     (`ragline.records.printable`): a path holding a newline or an escape sequence cannot forge
-    a line or reach the operator's terminal.
+    a line or reach the operator's terminal. With `hosts` (a server without a token: `Hosts`), a
+    request for one of the app's routes whose `Host:` is not this server's is a 421, after its body
+    (an unknown path stays a 404, naming nothing).
     """
 
-    def __init__(self, app: Any, token: str | None, max_body: int, log: Callable[[str], None] | None, cors: bool = False):
-        self.app, self.token, self.max_body, self.log, self.cors = app, token, max_body, log, cors
+    def __init__(
+        self,
+        app: Any,
+        token: str | None,
+        max_body: int,
+        log: Callable[[str], None] | None,
+        cors: bool = False,
+        hosts: Callable[[str], bool] | None = None,
+    ):
+        self.app, self.token, self.max_body, self.log, self.cors, self.hosts = app, token, max_body, log, cors, hosts
+        self.routes = {path for route in getattr(app, "routes", ()) if isinstance(path := getattr(route, "path", None), str)}
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -486,6 +524,10 @@ class Gate:
             if len(body) > self.max_body:
                 await _reply(send, 413, f"the body is over {self.max_body} bytes")
                 return
+        if self.hosts is not None and scope["path"] in self.routes and "host" in headers and not self.hosts(headers["host"]):
+            shown = ragline.records.printable(ragline.records.one_line(headers["host"], 80))
+            await _reply(send, 421, f"Host '{shown}' is not this server: without a token it answers only to localhost and its own address")
+            return
         sent = False
 
         async def replay() -> dict[str, Any]:

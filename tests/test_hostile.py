@@ -539,6 +539,26 @@ def test_head_of_the_page_is_200(index: Path) -> None:
         assert head.headers["content-security-policy"] == get.headers["content-security-policy"]
 
 
+def test_a_foreign_host_is_a_421_without_a_token(index: Path) -> None:
+    """D8: `curl -H 'Host: attacker.example:PORT' 127.0.0.1:PORT/search?q=x` was a 200, so DNS rebinding let any web
+    page the user opened read the handbook and /health (its paths). Without --token, only localhost, loopback
+    addresses and the bound address are answered; any other Host is a 421 on every route."""
+    with serving(index, "--quiet") as server, server.client() as c:
+        port = server.url.rsplit(":", 1)[1]
+        for name in ("attacker.example", "attacker.example.", "localhost.attacker.example", "127.0.0.1.nip.io", "x"):
+            evil = {"Host": f"{name}:{port}"}
+            for r in (c.get("/search", params={"q": SWEEP}, headers=evil), c.get("/health", headers=evil)):
+                assert r.status_code == 421 and "is not this server" in r.json()["error"], (name, r.text)
+            assert c.post("/answer", json={"question": SWEEP}, headers=evil).status_code == 421
+            assert c.get("/openapi.json", headers=evil).status_code == 421 and c.get("/", headers=evil).status_code == 421
+        for name in ("localhost", "LOCALHOST", "127.0.0.1", "127.0.0.2", "[::1]"):
+            assert c.get("/health", headers={"Host": f"{name}:{port}"}).status_code == 200, name
+        assert c.get("/nope", headers={"Host": "attacker.example"}).status_code == 404  # an unknown route names nothing
+    with serving(index, "--quiet", "--token", "s3cret") as server, server.client() as c:
+        r = c.get("/health", headers={"Host": "handbook.example", "Authorization": "Bearer s3cret"})
+        assert r.status_code == 200  # behind a token (a proxy's name): the page cannot know the token
+
+
 # --------------------------------------------------------------------------- round three: the chunker
 
 

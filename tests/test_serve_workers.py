@@ -93,7 +93,7 @@ def test_keep_alive_connections_opened_at_once_reach_every_worker(index: Path) -
         clients = [socket.create_connection(("127.0.0.1", port)) for _ in range(16)]
         try:
             for c in clients:  # a request on each, answered: every connection has been accepted
-                c.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+                c.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")  # a Host of its own (not 'x': a 421)
             for c in clients:
                 c.settimeout(30)
                 assert c.recv(65536).startswith(b"HTTP/1.1 200")

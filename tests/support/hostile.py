@@ -46,8 +46,8 @@ from stagecli import ROOT, command, run, stage_env
 
 from ragline import serving as policy
 
-FORGED = b"GET /x%0arag-serve:%20GET%20/admin%20200%201.0%20ms HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-ESCAPE = b"GET /%1b%5b2J%07 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+FORGED = b"GET /x%0arag-serve:%20GET%20/admin%20200%201.0%20ms HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+ESCAPE = b"GET /%1b%5b2J%07 HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
 
 
 def build(work: Path) -> tuple[Path, bytes]:
@@ -98,7 +98,7 @@ def request(address: tuple[str, int], raw: bytes, timeout: float = 60) -> int:
 
 def post(path: str, body: dict) -> bytes:
     data = orjson.dumps(body)
-    head = f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {len(data)}\r\nConnection: close\r\n\r\n"
+    head = f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {len(data)}\r\nConnection: close\r\n\r\n"
     return head.encode() + data
 
 
@@ -153,7 +153,7 @@ def main() -> int:
                 start_ = time.monotonic()
                 try:
                     with socket.create_connection(address, timeout=10) as sock:
-                        sock.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+                        sock.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
                         data = b""
                         while chunk := sock.recv(65536):
                             data += chunk
@@ -189,7 +189,7 @@ def main() -> int:
         def slow_one() -> None:
             try:
                 with socket.create_connection(address, timeout=5) as sock:
-                    for byte in b"GET /health HTTP/1.1\r\nHost: x\r\nX-Slow: " + b"a" * 60:
+                    for byte in b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: " + b"a" * 60:
                         if stop.is_set():
                             return
                         sock.send(bytes([byte]))
@@ -204,7 +204,7 @@ def main() -> int:
                 count("heavy", request(address, post("/answer", {"questions": heavy, "k": 1000})))
                 count("forged", request(address, FORGED))
                 count("escape", request(address, ESCAPE))
-                unfinished = b"POST /search HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"
+                unfinished = b"POST /search HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"
                 count("unfinished body", request(address, unfinished, timeout=policy.BODY_TIMEOUT + 10))
 
         threads = [threading.Thread(target=client, args=(n,)) for n in range(args.clients)]
