@@ -598,7 +598,7 @@ def main(
     say = serving.say
 
     def app_for(live: Live) -> Any:
-        live.policy = serving.Policy()
+        live.policy = serving.Policy(max_body=max_body)
         return make_app(live, token, cors, None if quiet else say, max_body, None if token else serving.Hosts(host, sock.getsockname()[0]))
 
     if workers > 1:  # each worker loads its own (`serving.serve_workers`); onnxruntime's threads shared out unless --threads says

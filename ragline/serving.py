@@ -71,6 +71,7 @@ LOOP_NOTE_EVERY = 60.0  # seconds between two notes of one event-loop error
 GRACE = 30  # seconds the requests in flight get to finish at SIGTERM
 LISTEN_BACKLOG = 2048  # connections the kernel queues for accept, per listening socket
 STAGE = "rag-serve"  # the access log's and the notes' prefix
+REFUSED = "ragline.refused"  # a request's scope key: (status, message) when its body cannot be read (`guarded`)
 
 
 def connection_bound(limit: int = MAX_CONNECTIONS) -> int:
@@ -173,9 +174,10 @@ class _Timed:
 class Policy:
     """The connection policy's state: the connections held, oldest first, and what was done to which."""
 
-    def __init__(self, bound: int | None = None, head_timeout: float = HEAD_TIMEOUT):
+    def __init__(self, bound: int | None = None, head_timeout: float = HEAD_TIMEOUT, max_body: int | None = None):
         self.bound = bound or connection_bound()
         self.head_timeout = head_timeout
+        self.max_body = max_body  # bytes of a request body (the Gate's): a chunk declaring more is refused at once
         self.held: dict[Any, None] = {}  # insertion-ordered: the oldest connection first
         self.timed_out = 0  # closed for not sending a head in time
         self.evicted = 0  # closed, idle, to make room for a new one
@@ -212,8 +214,15 @@ class Policy:
 def guarded(base: type, policy: Policy) -> type:
     """uvicorn's HTTP protocol class `base` under `policy`: the head timeout and the connection bound.
 
-    Relies on two things both of uvicorn's HTTP protocols have: `cycle` (the request in
-    flight, None before the first) and `on_response_complete` (called when a response is sent).
+    Relies on what both of uvicorn's HTTP protocols have: `cycle` (the request in flight, None
+    before the first: its `scope`, `message_event`, `response_started`), `on_response_complete`
+    (called when a response is sent) and `send_400_response` (for a request that cannot be parsed).
+
+    A request whose body cannot be read (a chunk size h11 refuses or one over 64 bits, 400; a chunk
+    declaring more than the body limit, 413) is answered at once: through the Gate (`REFUSED`), in
+    JSON, with `Connection: close`, where it waited BODY_TIMEOUT for bytes that could never be
+    taken (408) or got uvicorn's plain-text 400. The chunk size is h11's reader's count of the bytes
+    the current chunk has still to send (a private attribute: 0 where it is absent).
     """
 
     class Guarded(base):
@@ -239,6 +248,36 @@ def guarded(base: type, policy: Policy) -> type:
             super().on_response_complete()
             if self.idle():  # not a pipelined request already started
                 self._arm()
+
+        def data_received(self, data: bytes) -> None:
+            super().data_received(data)
+            chunk = getattr(getattr(getattr(self, "conn", None), "_reader", None), "_bytes_in_chunk", 0)
+            if isinstance(chunk, int) and policy.max_body is not None and chunk > policy.max_body:
+                self.refuse(
+                    *((400, "a chunk size over 64 bits: malformed") if chunk >> 64 else (413, f"the body is over {policy.max_body} bytes"))
+                )
+
+        def send_400_response(self, msg: str) -> None:
+            """uvicorn's answer to a request h11 cannot parse, as JSON; through the Gate when it waits for the body."""
+            err = sys.exc_info()[1]  # called in uvicorn's `except h11.RemoteProtocolError:`
+            why = f"the request is not valid HTTP/1.1 ({ragline.records.one_line(str(err or msg), 120)})"
+            if self.cycle is not None and not self.cycle.response_started:
+                self.refuse(400, why)
+                return
+            body = orjson.dumps({"error": why})
+            head = f"HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\ncontent-length: {len(body)}\r\nconnection: close\r\n\r\n"
+            self.transport.write(head.encode() + body)
+            self.transport.close()
+
+        def refuse(self, status: int, message: str) -> None:
+            """Have the Gate answer the request in flight `status` at once, and close (its body is not read further)."""
+            cycle = self.cycle
+            if cycle is None or cycle.response_started or REFUSED in cycle.scope:
+                if cycle is None or cycle.response_started:
+                    self.transport.close()
+                return
+            cycle.scope[REFUSED] = (status, message)
+            cycle.message_event.set()
 
         def idle(self) -> bool:
             """No request in flight: before the first head, or between a response and the next head."""
@@ -516,6 +555,10 @@ class Gate:
                 message = await asyncio.wait_for(receive(), max(0.0, deadline - asyncio.get_running_loop().time()))
             except TimeoutError:
                 await _reply(send, 408, f"the body did not arrive within {BODY_TIMEOUT:g} s", [(b"connection", b"close")])
+                return
+            if REFUSED in scope:  # the protocol found the body unreadable (`guarded`)
+                status, why = scope[REFUSED]
+                await _reply(send, status, why, [(b"connection", b"close")])
                 return
             if message["type"] == "http.disconnect":
                 return

@@ -559,6 +559,45 @@ def test_a_foreign_host_is_a_421_without_a_token(index: Path) -> None:
         assert r.status_code == 200  # behind a token (a proxy's name): the page cannot know the token
 
 
+def _first_response(url: str, raw: bytes) -> tuple[int, dict[str, str], bytes]:
+    """Send raw bytes on a new connection; the status, headers and body of the first response (read to its end)."""
+    host, port = url.removeprefix("http://").rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=60) as sock:
+        sock.sendall(raw)
+        data = b""
+        while b"\r\n\r\n" not in data or len(data.split(b"\r\n\r\n", 1)[1]) < int(_headers(data).get("content-length", 0)):
+            got = sock.recv(65536)
+            assert got, f"closed after {data!r}"
+            data += got
+    head, body = data.split(b"\r\n\r\n", 1)
+    return int(head.split(b" ", 2)[1]), _headers(data), body
+
+
+def _headers(data: bytes) -> dict[str, str]:
+    lines = data.split(b"\r\n\r\n", 1)[0].decode("latin-1").split("\r\n")[1:]
+    return {k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in lines)}
+
+
+@pytest.mark.parametrize(
+    ("chunks", "status", "message"),
+    [
+        (b"ffffffffffffffffffff\r\n", 400, "a chunk size over 64 bits: malformed"),
+        (b"2\r\n{}\r\nffffffffffffffffffff\r\n", 400, "a chunk size over 64 bits: malformed"),
+        (b"fffffff\r\n", 413, "the body is over 65536 bytes"),
+        (b"zz\r\n{}\r\n0\r\n\r\n", 400, "the request is not valid HTTP/1.1 (illegal chunk header"),
+    ],
+    ids=["20-digits", "20-digits-second", "over-the-limit", "not-hex"],
+)
+def test_a_malformed_chunk_size_is_answered_at_once(index: Path, chunks: bytes, status: int, message: str) -> None:
+    """D17: a chunk size of twenty hex digits (over 64 bits) was a 408 after BODY_TIMEOUT, h11 waiting for bytes no
+    body may hold; one h11 refuses was uvicorn's text/plain 400. Both are JSON at once, and close the connection."""
+    head = b"POST /search HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+    with serving(index, "--quiet", "--max-body", "65536") as server:
+        got, headers, body = _first_response(server.url, head + chunks)
+        assert (got, headers["content-type"], headers["connection"]) == (status, "application/json", "close"), (got, headers, body)
+        assert orjson.loads(body)["error"].startswith(message), body
+
+
 # --------------------------------------------------------------------------- round three: the chunker
 
 
