@@ -10,7 +10,12 @@ service from everyone else lives here, so each rule is written once and tested a
   that has waited longest without a request in flight and with nothing in its receive buffer
   (FIONREAD: a client whose head has arrived but is not read yet, in a burst of accepts, is
   kept), so a flood of idle sockets cannot keep a real client (an orchestrator's `/health`)
-  out; when every held connection is busy, the new one is closed. The bound stays below the process's
+  out; when none is idle, it closes the one whose request has been in flight longest among
+  those stalled on their client (a body still to come, a response it does not read), so
+  connections holding back their bodies cannot either; only when every held connection waits
+  for the server's own work (which the pool bounds) is the new one closed. A response the client
+  does not read (the transport over its high-water mark) that takes no byte for WRITE_TIMEOUT
+  seconds closes its connection. The bound stays below the process's
   open-file limit, so accepting never runs out of descriptors; if it does anyway (another
   part of the process holds them), `loop_errors` says so in one line a minute, never a
   traceback per failed accept.
@@ -57,6 +62,7 @@ from ragline.records import StageError
 
 HEAD_TIMEOUT = 5.0  # seconds a connection has to send a whole request head
 BODY_TIMEOUT = 10.0  # seconds a request has to send its whole body
+WRITE_TIMEOUT = 10.0  # seconds a response may go unread (its bytes waiting, none taken) before its connection is closed
 MAX_CONNECTIONS = 1000  # connections held at once, at most (less when the open-file limit is lower)
 FD_RESERVE = 64  # descriptors kept for everything but connections: the index, the model, logs, the reload
 WORKERS = 1  # threads running search and answer
@@ -180,21 +186,35 @@ class Policy:
         self.max_body = max_body  # bytes of a request body (the Gate's): a chunk declaring more is refused at once
         self.held: dict[Any, None] = {}  # insertion-ordered: the oldest connection first
         self.timed_out = 0  # closed for not sending a head in time
+        self.write_timed_out = 0  # closed for not reading a response for WRITE_TIMEOUT
         self.evicted = 0  # closed, idle, to make room for a new one
-        self.refused = 0  # new ones closed at once: every held connection had a request in flight
+        self.evicted_busy = 0  # closed, its request stalled on the client, to make room for a new one
+        self.refused = 0  # new ones closed at once: every held connection had a request the server was working on
         self.accepted = 0
 
     def admit(self, connection: Any) -> bool:
-        """Hold `connection`, making room by closing the longest-idle one if the bound is reached; False: refuse it."""
-        if len(self.held) >= self.bound:
-            idle = next((c for c in self.held if c.silent()), None)
-            if idle is None:
-                self.refused += 1
-                return False
-            self.evicted += 1
-            idle.drop()
+        """Hold `connection`, making room if the bound is reached (`room`); False: refuse it."""
+        if len(self.held) >= self.bound and not self.room():
+            self.refused += 1
+            return False
         self.held[connection] = None
         self.accepted += 1
+        return True
+
+    def room(self) -> bool:
+        """Close one held connection for a newcomer: the longest-idle silent one, else the one whose request has
+        been in flight longest among those stalled on the client (a body still coming, a response it does not
+        read). None of either: every held connection waits for the server's work, which the pool bounds."""
+        idle = next((c for c in self.held if c.silent()), None)
+        if idle is not None:
+            self.evicted += 1
+            idle.drop()
+            return True
+        stalled = [c for c in self.held if c.stalled()]
+        if not stalled:
+            return False
+        self.evicted_busy += 1
+        min(stalled, key=lambda c: c.since).drop()
         return True
 
     def release(self, connection: Any) -> None:
@@ -206,13 +226,15 @@ class Policy:
             "bound": self.bound,
             "accepted": self.accepted,
             "timed_out": self.timed_out,
+            "write_timed_out": self.write_timed_out,
             "evicted": self.evicted,
+            "evicted_busy": self.evicted_busy,
             "refused": self.refused,
         }
 
 
 def guarded(base: type, policy: Policy) -> type:
-    """uvicorn's HTTP protocol class `base` under `policy`: the head timeout and the connection bound.
+    """uvicorn's HTTP protocol class `base` under `policy`: the head and write timeouts and the connection bound.
 
     Relies on what both of uvicorn's HTTP protocols have: `cycle` (the request in flight, None
     before the first: its `scope`, `message_event`, `response_started`), `on_response_complete`
@@ -227,7 +249,10 @@ def guarded(base: type, policy: Policy) -> type:
 
     class Guarded(base):
         _timer: asyncio.TimerHandle | None = None
+        _write_timer: asyncio.TimerHandle | None = None
         _admitted = False
+        since = 0.0  # loop time the request in flight began (its head arrived)
+        _unread = 0  # bytes waiting in the transport when the write timer was armed
 
         def connection_made(self, transport: Any) -> None:
             self.transport = transport
@@ -241,16 +266,55 @@ def guarded(base: type, policy: Policy) -> type:
         def connection_lost(self, exc: Exception | None) -> None:
             policy.release(self)
             self._disarm()
+            self._disarm_write()
             if self._admitted:  # not a connection refused at once
                 super().connection_lost(exc)
 
         def on_response_complete(self) -> None:
+            cycle = self.cycle
             super().on_response_complete()
+            if self.cycle is not cycle:  # a pipelined request started
+                self.since = asyncio.get_running_loop().time()
             if self.idle():  # not a pipelined request already started
                 self._arm()
 
+        def pause_writing(self) -> None:
+            """The transport holds more than its high-water mark: the client is not reading; WRITE_TIMEOUT from now."""
+            super().pause_writing()
+            self._unread = self.transport.get_write_buffer_size()
+            self._arm_write()
+
+        def resume_writing(self) -> None:
+            super().resume_writing()
+            self._disarm_write()
+
+        def _arm_write(self) -> None:
+            self._disarm_write()
+            self._write_timer = asyncio.get_running_loop().call_later(WRITE_TIMEOUT, self._write_expire)
+
+        def _disarm_write(self) -> None:
+            if self._write_timer is not None:
+                self._write_timer.cancel()
+                self._write_timer = None
+
+        def _write_expire(self) -> None:
+            """No progress means no byte taken since the timer was armed; some progress arms it again."""
+            self._write_timer = None
+            waiting = self.transport.get_write_buffer_size()
+            if self.transport.is_closing() or not waiting:
+                return
+            if waiting < self._unread:
+                self._unread = waiting
+                self._arm_write()
+                return
+            policy.write_timed_out += 1
+            self.drop()
+
         def data_received(self, data: bytes) -> None:
+            cycle = self.cycle
             super().data_received(data)
+            if self.cycle is not cycle:  # a request head arrived
+                self.since = asyncio.get_running_loop().time()
             chunk = getattr(getattr(getattr(self, "conn", None), "_reader", None), "_bytes_in_chunk", 0)
             if isinstance(chunk, int) and policy.max_body is not None and chunk > policy.max_body:
                 self.refuse(
@@ -294,8 +358,16 @@ def guarded(base: type, policy: Policy) -> type:
                 return True
             return int.from_bytes(waiting, sys.byteorder) == 0
 
+        def stalled(self) -> bool:
+            """A request in flight that waits for the client: its body still coming, or its response not being read."""
+            cycle = self.cycle
+            if self.idle() or self.transport.is_closing() or cycle is None:
+                return False
+            return bool(getattr(cycle, "more_body", False) or getattr(getattr(self, "flow", None), "write_paused", False))
+
         def drop(self) -> None:
             self._disarm()
+            self._disarm_write()
             policy.release(self)
             self.transport.abort()
 

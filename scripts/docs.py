@@ -153,6 +153,7 @@ def limits() -> str:
     rows = [
         ("`HEAD_TIMEOUT`", f"{serving.HEAD_TIMEOUT:g} s", "to send a request head (ragline/serving.py)"),
         ("`BODY_TIMEOUT`", f"{serving.BODY_TIMEOUT:g} s", "to send a request body"),
+        ("`WRITE_TIMEOUT`", f"{serving.WRITE_TIMEOUT:g} s", "a response may go unread, taking no byte, before its connection is closed"),
         ("`MAX_CONNECTIONS`", f"{serving.MAX_CONNECTIONS:,}", "connections held, at most"),
         ("`FD_RESERVE`", f"{serving.FD_RESERVE}", "descriptors kept from the open-file limit for all but connections"),
         ("`WORKERS`", f"{serving.WORKERS}", "threads running search and answer"),

@@ -531,6 +531,68 @@ def test_a_single_line_file_is_refused_in_bounded_memory(tmp_path: Path) -> None
 # --------------------------------------------------------------------------- round three (issue 32): HTTP
 
 
+def _health_counts(url: str) -> dict:
+    return httpx.get(url + "/health", timeout=30).json()["connections"]
+
+
+def test_connections_stalled_by_their_client_make_room_for_health(index: Path) -> None:
+    """D1: connections that sent a request head and hold back the body were never evicted (a request was in flight),
+    so as many as the bound locked /health out until their bodies timed out. Past the bound, a newcomer now
+    closes the connection stalled on its client the longest: /health answers beside them."""
+    files = 256
+    head = (
+        b"POST /search HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100\r\nExpect: 100-continue\r\n\r\n"
+    )
+    with serving(index, "--quiet", files=files) as server:
+        bound = _health_counts(server.url)["bound"]
+        socks: list[socket.socket] = []
+        waiting = []
+        try:
+            for _ in range(bound + 16):  # one after another: each busy (asked for its body) before the next comes
+                (s,) = idle_sockets(server.url, 1)
+                socks.append(s)
+                s.sendall(head)
+                s.settimeout(30)
+                try:
+                    waiting.append(s.recv(100).startswith(b"HTTP/1.1 100 Continue"))
+                except ConnectionResetError:
+                    waiting.append(False)
+            assert all(waiting), f"{waiting.count(False)} of {len(socks)} connections were refused"
+            health = httpx.get(server.url + "/health", timeout=30)  # refused at once before: every held one was busy
+            assert health.status_code == 200
+            counts = health.json()["connections"]
+            assert counts["evicted_busy"] == 17 and counts["refused"] == 0 and counts["open"] <= counts["bound"], counts
+            assert all(closed_by_peer(s) for s in socks[:17]) and not any(closed_by_peer(s) for s in socks[17:20]), "oldest first"
+        finally:
+            for s in socks:
+                s.close()
+    assert "Traceback" not in server.log()
+
+
+def test_a_response_nobody_reads_is_cut_off(index: Path) -> None:
+    """D1: a client that pipelines requests and never reads held its connection busy for ever once the server's
+    buffers were full (the response made no progress, and a busy connection was never evicted). A response
+    that makes no progress for WRITE_TIMEOUT closes its connection."""
+    with serving(index, "--quiet") as server:
+        host, port = server.url.removeprefix("http://").rsplit(":", 1)
+        sock = socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # a small window: the server's buffers fill sooner
+        sock.connect((host, int(port)))
+        try:
+            sock.sendall(b"GET /openapi.json HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n" * 400)  # about 9 MB of answers, never read
+            deadline = time.monotonic() + policy.WRITE_TIMEOUT + 60
+            while _health_counts(server.url).get("write_timed_out", 0) < 1:
+                assert time.monotonic() < deadline, "the unread responses were never cut off"
+                time.sleep(0.2)
+            sock.settimeout(30)
+            with pytest.raises((ConnectionResetError, BrokenPipeError)):
+                while sock.recv(1 << 20):  # what was sent before the cut, then the reset
+                    pass
+                raise ConnectionResetError  # a clean end is a close too
+        finally:
+            sock.close()
+
+
 def test_head_of_the_page_is_200(index: Path) -> None:
     """D16: `curl -I /` was a 405 (HEAD /health was already a 200): a monitor checking the page got an error."""
     with serving(index, "--quiet") as server, server.client() as c:
