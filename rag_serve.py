@@ -291,6 +291,7 @@ class Live:
                 "capacity": self.pool.capacity,
                 "expected_wait_s": None if (w := self.pool.expected_wait()) is None else round(w, 3),
                 "refused": self.pool.refused,
+                "dropped": self.pool.dropped,
             },
             "connections": None if self.policy is None else self.policy.counts(),
             "ragline": ragline.__version__,

@@ -22,11 +22,14 @@ service from everyone else lives here, so each rule is written once and tested a
 - **Work** (`Pool`). Search and answer run on WORKERS threads (one: the embedding cache's
   sqlite connection belongs to the thread that opened it, and the work is Python under the
   interpreter's lock anyway). A request waits for them while the work ahead of it is expected
-  to end within MAX_WAIT seconds (the questions in, times the mean time of one question lately),
-  and QUEUE may always wait; past that, or past QUEUE_MAX requests in, a request is refused
-  at once with 429 and `Retry-After`, rather than waiting behind the others. So thirty-two
-  clients of millisecond searches are all served, while eight slow answers fill the queue.
-  `/health` never enters the pool.
+  to end within MAX_WAIT seconds (the questions in, times the mean time of one question lately,
+  less what the running one has done), and while the questions in, its own included, fit in
+  WORKERS + QUEUE (a batch of 64 takes 64 of that room, so nine such batches are not all let
+  in); past that, or past QUEUE_MAX requests in, a request is refused at once with 429 and
+  `Retry-After`, rather than waiting behind the others. A request with nothing ahead always
+  runs. So thirty-two clients of millisecond searches are all served, while eight slow answers
+  fill the queue. Work whose client has closed its connection before the work began is dropped
+  (the Gate's DEPARTED event; 499 in the log). `/health` never enters the pool.
 - **A request's budget** (`check_budget`). Questions x hits (the larger of k and the candidate
   lists) at most MAX_HITS, question characters at most MAX_CHARS: a bigger request is a 413
   saying which bound and by how much, so no single request holds the worker for long.
@@ -39,6 +42,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import errno
 import fcntl
 import hmac
@@ -66,7 +70,7 @@ WRITE_TIMEOUT = 10.0  # seconds a response may go unread (its bytes waiting, non
 MAX_CONNECTIONS = 1000  # connections held at once, at most (less when the open-file limit is lower)
 FD_RESERVE = 64  # descriptors kept for everything but connections: the index, the model, logs, the reload
 WORKERS = 1  # threads running search and answer
-QUEUE = 8  # requests that may always wait for a worker
+QUEUE = 8  # questions that may always wait for a worker (a request counts its questions)
 MAX_WAIT = 2.0  # seconds of work ahead a request may wait behind; past it (and QUEUE), 429
 QUEUE_MAX = 256  # requests running or waiting, at most, however quick they are
 RECENT = 0.2  # the weight of the latest request's time in the running mean
@@ -92,6 +96,10 @@ class Busy(Exception):
     """The pool's queue is full: answer 429 now."""
 
 
+DEPARTED: contextvars.ContextVar[asyncio.Event | None] = contextvars.ContextVar("ragline_departed", default=None)
+"""Set by the Gate for the request being handled: an event set when its client closes the connection."""
+
+
 class OverBudget(Exception):
     """One request asks for more work than MAX_HITS or MAX_CHARS allow: answer 413."""
 
@@ -111,48 +119,81 @@ def check_budget(questions: list[str], hits: int) -> None:
 
 class Pool:
     """WORKERS threads for the model work; a request waits for them while the work ahead of it
-    is expected to take at most MAX_WAIT seconds, or fewer than `queue` wait, never more than QUEUE_MAX.
+    is expected to take at most MAX_WAIT seconds, or while the questions in, its own included,
+    are at most `workers + queue`, never more than QUEUE_MAX requests.
 
     The work ahead is counted in questions (a batch request of 64 weighs 64 searches), at the
-    running mean time of one question of the recent requests: one heavy batch neither lets a
-    flood of others in behind it nor shuts quick searches out after it."""
+    running mean time of one question of the recent requests, less what a running request has
+    done of it already: one heavy batch neither lets a flood of others in behind it nor shuts
+    quick searches out after it. The room that is always there is counted in questions too, so
+    nine batches of 64 are not all let in because nine requests fit (the first runs, the next
+    waits only if its wait is short); a request with nothing ahead is always let in.
+
+    A request whose client has gone (`DEPARTED`, set by the Gate when the connection closes)
+    before its work started is dropped from the queue at once (`Gone`), its questions no longer
+    counted; work already running finishes."""
 
     def __init__(self, workers: int = WORKERS, queue: int = QUEUE, name: str = "rag-serve", max_wait: float = MAX_WAIT):
         self.executor = ThreadPoolExecutor(workers, thread_name_prefix=name)
         self.workers = workers
-        self.capacity = workers + queue  # always admitted
+        self.capacity = workers + queue  # questions always admitted
         self.max_wait = max_wait
         self.mean_seconds: float | None = None  # of one question's work, recently; None until a request has run
         self.admitted = 0  # requests running or waiting; touched on the event loop only
         self.questions = 0  # the questions they hold
+        self.inflight: dict[_Timed, int] = {}  # each request running or waiting, and its questions
         self.refused = 0
+        self.dropped = 0  # requests whose client left before their work began
 
     def expected_wait(self) -> float | None:
         """Seconds the work already in is expected to take (on `workers` threads), or None before any has run."""
         if self.mean_seconds is None:
             return None
-        return self.questions * self.mean_seconds / self.workers
+        now, ahead = time.perf_counter(), 0.0
+        for timed, weight in self.inflight.items():
+            expected = weight * self.mean_seconds
+            ahead += expected if timed.started is None else max(0.0, expected - (now - timed.started))
+        return ahead / self.workers
 
-    def admits(self) -> bool:
-        if self.admitted < self.capacity:
+    def admits(self, questions: int = 1) -> bool:
+        if self.admitted == 0:
+            return True
+        if self.admitted >= QUEUE_MAX:
+            return False
+        if self.questions + max(1, questions) <= self.capacity:
             return True
         wait = self.expected_wait()
-        return self.admitted < QUEUE_MAX and wait is not None and wait <= self.max_wait
+        return wait is not None and wait <= self.max_wait
 
     async def run(self, fn: Callable[[], Any], questions: int = 1) -> Any:
-        """fn() on a worker thread, `questions` the work it holds; Busy at once when the pool does not admit it."""
-        if not self.admits():
+        """fn() on a worker thread, `questions` the work it holds; Busy at once when the pool does not admit it,
+        Gone when the client leaves before it starts."""
+        weight = max(1, questions)
+        if not self.admits(weight):
             self.refused += 1
             raise Busy(f"the server is busy ({self.admitted} requests running or waiting): retry in {RETRY_AFTER} s")
-        weight = max(1, questions)
         self.admitted += 1
         self.questions += weight
         timed = _Timed(fn)
+        self.inflight[timed] = weight
+        departed = DEPARTED.get()
         try:
-            return await asyncio.get_running_loop().run_in_executor(self.executor, timed)
+            future = self.executor.submit(timed)
+            done = asyncio.wrap_future(future)
+            if departed is not None:
+                left = asyncio.ensure_future(departed.wait())
+                try:
+                    await asyncio.wait((done, left), return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    left.cancel()
+                if not done.done() and future.cancel():  # not started: nobody is waiting for it
+                    self.dropped += 1
+                    raise Gone("the client closed the connection before its request ran")
+            return await done
         finally:
             self.admitted -= 1
             self.questions -= weight
+            del self.inflight[timed]
             if timed.seconds is not None:
                 each, m = timed.seconds / weight, self.mean_seconds
                 self.mean_seconds = each if m is None else (1 - RECENT) * m + RECENT * each
@@ -167,14 +208,15 @@ class _Timed:
 
     def __init__(self, fn: Callable[[], Any]):
         self.fn = fn
+        self.started: float | None = None  # perf_counter when it began
         self.seconds: float | None = None
 
     def __call__(self) -> Any:
-        start = time.perf_counter()
+        self.started = time.perf_counter()
         try:
             return self.fn()
         finally:
-            self.seconds = time.perf_counter() - start
+            self.seconds = time.perf_counter() - self.started
 
 
 class Policy:
@@ -432,6 +474,13 @@ class RequestError(Exception):
         self.status = status
 
 
+class Gone(RequestError):
+    """The client left before its request's work began: the work is dropped (499, as nginx logs it; nobody reads it)."""
+
+    def __init__(self, message: str):
+        super().__init__(message, 499)
+
+
 def query_records(question: str | None, questions: list[str] | None, query_id: str | None = None) -> list[dict[str, Any]]:
     """The query records for one question or a batch (ids q1, q2, ... as for questions given as arguments)."""
     if (question is None) == (questions is None):
@@ -644,15 +693,30 @@ class Gate:
             await _reply(send, 421, f"Host '{shown}' is not this server: without a token it answers only to localhost and its own address")
             return
         sent = False
+        departed = asyncio.Event()
+
+        async def watch() -> dict[str, Any]:
+            """http.disconnect, once the client leaves (or the response is done): what comes after the body."""
+            while (message := await receive())["type"] != "http.disconnect":
+                pass  # a GET's empty body, not read above
+            departed.set()
+            return dict(message)
+
+        watching = asyncio.ensure_future(watch())
 
         async def replay() -> dict[str, Any]:
             nonlocal sent
             if not sent:
                 sent = True
                 return {"type": "http.request", "body": bytes(body), "more_body": False}
-            return await receive()
+            return await asyncio.shield(watching)
 
-        await self.app(scope, replay, send)
+        token = DEPARTED.set(departed)
+        try:
+            await self.app(scope, replay, send)
+        finally:
+            DEPARTED.reset(token)
+            watching.cancel()
 
 
 async def _reply(send: Any, status: int, message: str, headers: list[tuple[bytes, bytes]] = ()) -> None:  # type: ignore[assignment]

@@ -157,7 +157,7 @@ def limits() -> str:
         ("`MAX_CONNECTIONS`", f"{serving.MAX_CONNECTIONS:,}", "connections held, at most"),
         ("`FD_RESERVE`", f"{serving.FD_RESERVE}", "descriptors kept from the open-file limit for all but connections"),
         ("`WORKERS`", f"{serving.WORKERS}", "threads running search and answer"),
-        ("`QUEUE`", f"{serving.QUEUE}", "requests that may always wait for them"),
+        ("`QUEUE`", f"{serving.QUEUE}", "questions that may always wait for them (a batch counts each)"),
         ("`MAX_WAIT`", f"{serving.MAX_WAIT:g} s", "of work ahead a request past QUEUE may wait behind (then 429)"),
         ("`QUEUE_MAX`", f"{serving.QUEUE_MAX}", "requests running or waiting, at most, however quick (then 429)"),
         ("`Retry-After`", f"{serving.RETRY_AFTER} s", "in a 429"),

@@ -21,7 +21,7 @@ import numpy as np
 import orjson
 import pytest
 from corpora import build_index
-from serving import Server, httpx, rebuild, serving, settled, slow_llm
+from serving import Server, gated_llm, httpx, rebuild, serving, settled, slow_llm
 from stagecli import check, command, on_a_terminal, run, stage_env
 
 import rag_index
@@ -591,6 +591,57 @@ def test_a_response_nobody_reads_is_cut_off(index: Path) -> None:
                 raise ConnectionResetError  # a clean end is a close too
         finally:
             sock.close()
+
+
+def test_batches_weigh_their_questions_in_the_queue_too() -> None:
+    """D2: nine POST /answer of 64 questions (k=100, context=50: about 5 s each) were all let in, because nine
+    requests fit in the room always kept (WORKERS + QUEUE), and ran one after another: the last waited 41 s. That
+    room is counted in questions: the first batch runs, and the next would wait 5 s, past MAX_WAIT: a 429."""
+    import asyncio
+
+    async def scenario() -> list[str]:
+        pool = policy.Pool(max_wait=policy.MAX_WAIT)
+        pool.mean_seconds = 0.078  # a question's time in the issue's batches (5 s / 64)
+        return await asyncio.gather(*(_attempt(pool, 0.05, 64) for _ in range(9)))
+
+    assert asyncio.run(scenario()) == ["ran"] + ["busy"] * 8
+
+
+def test_work_for_a_client_that_left_is_dropped(index: Path) -> None:
+    """D2: requests queued behind a slow one whose clients closed their connections still ran, one after another,
+    holding the worker for nobody. Work not yet started is dropped when its client leaves (a 499 in the log), and
+    its questions no longer count against the others."""
+    with gated_llm() as (url, asked, release, calls):
+        server = Server.start(index, "--llm", "openai", env=stage_env(RAG_LLM_URL=url))
+        try:
+            got: list[httpx.Response] = []
+            first = threading.Thread(target=lambda: got.append(httpx.post(server.url + "/answer", json={"question": SWEEP}, timeout=120)))
+            first.start()
+            assert asked.wait(30)
+            data = orjson.dumps({"question": SWEEP})
+            head = f"POST /answer HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {len(data)}\r\n\r\n"
+            left = idle_sockets(server.url, 3)
+            for sock in left:
+                sock.sendall(head.encode() + data)
+            deadline = time.monotonic() + 30
+            while httpx.get(server.url + "/health").json()["busy"]["running_or_waiting"] < 4:
+                assert time.monotonic() < deadline, "the three never queued"
+                time.sleep(0.05)
+            for sock in left:
+                sock.close()
+            while (busy := httpx.get(server.url + "/health").json()["busy"])["running_or_waiting"] > 1:
+                assert time.monotonic() < deadline + 30, f"the work of the clients that left is still queued: {busy}"
+                time.sleep(0.05)
+            release.set()
+            first.join(120)
+            assert got[0].status_code == 200
+            while httpx.get(server.url + "/health").json()["busy"]["running_or_waiting"]:
+                time.sleep(0.05)
+        finally:
+            release.set()
+            server.stop()
+    assert len(calls) == 1, f"the LLM was asked {len(calls)} times: work for the clients that left ran"
+    assert server.log().count("POST /answer 499 ") == 3 and "Traceback" not in server.log(), server.log()
 
 
 def test_head_of_the_page_is_200(index: Path) -> None:
