@@ -32,8 +32,8 @@ cache's sqlite connection belongs to the thread that opened it. What keeps one c
 taking the service from the others (the head timeout, the connection bound, the queue, the
 budget of one request) is `ragline.serving`'s.
 With --workers N, N processes share the port (`ragline.prefork`), each loading the index and
-the model and swapping generations on its own, so N interpreters answer at once; /health counts
-one worker's requests.
+the model and swapping generations on its own, so N interpreters answer at once (one that dies
+or stalls is started again); /health counts one worker's requests.
 
 Bad requests get `{"error": "<one line>"}` with their status (and so does a bug: 500, its
 traceback in the log): 400 (both retrievers off, a body that is not JSON), 401 (no or a wrong

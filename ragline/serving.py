@@ -726,13 +726,21 @@ async def _reply(send: Any, status: int, message: str, headers: list[tuple[bytes
     await send({"type": "http.response.body", "body": body})
 
 
-def serve(app: Any, sock: socket.socket, policy: Policy | None = None, note: Callable[[str], None] | None = None) -> str | None:
+def serve(
+    app: Any,
+    sock: socket.socket,
+    policy: Policy | None = None,
+    note: Callable[[str], None] | None = None,
+    beat: tuple[Callable[[], None], float] | None = None,
+) -> str | None:
     """Run uvicorn on `sock` until SIGTERM or Ctrl-C; the requests in flight finish (GRACE s at most).
 
     Connections follow `policy` (guarded: the head timeout, the bound), and errors of
     the event loop (a failed accept) are one line each to `note`, at most one a minute.
-    Returns the name of the signal that stopped it. uvicorn's own habit of re-raising that
-    signal after a graceful shutdown (which would end the process with it) is left out.
+    `beat` (a worker's: `prefork.BEAT`) is (a call, seconds): made that often from the event
+    loop while it serves, so whoever hears it knows the loop turns. Returns the name of the
+    signal that stopped it. uvicorn's own habit of re-raising that signal after a graceful
+    shutdown (which would end the process with it) is left out.
     """
     import uvicorn
     from uvicorn.protocols.http.h11_impl import H11Protocol
@@ -744,8 +752,17 @@ def serve(app: Any, sock: socket.socket, policy: Policy | None = None, note: Cal
         stopped_by: str | None = None
 
         async def startup(self, sockets: list[socket.socket] | None = None) -> None:
-            asyncio.get_running_loop().set_exception_handler(loop_errors(say_line))
+            loop = asyncio.get_running_loop()
+            loop.set_exception_handler(loop_errors(say_line))
             await super().startup(sockets)
+            if beat is not None:
+                call, every = beat
+
+                def tick() -> None:
+                    call()
+                    loop.call_later(every, tick)
+
+                tick()
 
         @contextlib.contextmanager
         def capture_signals(self) -> Iterator[None]:
@@ -784,8 +801,9 @@ def serve_workers(
     listening socket of its own there (`worker_socket`). Each runs `start()`, which loads what it
     serves (the index and the model: its own hot swap, its own /health counts) and gives (the
     ASGI app, one line of what it serves, the count of requests it has served).
-    One line when all are serving, one when all have stopped; a worker that cannot start has said
-    why on stderr, and the others are stopped with its exit status."""
+    One line when all are serving, one when all have stopped; a worker that dies or stalls is
+    started again (`prefork`); a worker that cannot start has said why on stderr, and the others
+    are stopped with its exit status."""
     from ragline import prefork
 
     where = sock.getsockname()
@@ -796,7 +814,7 @@ def serve_workers(
             app, summary, served = start()
             own = worker_socket(sock)
             report("ready", summary)
-            serve(app, own)
+            serve(app, own, beat=(lambda: report(prefork.BEAT, ""), prefork.BEAT_EVERY))
             report("done", str(served()))
         return 0
 

@@ -148,7 +148,7 @@ def limits() -> str:
     sys.path.insert(0, str(ROOT))
     import rag_index
     import rag_serve
-    from ragline import markdown, records, serving, text
+    from ragline import markdown, prefork, records, serving, text
 
     rows = [
         ("`HEAD_TIMEOUT`", f"{serving.HEAD_TIMEOUT:g} s", "to send a request head (ragline/serving.py)"),
@@ -163,6 +163,13 @@ def limits() -> str:
         ("`Retry-After`", f"{serving.RETRY_AFTER} s", "in a 429"),
         ("`MAX_HITS`", f"{serving.MAX_HITS:,}", "questions × hits in one request (then 413)"),
         ("`MAX_CHARS`", f"{serving.MAX_CHARS:,}", "characters of questions in one request (then 413)"),
+        ("`STALL`", f"{prefork.STALL:g} s", "without a beat before a worker is taken for stopped and replaced (ragline/prefork.py)"),
+        (
+            "`RESTART_DELAY`",
+            f"{prefork.RESTART_DELAY:g} s",
+            f"before a dead worker is started again, doubled per death in {prefork.RESTART_WINDOW:g} s",
+        ),
+        ("`RESTART_MAX`", f"{prefork.RESTART_MAX:g} s", "before a restart, at most"),
         ("`RELOAD_RETRY`", f"{rag_serve.RELOAD_RETRY:g} s", "before a generation that failed to load is tried again (rag_serve.py)"),
         ("`POINTER_MAX`", f"{rag_index.POINTER_MAX} bytes", "of the index pointer CURRENT read, at most (rag_index.py)"),
         ("`MANIFEST_MAX`", f"{rag_index.MANIFEST_MAX >> 20} MiB", "of a generation's manifest read, at most"),

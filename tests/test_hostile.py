@@ -7,9 +7,11 @@ read back from the server's stderr. The index and chunking cases run the stages 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pwd
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -709,6 +711,65 @@ def test_a_malformed_chunk_size_is_answered_at_once(index: Path, chunks: bytes, 
         got, headers, body = _first_response(server.url, head + chunks)
         assert (got, headers["content-type"], headers["connection"]) == (status, "application/json", "close"), (got, headers, body)
         assert orjson.loads(body)["error"].startswith(message), body
+
+
+# --------------------------------------------------------------------------- round three: the workers
+
+
+def _children(server: Server) -> list[int]:
+    children = Path(f"/proc/{server.proc.pid}/task/{server.proc.pid}/children")
+    return [int(pid) for pid in children.read_text().split()]
+
+
+def _until(condition, what: str, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"{what} within {timeout:g} s"
+        time.sleep(0.1)
+
+
+def test_a_stopped_worker_is_replaced(index: Path) -> None:
+    """D9: `kill -STOP` on one of two workers: its listening socket went on taking its share of new connections,
+    which waited for ever. A worker that has not beaten for prefork.STALL seconds is killed and started again."""
+    from ragline import prefork
+
+    server = Server.start(index, "--quiet", "--workers", "2")
+    try:
+        stopped, other = _children(server)
+        os.kill(stopped, signal.SIGSTOP)
+        _until(
+            lambda: "is serving in place of the one that died" in server.log(), "the stopped worker was not replaced", prefork.STALL + 60
+        )
+        assert stopped not in _children(server) and other in _children(server)
+        for _ in range(40):  # new connections: none reaches a socket nobody accepts on
+            assert httpx.get(server.url + "/health", timeout=30).status_code == 200
+        assert server.stop() == 0
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(stopped, signal.SIGKILL)
+        server.stop()
+    log = server.log()
+    assert f"rag-serve: worker {stopped} has not answered for {prefork.STALL:g} s (stopped?): killing it" in log, log
+    assert f"rag-serve: worker {stopped} stalled and was killed by SIGKILL; starting another in " in log
+
+
+def test_a_worker_that_cannot_start_again_stops_the_server(tmp_path: Path) -> None:
+    """D9's other side: a replacement that cannot load the index (damaged since the start) is not started again for
+    ever: it says why, once, and the server stops with exit 1 (its one line), as at the first start."""
+    index = build_index(tmp_path)
+    server = Server.start(index, "--quiet", "--workers", "2")
+    try:
+        (index / "CURRENT").unlink()
+        (index / "CURRENT").mkdir()
+        victim = _children(server)[0]
+        os.kill(victim, signal.SIGKILL)
+        code = server.proc.wait(120)
+    finally:
+        server.stop()
+    log = server.log()
+    assert code == 1, log
+    assert log.count("the index pointer CURRENT is damaged (a directory, not a file)") == 1 and log.count("starting another") == 1, log
+    assert "Traceback" not in log
 
 
 # --------------------------------------------------------------------------- round three: the chunker
