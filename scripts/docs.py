@@ -148,7 +148,7 @@ def limits() -> str:
     sys.path.insert(0, str(ROOT))
     import rag_index
     import rag_serve
-    from ragline import markdown, prefork, records, serving, text
+    from ragline import markdown, mcpserver, prefork, records, serving, text
 
     rows = [
         ("`HEAD_TIMEOUT`", f"{serving.HEAD_TIMEOUT:g} s", "to send a request head (ragline/serving.py)"),
@@ -170,6 +170,8 @@ def limits() -> str:
             f"before a dead worker is started again, doubled per death in {prefork.RESTART_WINDOW:g} s",
         ),
         ("`RESTART_MAX`", f"{prefork.RESTART_MAX:g} s", "before a restart, at most"),
+        ("`MAX_MESSAGE`", f"{mcpserver.MAX_MESSAGE >> 20} MiB", "one MCP message on stdin (ragline/mcpserver.py)"),
+        ("`DRAIN`", f"{mcpserver.DRAIN:g} s", "the MCP calls in flight get to finish once stdin closes"),
         ("`RELOAD_RETRY`", f"{rag_serve.RELOAD_RETRY:g} s", "before a generation that failed to load is tried again (rag_serve.py)"),
         ("`POINTER_MAX`", f"{rag_index.POINTER_MAX} bytes", "of the index pointer CURRENT read, at most (rag_index.py)"),
         ("`MANIFEST_MAX`", f"{rag_index.MANIFEST_MAX >> 20} MiB", "of a generation's manifest read, at most"),

@@ -995,3 +995,141 @@ def test_a_generation_that_lies_is_not_served_and_a_bug_is_a_json_500(tmp_path: 
         assert r.json() == {"error": "internal error (RuntimeError): the server's log has its traceback"}
         assert c.get("/health").status_code == 200
     assert "RuntimeError: an injected bug" in server.log()
+
+
+# --------------------------------------------------------------------------- round three: MCP on stdio
+
+
+class RawMcp:
+    """`rag-serve --mcp` as a subprocess spoken to line by line, as a host (or an attacker) can."""
+
+    def __init__(self, index: Path, *flags: str, env: dict[str, str] | None = None):
+        self.proc = subprocess.Popen(
+            [*command("rag-serve"), "--mcp", "--index", str(index), *flags],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=open(index.parent / "mcp-raw.log", "ab"),  # noqa: SIM115 - the child writes to it until it exits
+            env=env or stage_env(),
+        )
+        self.pending = b""
+        init = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}
+        assert "result" in self.ask({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init}, 1)
+        self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+
+    def send(self, message: dict | bytes) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(message if isinstance(message, bytes) else orjson.dumps(message) + b"\n")
+        self.proc.stdin.flush()
+
+    def reply(self, ident: object, timeout: float = 60) -> dict:
+        """The next message answering `ident` (None: an error with a null id), within `timeout` seconds."""
+        import select
+
+        assert self.proc.stdout is not None
+        deadline = time.monotonic() + timeout
+        while True:
+            while b"\n" in self.pending:
+                line, self.pending = self.pending.split(b"\n", 1)
+                message = orjson.loads(line)
+                if "id" in message and message["id"] == ident:
+                    return message
+            left = deadline - time.monotonic()
+            assert left > 0, f"no reply to id {ident!r} within {timeout:g} s"
+            if select.select([self.proc.stdout], [], [], left)[0]:
+                data = os.read(self.proc.stdout.fileno(), 1 << 16)
+                assert data, f"stdout closed with no reply to id {ident!r}"
+                self.pending += data
+
+    def ask(self, message: dict, ident: object) -> dict:
+        self.send(message)
+        return self.reply(ident)
+
+    def call(self, ident: int, tool: str, arguments: dict) -> dict:
+        return self.ask({"jsonrpc": "2.0", "id": ident, "method": "tools/call", "params": {"name": tool, "arguments": arguments}}, ident)
+
+    def close(self) -> int:
+        if self.proc.stdin and not self.proc.stdin.closed:
+            self.proc.stdin.close()
+        return self.proc.wait(60)
+
+
+def test_mcp_answers_every_request_and_every_line(index: Path) -> None:
+    """D12: a call holding a lone surrogate (valid JSON syntax, not Unicode) never got a reply; a line that is not
+    JSON got no -32700. Each gets a JSON-RPC error (with the request's id when it has one), and the server goes on."""
+    mcp = RawMcp(index)
+    try:
+        raw = b'{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"search","arguments":{"question":"\\ud800 sweep"}}}\n'
+        mcp.send(raw)
+        error = mcp.reply(2)["error"]
+        assert error["code"] == -32600 and "lone surrogate ('\\ud800')" in error["message"], error
+        mcp.send(b"{this is not json\n")
+        assert mcp.reply(None)["error"]["code"] == -32700
+        mcp.send(b"[1, 2]\n")  # JSON, but no JSON-RPC message
+        assert mcp.reply(None)["error"]["code"] == -32600
+        mcp.send(b'{"jsonrpc":"2.0","id":"x7","method":42}\n')
+        assert mcp.reply("x7")["error"]["code"] == -32600
+        found = mcp.call(3, "search", {"question": SWEEP})
+        assert not found["result"].get("isError") and found["result"]["structuredContent"]["hits"], found
+    finally:
+        assert mcp.close() == 0
+
+
+def test_mcp_arguments_are_as_strict_as_http(index: Path) -> None:
+    """D13: `"k": "5"`, `"k": true` and `"dense": "yes"` were accepted over MCP where HTTP gives 422."""
+    mcp = RawMcp(index)
+    try:
+        for n, (tool, bad) in enumerate(
+            [("search", {"k": "5"}), ("search", {"k": True}), ("search", {"dense": "yes"}), ("answer", {"threshold": "0.5"})], 10
+        ):
+            result = mcp.call(n, tool, {"question": SWEEP} | bad)["result"]
+            (name,) = bad
+            assert result.get("isError") and result["content"][0]["text"].startswith(f"{name}:"), (bad, result)
+        assert not mcp.call(20, "search", {"question": SWEEP, "k": 5, "dense_weight": 1})["result"].get("isError")
+    finally:
+        assert mcp.close() == 0
+
+
+def test_one_huge_mcp_message_is_refused_in_bounded_memory(index: Path) -> None:
+    """D14: one 200 MB line took the server from 82 to 828 MB. A message over MAX_MESSAGE is refused unread (an
+    error with a null id), and the server's peak memory grows by far less than the line."""
+    from ragline.mcpserver import MAX_MESSAGE
+
+    def peak_mib() -> float:
+        status = Path(f"/proc/{mcp.proc.pid}/status").read_text()
+        return int(status.split("VmHWM:")[1].split()[0]) / 1024
+
+    mcp = RawMcp(index)
+    try:
+        before = peak_mib()
+        size = 64 << 20
+        assert mcp.proc.stdin is not None
+        mcp.proc.stdin.write(b'{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"search","arguments":{"question":"')
+        for _ in range(size >> 20):
+            mcp.proc.stdin.write(b"sweep " * ((1 << 20) // 6))
+        mcp.send(b'"}}}\n')
+        error = mcp.reply(None, timeout=120)["error"]
+        assert error["code"] == -32600 and f"over {MAX_MESSAGE} bytes" in error["message"], error
+        assert not mcp.call(6, "search", {"question": SWEEP})["result"].get("isError")
+        grew = peak_mib() - before
+        assert grew < 32, f"peak memory grew by {grew:.0f} MiB for one {size >> 20} MiB line"
+    finally:
+        assert mcp.close() == 0
+
+
+def test_calls_in_flight_are_answered_when_the_host_closes_stdin(index: Path) -> None:
+    """D12: the host closing stdin mid-call made the server exit with the call dropped: no reply was ever written.
+    At the end of stdin, the calls in flight finish (within DRAIN) and are answered before the server exits."""
+    with gated_llm() as (url, asked, release, _):
+        mcp = RawMcp(index, "--llm", "openai", env=stage_env(RAG_LLM_URL=url))
+        try:
+            mcp.send({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"name": "answer", "arguments": {"question": SWEEP}}})
+            assert asked.wait(60)
+            assert mcp.proc.stdin is not None
+            mcp.proc.stdin.close()
+            release.set()
+            answered = mcp.reply(9)
+            assert answered["result"]["structuredContent"]["answer"] == "The sweep runs at 23:40 [1].", answered
+        finally:
+            release.set()
+            code = mcp.close()
+    assert code == 0
