@@ -16,9 +16,11 @@ service from everyone else lives here, so each rule is written once and tested a
   for the server's own work (which the pool bounds) is the new one closed. A response the client
   does not read (the transport over its high-water mark) that takes no byte for WRITE_TIMEOUT
   seconds closes its connection. The bound stays below the process's
-  open-file limit, so accepting never runs out of descriptors; if it does anyway (another
-  part of the process holds them), `loop_errors` says so in one line a minute, never a
-  traceback per failed accept.
+  open-file limit, and connections are accepted ACCEPT_BATCH at a time (asyncio accepts as
+  many as uvicorn's backlog says in one go, before the policy sees any: 2,048 by default,
+  which a burst past the bound turned into EMFILE and a second without accepting), so
+  accepting does not run out of descriptors; if it does anyway (another part of the process
+  holds them), `loop_errors` says so in one line a minute, never a traceback per failed accept.
 - **Work** (`Pool`). Search and answer run on WORKERS threads (one: the embedding cache's
   sqlite connection belongs to the thread that opened it, and the work is Python under the
   interpreter's lock anyway). A request waits for them while the work ahead of it is expected
@@ -80,6 +82,7 @@ RETRY_AFTER = 1  # seconds, in a 429's Retry-After
 LOOP_NOTE_EVERY = 60.0  # seconds between two notes of one event-loop error
 GRACE = 30  # seconds the requests in flight get to finish at SIGTERM
 LISTEN_BACKLOG = 2048  # connections the kernel queues for accept, per listening socket
+ACCEPT_BATCH = FD_RESERVE // 4  # connections accepted in one turn of the event loop (asyncio's accept loop takes uvicorn's backlog)
 STAGE = "rag-serve"  # the access log's and the notes' prefix
 REFUSED = "ragline.refused"  # a request's scope key: (status, message) when its body cannot be read (`guarded`)
 
@@ -290,14 +293,13 @@ def guarded(base: type, policy: Policy) -> type:
     """
 
     class Guarded(base):
-        _timer: asyncio.TimerHandle | None = None
-        _write_timer: asyncio.TimerHandle | None = None
         _admitted = False
         since = 0.0  # loop time the request in flight began (its head arrived)
         _unread = 0  # bytes waiting in the transport when the write timer was armed
 
         def connection_made(self, transport: Any) -> None:
             self.transport = transport
+            self._timers: dict[str, asyncio.TimerHandle] = {}  # "head", "write": each pending at most once
             if not policy.admit(self):
                 transport.abort()
                 return
@@ -307,8 +309,7 @@ def guarded(base: type, policy: Policy) -> type:
 
         def connection_lost(self, exc: Exception | None) -> None:
             policy.release(self)
-            self._disarm()
-            self._disarm_write()
+            self._cancel()
             if self._admitted:  # not a connection refused at once
                 super().connection_lost(exc)
 
@@ -324,30 +325,20 @@ def guarded(base: type, policy: Policy) -> type:
             """The transport holds more than its high-water mark: the client is not reading; WRITE_TIMEOUT from now."""
             super().pause_writing()
             self._unread = self.transport.get_write_buffer_size()
-            self._arm_write()
+            self._later("write", WRITE_TIMEOUT, self._write_expire)
 
         def resume_writing(self) -> None:
             super().resume_writing()
-            self._disarm_write()
-
-        def _arm_write(self) -> None:
-            self._disarm_write()
-            self._write_timer = asyncio.get_running_loop().call_later(WRITE_TIMEOUT, self._write_expire)
-
-        def _disarm_write(self) -> None:
-            if self._write_timer is not None:
-                self._write_timer.cancel()
-                self._write_timer = None
+            self._cancel("write")
 
         def _write_expire(self) -> None:
             """No progress means no byte taken since the timer was armed; some progress arms it again."""
-            self._write_timer = None
             waiting = self.transport.get_write_buffer_size()
             if self.transport.is_closing() or not waiting:
                 return
             if waiting < self._unread:
                 self._unread = waiting
-                self._arm_write()
+                self._later("write", WRITE_TIMEOUT, self._write_expire)
                 return
             policy.write_timed_out += 1
             self.drop()
@@ -408,22 +399,24 @@ def guarded(base: type, policy: Policy) -> type:
             return bool(getattr(cycle, "more_body", False) or getattr(getattr(self, "flow", None), "write_paused", False))
 
         def drop(self) -> None:
-            self._disarm()
-            self._disarm_write()
+            self._cancel()
             policy.release(self)
             self.transport.abort()
 
-        def _arm(self) -> None:
-            self._disarm()
-            self._timer = asyncio.get_running_loop().call_later(policy.head_timeout, self._expire)
+        def _later(self, name: str, delay: float, callback: Callable[[], None]) -> None:
+            self._cancel(name)
+            self._timers[name] = asyncio.get_running_loop().call_later(delay, callback)
 
-        def _disarm(self) -> None:
-            if self._timer is not None:
-                self._timer.cancel()
-                self._timer = None
+        def _cancel(self, *names: str) -> None:
+            """Cancel the named timers (all without a name)."""
+            for name in names or tuple(self._timers):
+                if (handle := self._timers.pop(name, None)) is not None:
+                    handle.cancel()
+
+        def _arm(self) -> None:
+            self._later("head", policy.head_timeout, self._expire)
 
         def _expire(self) -> None:
-            self._timer = None
             if self.idle() and not self.transport.is_closing():
                 policy.timed_out += 1
                 policy.release(self)
@@ -755,6 +748,8 @@ def serve(
             loop = asyncio.get_running_loop()
             loop.set_exception_handler(loop_errors(say_line))
             await super().startup(sockets)
+            for listening in sockets or ():  # asyncio listened with the accept batch: the kernel's queue stays long
+                listening.listen(LISTEN_BACKLOG)
             if beat is not None:
                 call, every = beat
 
@@ -788,6 +783,7 @@ def serve(
         access_log=False,
         timeout_graceful_shutdown=GRACE,
         lifespan="off",
+        backlog=ACCEPT_BATCH,
     )
     server = Server(config)
     server.run(sockets=[sock])

@@ -156,6 +156,7 @@ def limits() -> str:
         ("`WRITE_TIMEOUT`", f"{serving.WRITE_TIMEOUT:g} s", "a response may go unread, taking no byte, before its connection is closed"),
         ("`MAX_CONNECTIONS`", f"{serving.MAX_CONNECTIONS:,}", "connections held, at most"),
         ("`FD_RESERVE`", f"{serving.FD_RESERVE}", "descriptors kept from the open-file limit for all but connections"),
+        ("`ACCEPT_BATCH`", f"{serving.ACCEPT_BATCH}", "connections accepted in one turn of the event loop (in the reserve's room)"),
         ("`WORKERS`", f"{serving.WORKERS}", "threads running search and answer"),
         ("`QUEUE`", f"{serving.QUEUE}", "questions that may always wait for them (a batch counts each)"),
         ("`MAX_WAIT`", f"{serving.MAX_WAIT:g} s", "of work ahead a request past QUEUE may wait behind (then 429)"),

@@ -571,6 +571,26 @@ def test_connections_stalled_by_their_client_make_room_for_health(index: Path) -
     assert "Traceback" not in server.log()
 
 
+def test_a_burst_past_the_bound_never_runs_out_of_descriptors(index: Path) -> None:
+    """D1: connections queued while the server could not accept (here: stopped with SIGSTOP) were accepted all at
+    once, up to uvicorn's backlog of 2,048 before the policy saw any: past the open-file limit, EMFILE, and asyncio
+    stops accepting for a second each time (/health waits). They are accepted ACCEPT_BATCH at a time."""
+    files = 256
+    with serving(index, "--quiet", files=files) as server:
+        os.kill(server.proc.pid, signal.SIGSTOP)
+        try:
+            socks = idle_sockets(server.url, 2 * files)  # all in the kernel's queue
+        finally:
+            os.kill(server.proc.pid, signal.SIGCONT)
+        try:
+            assert httpx.get(server.url + "/health", timeout=30).status_code == 200
+            _until(lambda: all(closed_by_peer(s) for s in socks[:8]), "the oldest idle sockets were not closed", policy.HEAD_TIMEOUT + 60)
+        finally:
+            for s in socks:
+                s.close()
+    assert "out of system resource" not in server.log() and "Too many open files" not in server.log(), server.log()[-2000:]
+
+
 def test_a_response_nobody_reads_is_cut_off(index: Path) -> None:
     """D1: a client that pipelines requests and never reads held its connection busy for ever once the server's
     buffers were full (the response made no progress, and a busy connection was never evicted). A response

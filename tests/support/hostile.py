@@ -111,6 +111,21 @@ def request(address: tuple[str, int], raw: bytes, timeout: float = 60) -> int:
         return 0
 
 
+def closed_by_server(sock: socket.socket, timeout: float = 0.05) -> bool:
+    """Whether the server has closed `sock` (what it sent first, a 408 or answers, read past); the socket is closed after."""
+    sock.settimeout(timeout)
+    try:
+        while sock.recv(1 << 20):
+            pass
+        return True
+    except ConnectionResetError:
+        return True
+    except OSError:  # nothing more within `timeout`: still open
+        return False
+    finally:
+        sock.close()
+
+
 def post(path: str, body: dict) -> bytes:
     data = orjson.dumps(body)
     head = f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {len(data)}\r\nConnection: close\r\n\r\n"
@@ -194,16 +209,7 @@ def main() -> int:
                         break
                 idle_opened[0] += len(socks)
                 time.sleep(policy.HEAD_TIMEOUT + 3)  # from the connect; the server may accept a burst a moment later
-                for s in socks:
-                    s.settimeout(0.05)
-                    try:
-                        if s.recv(1) == b"":
-                            idle_closed[0] += 1
-                    except ConnectionResetError:
-                        idle_closed[0] += 1
-                    except OSError:
-                        pass
-                    s.close()
+                idle_closed[0] += sum(closed_by_server(s) for s in socks)
 
         def slow_one() -> None:
             try:
@@ -230,38 +236,18 @@ def main() -> int:
                         break
                 stalled_opened[0] += len(socks)
                 time.sleep(policy.BODY_TIMEOUT + 3)
-                for sock in socks:
-                    sock.settimeout(0.05)
-                    try:
-                        sock.recv(65536)  # a 408, or nothing: a close
-                        stalled_closed[0] += 1
-                    except ConnectionResetError:
-                        stalled_closed[0] += 1
-                    except OSError:
-                        pass
-                    sock.close()
+                stalled_closed[0] += sum(closed_by_server(s) for s in socks)  # for a newcomer, or after a 408
 
         def unread_client() -> None:
             """Pipelines requests and never reads the answers: cut off once they make no progress for WRITE_TIMEOUT."""
             while not stop.is_set():
                 sock = socket.socket()
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-                try:
-                    sock.connect(address)
-                    sock.sendall(UNREAD)
-                    unread["sent"] += 1
-                    time.sleep(policy.WRITE_TIMEOUT + 5)
-                    sock.settimeout(5)
-                    try:
-                        while sock.recv(1 << 20):
-                            pass
-                        unread["cut"] += 1  # closed
-                    except ConnectionResetError:
-                        unread["cut"] += 1
-                    except OSError:
-                        pass
-                finally:
-                    sock.close()
+                sock.connect(address)
+                sock.sendall(UNREAD)
+                unread["sent"] += 1
+                time.sleep(policy.WRITE_TIMEOUT + 5)
+                unread["cut"] += closed_by_server(sock, 5)
 
         def attacks() -> None:
             heavy = [("settlement sweep " * 70)[:1000] + str(i) for i in range(64)]
