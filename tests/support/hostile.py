@@ -347,7 +347,10 @@ def markdown(r: dict) -> str:
     s, h, i, lg = r["statuses"], r["health"], r["idle"], r["log"]
     answered = sum(v for k, v in s.items() if k != "0")
     rows = [
-        ("requests sent (search, answer, heavy, forged, unfinished bodies)", f"{sum(r['requests'].values()):,}"),
+        (
+            "requests sent (search, answer, heavy, forged, unfinished bodies, foreign hosts, malformed chunks)",
+            f"{sum(r['requests'].values()):,}",
+        ),
         ("answered with an HTTP status / lost (no answer, or a 5xx)", f"{answered:,} / {r['lost']}"),
         ("statuses", ", ".join(f"{k}: {v:,}" for k, v in s.items())),
         (
