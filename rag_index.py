@@ -23,9 +23,11 @@ Format 2 (`ragline-index/2`) stores the vocabulary unpadded: format 1's fixed-wi
 string array gave every term the width of the longest, so one 20,000-character token
 made a 69 KB file a 382 MB index. Format 1 indexes are still read (their vocabulary is
 converted when loaded). CURRENT holds one generation's name (`gen-` and letters, digits,
-`-`, `T`); anything else there (bytes that are not such a name, a directory) is a damaged
-pointer: `load` says so in one line (rebuild it), and `write` replaces it with its own
-generation, keeping the generations it finds until its own is live.
+`-`, `T`); anything else there (bytes that are not such a name, a directory, a symbolic
+link, a FIFO, a device) is a damaged pointer: `load` says so in one line (rebuild it), and
+`write` replaces it with its own generation, keeping the generations it finds until its own
+is live. CURRENT and the manifest are read without blocking and no further than a bound
+(`read_small`), and a pointer's bytes are never repeated in a message.
 
 A rebuild writes a new generation beside the live one, then replaces CURRENT
 (os.replace) and removes the old generation. A kill at any moment leaves CURRENT
@@ -45,7 +47,8 @@ writing this index; waiting for it to finish`). Waiting rather than refusing: tw
 builds of one index at once (`make -j`, two terminals) both succeed, one after the
 other, and the last one's generation is live; neither deletes the other's
 unfinished generation. The lock is the kernel's, so a killed writer releases it.
-The lock file stays (removing it would race with the next writer).
+The lock file stays (removing it would race with the next writer); one that is not a
+regular file of one link (a symlink to another file) is refused, never written through.
 
 A full disk is one line, `rag-index: IDX: no space left on the device; the previous
 index is untouched` (or `no index was written` on a first build): the unfinished
@@ -63,6 +66,7 @@ import fcntl
 import hashlib
 import os
 import re
+import stat
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -88,7 +92,11 @@ READABLE = ("ragline-index/1", FORMAT)  # format 1: the vocabulary as a fixed-wi
 BM25_ARRAYS = ("terms_utf8", "term_offsets", "df", "doc_len", "indptr", "docs", "tf", "weights")
 CURRENT = "CURRENT"
 LOCK = ".lock"  # writers take turns on an flock of this file
+LOCK_MAX = 64  # bytes of a lock file, at most: more, and it is not rag-index's
+PID_WIDTH = 10  # characters the holder's PID is written in, right-aligned (Linux PIDs have at most 7 digits)
 LOAD_ATTEMPTS = 3  # a load follows CURRENT when a rebuild swapped it under the reader
+POINTER_MAX = 256  # bytes of CURRENT read, at most (a generation's name is about 40)
+MANIFEST_MAX = 16 << 20  # bytes of a manifest read, at most (one of 100,000 chunks is a few KB)
 DEAD_BOUND = 1  # dead generations beside the live one, at most, after any number of killed builds
 CHUNK_FIELDS = ("id", "doc", "path", "headings", "text", "start_line", "end_line", "words", "title")
 CHUNK_TYPES = {"doc": str, "path": str, "title": str, "start_line": int, "end_line": int, "words": int}  # checked when present
@@ -134,6 +142,24 @@ def _numbers(value: Any, name: str, ndim: int, at: str) -> np.ndarray:
     return array
 
 
+def check_chunk(record: dict[str, Any], at: str) -> str:
+    """A chunk record's id (a string, not empty, at most MAX_ID characters, no control character),
+    text, typed fields (CHUNK_TYPES) and headings (strings), else a StageError at `at`: what rag-index
+    accepts into an index, and what `load` accepts back from one. Returns the id."""
+    cid = ragline.records.require_field(record, "id", str, at)
+    ragline.records.require_field(record, "text", str, at)
+    if not cid or len(cid) > MAX_ID or re.search(r"[\x00-\x1f\x7f]", cid):
+        what = "is empty" if not cid else f"is over {MAX_ID} characters" if len(cid) > MAX_ID else "holds a control character"
+        raise StageError(f"chunk id '{ragline.records.printable(cid[:80])}' {what}", at)
+    for name, kind in CHUNK_TYPES.items():
+        if record.get(name) is not None:
+            ragline.records.require_field(record, name, kind, at)
+    path = record.get("headings")
+    if path is not None and not (isinstance(path, list) and all(isinstance(h, str) for h in path)):
+        raise StageError("field 'headings' must be an array of strings", at)
+    return cid
+
+
 def _unit_rows(matrix: np.ndarray) -> np.ndarray:
     """Rows scaled to length 1. A row whose float32 norm overflows (values near 1e20 and up) is scaled in
     float64 instead; the others in float32, bit for bit as before."""
@@ -167,19 +193,11 @@ def collect(records: Iterable[tuple[ragline.records.Line, dict[str, Any]]]) -> t
         ragline.records.require_field(record, "text", str, at)
         vector = ragline.records.require_field(record, "vector", list, at)
         model = ragline.records.require_field(record, "model", str, at)
-        if not cid or len(cid) > MAX_ID or re.search(r"[\x00-\x1f\x7f]", cid):
-            what = "is empty" if not cid else f"is over {MAX_ID} characters" if len(cid) > MAX_ID else "holds a control character"
-            raise StageError(f"chunk id '{ragline.records.printable(cid[:80])}' {what}", at)
+        check_chunk(record, at)
         if cid in seen:
             raise StageError(f"duplicate chunk id '{cid}' (first at {seen[cid]})", at)
-        for name, kind in CHUNK_TYPES.items():
-            if record.get(name) is not None:
-                ragline.records.require_field(record, name, kind, at)
         seen[cid] = at
         row = _numbers(vector, "vector", 1, at)
-        path = record.get("headings")
-        if path is not None and not (isinstance(path, list) and all(isinstance(h, str) for h in path)):
-            raise StageError("field 'headings' must be an array of strings", at)
         headings = bool(record.get("embed_headings", True))
         sha = record.get("model_sha256")
         long_mode = record.get("embed_long", "truncate")
@@ -255,20 +273,41 @@ def write(
 
 @contextlib.contextmanager
 def _writer_lock(out: Path, notice: Callable[[str], None] | None) -> Iterator[None]:
-    """Hold an exclusive flock on out/LOCK; if another writer holds it, say so once and wait."""
-    fd = os.open(out / LOCK, os.O_RDWR | os.O_CREAT, 0o666)
+    """Hold an exclusive flock on out/LOCK; if another writer holds it, say so once and wait.
+
+    The lock is opened with O_NOFOLLOW and must be a regular file with one link and at most
+    LOCK_MAX bytes, else a StageError: a `.lock` linked to another file (symbolic or hard) is
+    not rag-index's to write into. It is never truncated: the holder's PID is written over
+    its first line at a fixed width (PID_WIDTH), and only the first line is read back.
+    """
     try:
+        fd = os.open(out / LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o666)
+    except OSError as err:
+        if err.errno not in (errno.ELOOP, errno.EISDIR):
+            raise
+        what = "a symbolic link" if err.errno == errno.ELOOP else "a directory"
+        raise StageError(f"{LOCK} is {what}, not rag-index's lock file: remove it", str(out)) from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1 or info.st_size > LOCK_MAX:
+            why = (
+                "not a regular file"
+                if not stat.S_ISREG(info.st_mode)
+                else "a second name of another file"
+                if info.st_nlink != 1
+                else f"{info.st_size} bytes"
+            )
+            raise StageError(f"{LOCK} is {why}, not rag-index's lock file: remove it", str(out))
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+            holder = os.pread(fd, LOCK_MAX, 0).decode("ascii", "replace").partition("\n")[0].strip()  # the first line
             who = f"another rag-index (pid {holder})" if holder.isdigit() else "another rag-index"
             if notice is not None:
                 notice(f"{out}: {who} is writing this index; waiting for it to finish")
             fcntl.flock(fd, fcntl.LOCK_EX)
         with contextlib.suppress(OSError):  # who holds it: for the notice of the next writer only
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+            os.pwrite(fd, f"{os.getpid():>{PID_WIDTH}}\n".encode(), 0)
         yield
     finally:
         os.close(fd)  # releases the lock
@@ -403,24 +442,60 @@ def live_generation(out: Path) -> str | None:
     """The name of the index's live generation (its CURRENT pointer), None when there is none.
 
     A CURRENT that is not a generation's name (bytes that are not one, a directory, a
-    file that cannot be read) is a StageError naming the index: a damaged pointer.
+    symbolic link, a FIFO or a device, a file that cannot be read) is a StageError naming
+    the index: a damaged pointer. The pointer is read by `read_small` (never blocking, at
+    most POINTER_MAX bytes), and its bytes are never repeated in the message: a pointer
+    linked to another file would show that file's first bytes in /health.
     """
     damaged = "the index pointer CURRENT is damaged ({}): rebuild the index (rag-index --out writes over it)"
     try:
-        raw = (out / CURRENT).read_bytes().strip()
+        raw = read_small(out / CURRENT, POINTER_MAX).strip()
     except (FileNotFoundError, NotADirectoryError):
         return None
-    except IsADirectoryError:
-        raise StageError(damaged.format("a directory, not a file"), str(out)) from None
+    except NotRegular as err:
+        raise StageError(damaged.format(err.kind), str(out)) from None
     except OSError as err:
         if err.errno in (errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.EINTR):
             raise  # the process's trouble, not the pointer's
         raise StageError(damaged.format(f"cannot be read: {err.strerror}"), str(out)) from None
     if not raw:
         return None
-    if len(raw) > 200 or not re.fullmatch(rb"gen-[0-9A-Za-z-]+", raw):
-        raise StageError(damaged.format(f"{raw[:60]!r} is not the name of a generation"), str(out))
+    if len(raw) > POINTER_MAX or not re.fullmatch(rb"gen-[0-9A-Za-z-]+", raw):
+        shown = f"over {POINTER_MAX} bytes" if len(raw) > POINTER_MAX else f"{len(raw)} bytes"
+        raise StageError(damaged.format(f"{shown} that are not the name of a generation"), str(out))
     return raw.decode("ascii")
+
+
+class NotRegular(OSError):
+    """`read_small` found something that is not a regular file; `kind` says what, as a message's words."""
+
+    def __init__(self, kind: str):
+        super().__init__(kind)
+        self.kind = kind
+
+
+def read_small(path: Path, limit: int) -> bytes:
+    """At most limit + 1 bytes of the regular file `path` (more than `limit`: the caller's to refuse).
+
+    Opened with O_NONBLOCK and O_NOFOLLOW and checked with fstat before any read: a FIFO
+    would block the reader in open() (the server's event loop, rag-search) until a writer
+    came, a symbolic link may lead anywhere (/dev/zero: gigabytes before a length check),
+    so a symlink, a directory, a FIFO, a socket or a device is a NotRegular saying which.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_NOCTTY | os.O_CLOEXEC)
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            raise NotRegular("a symbolic link, not a file") from None
+        raise
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kinds = {stat.S_IFDIR: "a directory", stat.S_IFIFO: "a FIFO", stat.S_IFSOCK: "a socket"}
+            raise NotRegular(f"{kinds.get(stat.S_IFMT(mode), 'a device')}, not a file")
+        return os.read(fd, limit + 1)
+    finally:
+        os.close(fd)
 
 
 def _live_or_damaged(out: Path) -> str | None:
@@ -471,9 +546,14 @@ def _load_generation(root: Path, gen: Path, mmap: bool) -> Index:
     """Load one generation, checking every file against its manifest."""
     manifest_file = gen / "manifest.json"
     try:
-        manifest = orjson.loads(manifest_file.read_bytes())
+        raw = read_small(manifest_file, MANIFEST_MAX)
+        if len(raw) > MANIFEST_MAX:
+            raise StageError(f"index manifest is over {MANIFEST_MAX >> 20} MiB: rebuild it", str(manifest_file))
+        manifest = orjson.loads(raw)
     except FileNotFoundError:
         raise StageError("index is half-written (no manifest): rebuild it", str(root)) from None
+    except NotRegular as err:
+        raise StageError(f"index manifest is {err.kind}: rebuild it", str(manifest_file)) from None
     except orjson.JSONDecodeError:
         raise StageError("index manifest is not valid JSON: rebuild it", str(manifest_file)) from None
     if not isinstance(manifest, dict) or manifest.get("format") not in READABLE:
@@ -496,17 +576,14 @@ def _load_generation(root: Path, gen: Path, mmap: bool) -> Index:
         if "terms" in arrays:  # format 1: a sorted fixed-width string array
             if arrays["terms"].dtype.kind != "U":
                 raise ValueError(f"terms.npy holds {arrays['terms'].dtype}, not strings")
-            vocabulary = Vocabulary.of(arrays.pop("terms").tolist())
-        else:
-            vocabulary = Vocabulary(arrays.pop("terms_utf8"), arrays.pop("term_offsets"))
-            if vocabulary.offsets.ndim != 1 or len(vocabulary.offsets) < 1 or vocabulary.offsets[-1] != len(vocabulary.data):
-                raise ValueError("term offsets do not span the terms' bytes")
+            terms = arrays.pop("terms").tolist()
+            arrays["terms_utf8"], arrays["term_offsets"] = (vocabulary := Vocabulary.of(terms)).data, vocabulary.offsets
     except (ValueError, OSError) as err:
         raise StageError(f"index arrays cannot be read ({ragline.records.one_line(str(err), 120)}): rebuild it", str(root)) from None
     for name in manifest["files"]:  # same sizes, other bytes: a flipped bit, or a file from another build
         if name in hashes and file_digest(gen / name) != hashes[name]:
             raise StageError(f"index file {name} does not match the manifest's sha256 (corrupted or replaced): rebuild it", str(root))
-    chunks = [record for _, record in ragline.records.parse_lines(str(gen / "chunks.jsonl"), open(gen / "chunks.jsonl", "rb"))]  # noqa: SIM115
+    chunks = _load_chunks(root, gen / "chunks.jsonl")
     counts = manifest["counts"]
     if (
         vectors.shape != (counts["chunks"], manifest["dim"])
@@ -514,12 +591,83 @@ def _load_generation(root: Path, gen: Path, mmap: bool) -> Index:
         or arrays["doc_len"].shape[0] != counts["chunks"]
     ):
         raise StageError(f"index arrays disagree with the manifest (vectors {vectors.shape}, {len(chunks)} chunks): rebuild it", str(root))
+    _check_arrays(root, vectors, arrays)
+    vocabulary = Vocabulary(arrays.pop("terms_utf8"), arrays.pop("term_offsets"))
     params = manifest["bm25"]
     bm25 = Bm25(vocabulary, **arrays, k1=params["k1"], b=params["b"])
     index = Index(root, manifest, vectors, chunks, bm25)
     if "passages.npy" in manifest["files"]:
         index.passages, index.passage_rows = _load_passages(gen, manifest, mmap)
     return index
+
+
+def _load_chunks(root: Path, path: Path) -> list[dict[str, Any]]:
+    """The chunk records of a generation, each checked as rag-index checks the records it is given (`check_chunk`)."""
+    chunks, seen = [], set()
+    with open(path, "rb") as handle:
+        for line, record in ragline.records.parse_lines(str(path), handle):
+            try:
+                cid = check_chunk(record, str(line))
+            except StageError as err:
+                raise StageError(f"index file chunks.jsonl is damaged (line {line.number}: {err.message}): rebuild it", str(root)) from None
+            if cid in seen:
+                raise StageError(f"index file chunks.jsonl is damaged (line {line.number}: a second chunk '{cid}'): rebuild it", str(root))
+            seen.add(cid)
+            chunks.append(record)
+    return chunks
+
+
+def _check_arrays(root: Path, vectors: np.ndarray, arrays: dict[str, np.ndarray]) -> None:
+    """The dtypes, shapes and ranges the search relies on, beyond the manifest's sizes and digests (which
+    whoever edits an array can put back): a StageError naming the file, not an IndexError at query time.
+    Vectors must be finite (checked whole up to FULL_DIGEST_LIMIT bytes, over sampled rows beyond, as
+    `file_digest` samples)."""
+    n, data, offsets = vectors.shape[0], arrays["terms_utf8"], arrays["term_offsets"]
+    df, indptr, docs = arrays["df"], arrays["indptr"], arrays["docs"]
+
+    def need(ok: bool, name: str, why: str) -> None:
+        if not ok:
+            raise StageError(f"index file {name} is damaged ({why}): rebuild it", str(root))
+
+    def ints(name: str, shape: tuple[int, ...], array: np.ndarray) -> None:
+        need(array.dtype.kind in "iu", name, f"{array.dtype} values, not integers")
+        need(array.shape == shape, name, f"shape {array.shape}, expected {shape}")
+
+    need(vectors.dtype == np.float32, "vectors.npy", f"{vectors.dtype} values, not float32")
+    need(_finite(vectors), "vectors.npy", "a value that is NaN or infinite")
+    need(data.dtype == np.uint8 and data.ndim == 1, "bm25/terms_utf8.npy", f"{data.dtype} of shape {data.shape}, not bytes")
+    need(offsets.ndim == 1 and len(offsets) >= 1, "bm25/term_offsets.npy", f"shape {offsets.shape}")
+    terms = len(offsets) - 1
+    ints("bm25/term_offsets.npy", (terms + 1,), offsets)
+    spans = np.diff(offsets)
+    need(offsets[0] == 0 and offsets[-1] == len(data) and bool((spans >= 0).all()), "bm25/term_offsets.npy", "not a span of the terms")
+    try:
+        data.tobytes().decode("utf-8")
+    except UnicodeDecodeError:
+        need(False, "bm25/terms_utf8.npy", "not UTF-8")
+    need(not ((data[offsets[:-1][spans > 0]] & 0xC0) == 0x80).any(), "bm25/term_offsets.npy", "an offset inside a character")
+    ints("bm25/df.npy", (terms,), df)
+    ints("bm25/doc_len.npy", (n,), arrays["doc_len"])
+    ints("bm25/indptr.npy", (terms + 1,), indptr)
+    need(bool((arrays["doc_len"] >= 0).all()), "bm25/doc_len.npy", "a negative length")
+    need(indptr[0] == 0 and bool((np.diff(indptr) == df).all()), "bm25/indptr.npy", "postings that disagree with df")
+    nnz = int(indptr[-1])
+    for name in ("docs", "tf"):
+        ints(f"bm25/{name}.npy", (nnz,), arrays[name])
+    need(not nnz or (int(docs.min()) >= 0 and int(docs.max()) < n), "bm25/docs.npy", f"a chunk row outside 0..{n - 1}")
+    need(not nnz or int(arrays["tf"].min()) >= 1, "bm25/tf.npy", "a term frequency below 1")
+    weights = arrays["weights"]
+    need(weights.dtype.kind == "f" and weights.shape == (nnz,), "bm25/weights.npy", f"{weights.dtype} of shape {weights.shape}")
+    need(bool(np.isfinite(weights).all()), "bm25/weights.npy", "a value that is NaN or infinite")
+
+
+def _finite(matrix: np.ndarray) -> bool:
+    """No NaN or infinity in `matrix` (2-D): every row up to FULL_DIGEST_LIMIT bytes, else SAMPLES blocks of about 1 MiB of rows."""
+    if matrix.nbytes <= FULL_DIGEST_LIMIT:
+        return bool(np.isfinite(matrix).all())
+    step = max(1, (1 << 20) // max(1, matrix.shape[1] * matrix.itemsize))
+    starts = {(len(matrix) - step) * i // (SAMPLES - 1) for i in range(SAMPLES)}
+    return all(bool(np.isfinite(matrix[s : s + step]).all()) for s in starts)
 
 
 def _load_passages(gen: Path, manifest: dict[str, Any], mmap: bool) -> tuple[np.ndarray, np.ndarray]:
@@ -534,11 +682,14 @@ def _load_passages(gen: Path, manifest: dict[str, Any], mmap: bool) -> tuple[np.
     if (
         passages.shape != (n, manifest["dim"])
         or rows.shape != (n,)
+        or rows.dtype.kind not in "iu"
         or (n and not 0 <= int(rows.min()) <= int(rows.max()) < manifest["counts"]["chunks"])
     ):
         raise StageError(
             f"index passage arrays disagree with the manifest (passages {passages.shape}, rows {rows.shape}): rebuild it", where
         )
+    if passages.dtype != np.float32 or not _finite(passages):
+        raise StageError("index file passages.npy is damaged (values that are not finite float32s): rebuild it", where)
     return passages, rows
 
 

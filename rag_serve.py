@@ -13,7 +13,7 @@ Routes (the OpenAPI schema at /openapi.json says each one's parameters and bodie
                     hits/1 record, or a list of them in the order asked
     POST /answer    as POST /search, plus "threshold" and "context": answer/1 records
     GET  /explain   ?q=QUESTION&chunk_id=ID: each query term's BM25 contribution to that chunk
-    GET  /          the page (no external assets; the question in the URL as ?q=)
+    GET  /          the page (no external assets; the question in the URL as ?q=; also HEAD)
 
 A response body is the record the CLI writes for the same question, byte for byte a line
 of `rag-search --json` or `rag-answer --json` (its `ms` aside), so a client can switch
@@ -32,18 +32,19 @@ cache's sqlite connection belongs to the thread that opened it. What keeps one c
 taking the service from the others (the head timeout, the connection bound, the queue, the
 budget of one request) is `ragline.serving`'s.
 With --workers N, N processes share the port (`ragline.prefork`), each loading the index and
-the model and swapping generations on its own, so N interpreters answer at once; /health counts
-one worker's requests.
+the model and swapping generations on its own, so N interpreters answer at once (one that dies
+or stalls is started again); /health counts one worker's requests.
 
-Bad requests get `{"error": "<one line>"}` with their status: 400 (both retrievers off, a
-body that is not JSON), 401 (no or a wrong token), 404 (an unknown route or chunk id), 405,
-408 (a body that does not arrive in time), 413 (a body over --max-body, or more work than
-one request may ask for), 422 (a parameter of the wrong type or out of range, a blank
-question), 429 (the queue is full). JSON bodies are strictly typed. Safe by default: it binds 127.0.0.1; another address needs
---token (or RAG_SERVE_TOKEN), which every route but the page then requires as
-`Authorization: Bearer TOKEN` (the scheme in any case), or --open to say it is meant to be
-open; no CORS unless --cors names an origin. One access-log line per request on stderr
-unless --quiet, its control characters escaped.
+Bad requests get `{"error": "<one line>"}` with their status (and so does a bug: 500, its
+traceback in the log): 400 (both retrievers off, a body that is not JSON), 401 (no or a wrong
+token), 404 (an unknown route or chunk id), 405, 408 (a body that does not arrive in time), 413
+(a body over --max-body, or more work than one request may ask for), 421 (without a token, a
+Host that is not localhost or the server's own address: DNS rebinding), 422 (a parameter of the
+wrong type or out of range, a blank question), 429 (the queue is full). JSON bodies are strictly
+typed. Safe by default: it binds 127.0.0.1; another address needs --token (or RAG_SERVE_TOKEN),
+which every route but the page then requires as `Authorization: Bearer TOKEN` (the scheme in any
+case), or --open to say it is meant to be open; no CORS unless --cors names an origin. One
+access-log line per request on stderr unless --quiet, its control characters escaped.
 SIGTERM and Ctrl-C stop taking connections, finish the requests in flight, and exit 0.
 
 Needs the `serve` extra (`pip install 'ragline[serve]'`: FastAPI and uvicorn); nothing
@@ -295,6 +296,7 @@ class Live:
                 "capacity": self.pool.capacity,
                 "expected_wait_s": None if (w := self.pool.expected_wait()) is None else round(w, 3),
                 "refused": self.pool.refused,
+                "dropped": self.pool.dropped,
             },
             "connections": None if self.policy is None else self.policy.counts(),
             "ragline": ragline.__version__,
@@ -310,9 +312,14 @@ class Live:
 
 
 def make_app(
-    live: Live, token: str | None = None, cors: tuple[str, ...] = (), log: Callable[[str], None] | None = None, max_body: int = MAX_BODY
+    live: Live,
+    token: str | None = None,
+    cors: tuple[str, ...] = (),
+    log: Callable[[str], None] | None = None,
+    max_body: int = MAX_BODY,
+    hosts: serving.Hosts | None = None,
 ) -> Any:
-    """The ASGI application: FastAPI routes over `live`, inside the gate (token, body limit, access log)."""
+    """The ASGI application: FastAPI routes over `live`, inside the gate (token, body limit, Host, access log)."""
     from fastapi import FastAPI, Query
     from fastapi.exceptions import RequestValidationError
     from starlette.exceptions import HTTPException
@@ -398,7 +405,7 @@ def make_app(
 
     csp = servepage.policy()
 
-    @app.get("/", response_class=HTMLResponse, include_in_schema=False)
+    @app.api_route("/", methods=["GET", "HEAD"], response_class=HTMLResponse, include_in_schema=False)
     async def page() -> HTMLResponse:
         return HTMLResponse(servepage.PAGE, headers={"Content-Security-Policy": csp, "X-Content-Type-Options": "nosniff"})
 
@@ -428,6 +435,10 @@ def make_app(
             return error(400, "the body is not valid JSON")
         return error(422, api.problem(problems))
 
+    @app.exception_handler(Exception)
+    async def bug(request: Request, err: Exception) -> Response:  # its traceback goes to stderr (uvicorn's log), which then closes
+        return error(500, f"internal error ({type(err).__name__}): the server's log has its traceback", {"connection": "close"})
+
     @app.exception_handler(HTTPException)
     async def http_error(request: Request, err: HTTPException) -> Response:
         messages = {404: f"no route {request.url.path}", 405: f"{request.method} is not allowed on {request.url.path}"}
@@ -439,7 +450,7 @@ def make_app(
         app.add_middleware(
             CORSMiddleware, allow_origins=list(cors), allow_methods=["GET", "POST"], allow_headers=["Authorization", "Content-Type"]
         )
-    return serving.Gate(app, token, max_body, log, bool(cors))
+    return serving.Gate(app, token, max_body, log, bool(cors), hosts)
 
 
 # --------------------------------------------------------------------------- MCP
@@ -590,8 +601,8 @@ def main(
     say = serving.say
 
     def app_for(live: Live) -> Any:
-        live.policy = serving.Policy()
-        return make_app(live, token, cors, None if quiet else say, max_body)
+        live.policy = serving.Policy(max_body=max_body)
+        return make_app(live, token, cors, None if quiet else say, max_body, None if token else serving.Hosts(host, sock.getsockname()[0]))
 
     if workers > 1:  # each worker loads its own (`serving.serve_workers`); onnxruntime's threads shared out unless --threads says
         if not search.threads:

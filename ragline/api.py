@@ -58,13 +58,14 @@ class SearchQuery(Options):
     explain: str = absent(min_length=1, max_length=MAX_ID, description="A chunk id: add each query term's BM25 contribution to it.")
 
 
+STRICT = ConfigDict(extra="forbid", strict=True)  # JSON bodies and MCP arguments: "k": "5", "k": true, "dense": "yes" refused
+
+
 class Asked(Options):
     """One question, or a batch of them ("id" goes with one question only). JSON types are strict: "k": "5" and "k": true are 422s."""
 
-    model_config = ConfigDict(
-        extra="forbid",
-        strict=True,
-        json_schema_extra={"oneOf": [{"required": ["question"]}, {"required": ["questions"], "not": {"required": ["id"]}}]},
+    model_config = STRICT | ConfigDict(
+        json_schema_extra={"oneOf": [{"required": ["question"]}, {"required": ["questions"], "not": {"required": ["id"]}}]}
     )
     question: Question = absent()
     questions: list[Question] = absent(min_length=1, max_length=MAX_BATCH, description="A batch: one record each, in order.")
@@ -86,21 +87,23 @@ class ExplainQuery(BaseModel):
 
 
 class SearchTool(Options):
-    """The MCP tool `search`: one question and the retrieval options."""
+    """The MCP tool `search`: one question and the retrieval options (strict types, as HTTP's bodies)."""
 
+    model_config = STRICT
     question: Question
 
 
 class AnswerTool(Answering, Options):
     """The MCP tool `answer`: one question, the retrieval options, the threshold and the context size."""
 
+    model_config = STRICT
     question: Question
 
 
 class ExplainTool(BaseModel):
     """The MCP tool `explain`: one question and the chunk whose BM25 score to explain."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = STRICT
     question: Question
     chunk_id: str = Field(min_length=1, max_length=MAX_ID, description="The chunk to explain.")
 

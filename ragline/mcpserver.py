@@ -9,27 +9,43 @@ here), and a call returns the tool's record twice, as text content holding the J
 and as structured content. The handbook's documents are resources (`Documents`). A call that cannot be answered (arguments out of range, a
 blank question, an unknown chunk id, a reload that failed) is an MCP tool error whose
 text is the one-line message; a bug is one too, its traceback on stderr. Nothing but
-protocol goes to stdout: while serving, the SDK's stdio transport points file
-descriptor 1 at stderr and writes the protocol through a private duplicate.
+protocol goes to stdout: while serving, file descriptor 1 points at stderr and the
+protocol is written through a private duplicate (as the SDK's own stdio transport does).
+
+The transport (`_stdio`) is ragline's, not the SDK's `stdio_server`, which read a line
+whole whatever its size (one of 200 MB took the process from 82 to 828 MB), dropped a
+line it could not parse without a word (no -32700; a request holding a lone surrogate
+never got a reply) and, when the host closed stdin, cancelled the calls in flight. Here a
+message is at most MAX_MESSAGE bytes (a longer one is refused unread, in bounded memory);
+a line that is not JSON gets -32700 and one that is JSON but no JSON-RPC message -32600,
+with its id when it has one; and at the end of stdin the calls in flight get DRAIN
+seconds to finish and be answered before the server stops.
 
 The official SDK (`mcp` on PyPI, the `mcp` extra; its v2 low-level server) is imported
-in `serve_stdio` only, and nothing else in ragline imports it.
+in `serve_stdio` and `_stdio` only, and nothing else in ragline imports it.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import json
+import os
 import sys
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass
-from typing import Any
+from typing import IO, Any
 
 import orjson
 
 import ragline.records
 
 EXTRA = "rag-serve --mcp needs the mcp extra: pip install 'ragline[mcp]' (the official MCP SDK)"
+MAX_MESSAGE = 1 << 20  # bytes of one message from the host (a line); a longer one is refused unread
+DRAIN = 30.0  # seconds the calls in flight get to finish and be answered once the host closes stdin
+PARSE_ERROR, INVALID_REQUEST, INTERNAL_ERROR = -32700, -32600, -32603  # JSON-RPC 2.0's codes
 
 
 @dataclass(frozen=True)
@@ -84,7 +100,6 @@ def serve_stdio(
         import anyio
         import mcp.types as types
         from mcp.server.lowlevel import Server
-        from mcp.server.stdio import stdio_server
         from mcp.shared.exceptions import MCPError
     except ImportError:
         raise ragline.records.StageError(EXTRA) from None
@@ -151,7 +166,140 @@ def serve_stdio(
     server = Server(name, version=version, instructions=instructions, **handlers)
 
     async def run() -> None:
-        async with stdio_server() as (read_stream, write_stream):
+        async with _stdio() as (read_stream, write_stream):
             await server.run(read_stream, write_stream, server.create_initialization_options())
 
     anyio.run(run)
+
+
+TOO_LONG = object()  # what `_read_line` gives for a line over the bound
+
+
+def _read_line(reader: IO[bytes], limit: int) -> bytes | object | None:
+    """The next line of `reader` (None at its end), or TOO_LONG for one over `limit` bytes, which is
+    read past in pieces of 64 KiB, never held."""
+    line = reader.readline(limit + 1)
+    if not line:
+        return None
+    if len(line) > limit and not line.endswith(b"\n"):
+        while (rest := reader.readline(1 << 16)) and not rest.endswith(b"\n"):
+            pass
+        return TOO_LONG
+    return line
+
+
+def _refusal(line: bytes, problem: str) -> tuple[Any, int, str] | None:
+    """The JSON-RPC error a line that is not a message gets: (id, code, message); None for a notification (no reply).
+
+    A line that does not parse (or is not UTF-8) is -32700 with a null id. One that parses (Python's parser,
+    which takes a lone surrogate's escape where the SDK's does not) but is no JSON-RPC message is -32600, with
+    its id when it has one: a request must get a reply whatever it holds."""
+    try:
+        data = json.loads(line.decode("utf-8"))
+    except UnicodeDecodeError as err:
+        return None, PARSE_ERROR, f"Parse error: not UTF-8 (byte 0x{line[err.start]:02x} at column {err.start + 1})"
+    except (ValueError, RecursionError) as err:
+        return None, PARSE_ERROR, f"Parse error: {ragline.records.one_line(str(err), 120)}"
+    ident = data.get("id") if isinstance(data, dict) else None
+    if isinstance(data, dict) and "method" in data and "id" not in data:
+        return None  # a notification: JSON-RPC answers none
+    if isinstance(ident, bool) or not isinstance(ident, (str, int)):
+        ident = None
+    try:
+        json.dumps(data, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError as err:
+        return ident, INVALID_REQUEST, f"Invalid request: it holds a lone surrogate ({err.object[err.start]!a}), not Unicode text"
+    return ident, INVALID_REQUEST, f"Invalid request: {ragline.records.one_line(problem, 200)}"
+
+
+@contextlib.asynccontextmanager
+async def _stdio(max_message: int = MAX_MESSAGE, drain: float = DRAIN) -> AsyncIterator[tuple[Any, Any]]:
+    """The streams `Server.run` reads and writes, over this process's stdin and stdout (see the module's docstring).
+
+    While it runs, descriptor 0 reads /dev/null and 1 writes to stderr, so nothing else in the
+    process reads the protocol or writes into it; both are put back at the end."""
+    import anyio
+    import mcp.types as types
+    from mcp.shared.message import SessionMessage
+    from pydantic import ValidationError
+
+    wire_in, wire_out = fcntl.fcntl(0, fcntl.F_DUPFD_CLOEXEC, 3), fcntl.fcntl(1, fcntl.F_DUPFD_CLOEXEC, 3)
+    null = os.open(os.devnull, os.O_RDONLY)
+    sys.stdout.flush()
+    os.dup2(null, 0)
+    os.dup2(2, 1)
+    os.close(null)
+    reader = os.fdopen(wire_in, "rb", buffering=1 << 16)
+    to_server, from_host = anyio.create_memory_object_stream[Any](0)
+    to_host, from_server = anyio.create_memory_object_stream[Any](0)
+    inflight: set[str] = set()  # ids of the requests passed on and not yet answered
+    lock = anyio.Lock()
+    gone = [False]  # the host closed our stdout: nothing more can reach it
+
+    def write_all(data: bytes) -> None:
+        while data:
+            data = data[os.write(wire_out, data) :]
+
+    async def write(data: bytes) -> None:
+        async with lock:
+            if gone[0]:
+                return
+            try:
+                await anyio.to_thread.run_sync(write_all, data)
+            except OSError:  # EPIPE: the host has gone
+                gone[0] = True
+
+    async def refuse(ident: Any, code: int, message: str) -> None:
+        await write(orjson.dumps({"jsonrpc": "2.0", "id": ident, "error": {"code": code, "message": message}}) + b"\n")
+
+    async def read_host() -> None:
+        async with to_server:
+            while (line := await anyio.to_thread.run_sync(_read_line, reader, max_message, abandon_on_cancel=True)) is not None:
+                if line is TOO_LONG:
+                    await refuse(None, INVALID_REQUEST, f"Invalid request: a message of over {max_message} bytes, refused unread")
+                    continue
+                assert isinstance(line, bytes)
+                if not line.strip():
+                    continue
+                try:
+                    message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+                except ValidationError as err:
+                    if (reply := _refusal(line, str(err.errors()[0].get("msg", err)) if err.errors() else str(err))) is not None:
+                        await refuse(*reply)
+                    continue
+                if isinstance(message, types.JSONRPCRequest):
+                    inflight.add(str(message.id))
+                elif isinstance(message, types.JSONRPCNotification) and message.method == "notifications/cancelled":
+                    inflight.discard(str((message.params or {}).get("requestId")))  # the host expects no answer now
+                await to_server.send(SessionMessage(message))
+            with anyio.move_on_after(drain):  # the host closed stdin: the calls in flight finish and are answered
+                while inflight and not gone[0]:
+                    await anyio.sleep(0.05)
+
+    async def write_host() -> None:
+        async with from_server:
+            async for item in from_server:
+                message = item.message
+                answer = isinstance(message, (types.JSONRPCResponse, types.JSONRPCError))
+                try:
+                    data = message.model_dump_json(by_alias=True, exclude_unset=True).encode("utf-8")
+                except (UnicodeEncodeError, ValueError) as err:  # a reply that is not Unicode text: an error still answers
+                    if answer:
+                        await refuse(message.id, INTERNAL_ERROR, f"Internal error: the reply cannot be written ({type(err).__name__})")
+                        inflight.discard(str(message.id))
+                    continue
+                await write(data + b"\n")
+                if answer:
+                    inflight.discard(str(message.id))
+
+    try:
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(read_host)
+            tasks.start_soon(write_host)
+            yield from_host, to_host
+    finally:
+        sys.stdout.flush()
+        os.dup2(wire_out, 1)
+        os.dup2(wire_in, 0)
+        os.close(wire_out)
+        reader.close()

@@ -60,15 +60,17 @@ _CONTROL = None  # compiled on first use: no work at import time
 def printable(text: str, keep: str = "") -> str:
     """`text` with nothing a terminal or a log reader takes as structure: every control
     character (C0, DEL, C1: newline, ESC, BEL, ...), the Unicode line and paragraph
-    separators and the backslash itself written as Python escapes (`\\n`, `\\x1b`,
-    `\\u2028`, `\\\\`), so one line stays one line, a forged log line reads as what it
-    is, and no escape sequence reaches the terminal. Other text is unchanged, and so are the
+    separators, the bidirectional embeddings, overrides and isolates (U+202A-202E,
+    U+2066-2069: they reorder what follows on screen, "Trojan Source") and the backslash
+    itself written as Python escapes (`\\n`, `\\x1b`, `\\u2028`, `\\u202e`, `\\\\`), so
+    one line stays one line and reads in the order it was written, a forged log line reads
+    as what it is, and no escape sequence reaches the terminal. Other text is unchanged, and so are the
     characters in `keep` (`keep="\n"` for text shown on a terminal a line at a time)."""
     global _CONTROL
     if _CONTROL is None:
         import re
 
-        _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\\]")
+        _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\\]")
     names = {"\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
     return _CONTROL.sub(lambda m: m.group() if m.group() in keep else names.get(m.group(), repr(m.group())[1:-1]), text)
 

@@ -10,18 +10,28 @@ service from everyone else lives here, so each rule is written once and tested a
   that has waited longest without a request in flight and with nothing in its receive buffer
   (FIONREAD: a client whose head has arrived but is not read yet, in a burst of accepts, is
   kept), so a flood of idle sockets cannot keep a real client (an orchestrator's `/health`)
-  out; when every held connection is busy, the new one is closed. The bound stays below the process's
-  open-file limit, so accepting never runs out of descriptors; if it does anyway (another
-  part of the process holds them), `loop_errors` says so in one line a minute, never a
-  traceback per failed accept.
+  out; when none is idle, it closes the one whose request has been in flight longest among
+  those stalled on their client (a body still to come, a response it does not read), so
+  connections holding back their bodies cannot either; only when every held connection waits
+  for the server's own work (which the pool bounds) is the new one closed. A response the client
+  does not read (the transport over its high-water mark) that takes no byte for WRITE_TIMEOUT
+  seconds closes its connection. The bound stays below the process's
+  open-file limit, and connections are accepted ACCEPT_BATCH at a time (asyncio accepts as
+  many as uvicorn's backlog says in one go, before the policy sees any: 2,048 by default,
+  which a burst past the bound turned into EMFILE and a second without accepting), so
+  accepting does not run out of descriptors; if it does anyway (another part of the process
+  holds them), `loop_errors` says so in one line a minute, never a traceback per failed accept.
 - **Work** (`Pool`). Search and answer run on WORKERS threads (one: the embedding cache's
   sqlite connection belongs to the thread that opened it, and the work is Python under the
   interpreter's lock anyway). A request waits for them while the work ahead of it is expected
-  to end within MAX_WAIT seconds (the questions in, times the mean time of one question lately),
-  and QUEUE may always wait; past that, or past QUEUE_MAX requests in, a request is refused
-  at once with 429 and `Retry-After`, rather than waiting behind the others. So thirty-two
-  clients of millisecond searches are all served, while eight slow answers fill the queue.
-  `/health` never enters the pool.
+  to end within MAX_WAIT seconds (the questions in, times the mean time of one question lately,
+  less what the running one has done), and while the questions in, its own included, fit in
+  WORKERS + QUEUE (a batch of 64 takes 64 of that room, so nine such batches are not all let
+  in); past that, or past QUEUE_MAX requests in, a request is refused at once with 429 and
+  `Retry-After`, rather than waiting behind the others. A request with nothing ahead always
+  runs. So thirty-two clients of millisecond searches are all served, while eight slow answers
+  fill the queue. Work whose client has closed its connection before the work began is dropped
+  (the Gate's DEPARTED event; 499 in the log). `/health` never enters the pool.
 - **A request's budget** (`check_budget`). Questions x hits (the larger of k and the candidate
   lists) at most MAX_HITS, question characters at most MAX_CHARS: a bigger request is a 413
   saying which bound and by how much, so no single request holds the worker for long.
@@ -34,6 +44,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import errno
 import fcntl
 import hmac
@@ -57,10 +68,11 @@ from ragline.records import StageError
 
 HEAD_TIMEOUT = 5.0  # seconds a connection has to send a whole request head
 BODY_TIMEOUT = 10.0  # seconds a request has to send its whole body
+WRITE_TIMEOUT = 10.0  # seconds a response may go unread (its bytes waiting, none taken) before its connection is closed
 MAX_CONNECTIONS = 1000  # connections held at once, at most (less when the open-file limit is lower)
 FD_RESERVE = 64  # descriptors kept for everything but connections: the index, the model, logs, the reload
 WORKERS = 1  # threads running search and answer
-QUEUE = 8  # requests that may always wait for a worker
+QUEUE = 8  # questions that may always wait for a worker (a request counts its questions)
 MAX_WAIT = 2.0  # seconds of work ahead a request may wait behind; past it (and QUEUE), 429
 QUEUE_MAX = 256  # requests running or waiting, at most, however quick they are
 RECENT = 0.2  # the weight of the latest request's time in the running mean
@@ -70,7 +82,9 @@ RETRY_AFTER = 1  # seconds, in a 429's Retry-After
 LOOP_NOTE_EVERY = 60.0  # seconds between two notes of one event-loop error
 GRACE = 30  # seconds the requests in flight get to finish at SIGTERM
 LISTEN_BACKLOG = 2048  # connections the kernel queues for accept, per listening socket
+ACCEPT_BATCH = FD_RESERVE // 4  # connections accepted in one turn of the event loop (asyncio's accept loop takes uvicorn's backlog)
 STAGE = "rag-serve"  # the access log's and the notes' prefix
+REFUSED = "ragline.refused"  # a request's scope key: (status, message) when its body cannot be read (`guarded`)
 
 
 def connection_bound(limit: int = MAX_CONNECTIONS) -> int:
@@ -83,6 +97,10 @@ def connection_bound(limit: int = MAX_CONNECTIONS) -> int:
 
 class Busy(Exception):
     """The pool's queue is full: answer 429 now."""
+
+
+DEPARTED: contextvars.ContextVar[asyncio.Event | None] = contextvars.ContextVar("ragline_departed", default=None)
+"""Set by the Gate for the request being handled: an event set when its client closes the connection."""
 
 
 class OverBudget(Exception):
@@ -104,48 +122,81 @@ def check_budget(questions: list[str], hits: int) -> None:
 
 class Pool:
     """WORKERS threads for the model work; a request waits for them while the work ahead of it
-    is expected to take at most MAX_WAIT seconds, or fewer than `queue` wait, never more than QUEUE_MAX.
+    is expected to take at most MAX_WAIT seconds, or while the questions in, its own included,
+    are at most `workers + queue`, never more than QUEUE_MAX requests.
 
     The work ahead is counted in questions (a batch request of 64 weighs 64 searches), at the
-    running mean time of one question of the recent requests: one heavy batch neither lets a
-    flood of others in behind it nor shuts quick searches out after it."""
+    running mean time of one question of the recent requests, less what a running request has
+    done of it already: one heavy batch neither lets a flood of others in behind it nor shuts
+    quick searches out after it. The room that is always there is counted in questions too, so
+    nine batches of 64 are not all let in because nine requests fit (the first runs, the next
+    waits only if its wait is short); a request with nothing ahead is always let in.
+
+    A request whose client has gone (`DEPARTED`, set by the Gate when the connection closes)
+    before its work started is dropped from the queue at once (`Gone`), its questions no longer
+    counted; work already running finishes."""
 
     def __init__(self, workers: int = WORKERS, queue: int = QUEUE, name: str = "rag-serve", max_wait: float = MAX_WAIT):
         self.executor = ThreadPoolExecutor(workers, thread_name_prefix=name)
         self.workers = workers
-        self.capacity = workers + queue  # always admitted
+        self.capacity = workers + queue  # questions always admitted
         self.max_wait = max_wait
         self.mean_seconds: float | None = None  # of one question's work, recently; None until a request has run
         self.admitted = 0  # requests running or waiting; touched on the event loop only
         self.questions = 0  # the questions they hold
+        self.inflight: dict[_Timed, int] = {}  # each request running or waiting, and its questions
         self.refused = 0
+        self.dropped = 0  # requests whose client left before their work began
 
     def expected_wait(self) -> float | None:
         """Seconds the work already in is expected to take (on `workers` threads), or None before any has run."""
         if self.mean_seconds is None:
             return None
-        return self.questions * self.mean_seconds / self.workers
+        now, ahead = time.perf_counter(), 0.0
+        for timed, weight in self.inflight.items():
+            expected = weight * self.mean_seconds
+            ahead += expected if timed.started is None else max(0.0, expected - (now - timed.started))
+        return ahead / self.workers
 
-    def admits(self) -> bool:
-        if self.admitted < self.capacity:
+    def admits(self, questions: int = 1) -> bool:
+        if self.admitted == 0:
+            return True
+        if self.admitted >= QUEUE_MAX:
+            return False
+        if self.questions + max(1, questions) <= self.capacity:
             return True
         wait = self.expected_wait()
-        return self.admitted < QUEUE_MAX and wait is not None and wait <= self.max_wait
+        return wait is not None and wait <= self.max_wait
 
     async def run(self, fn: Callable[[], Any], questions: int = 1) -> Any:
-        """fn() on a worker thread, `questions` the work it holds; Busy at once when the pool does not admit it."""
-        if not self.admits():
+        """fn() on a worker thread, `questions` the work it holds; Busy at once when the pool does not admit it,
+        Gone when the client leaves before it starts."""
+        weight = max(1, questions)
+        if not self.admits(weight):
             self.refused += 1
             raise Busy(f"the server is busy ({self.admitted} requests running or waiting): retry in {RETRY_AFTER} s")
-        weight = max(1, questions)
         self.admitted += 1
         self.questions += weight
         timed = _Timed(fn)
+        self.inflight[timed] = weight
+        departed = DEPARTED.get()
         try:
-            return await asyncio.get_running_loop().run_in_executor(self.executor, timed)
+            future = self.executor.submit(timed)
+            done = asyncio.wrap_future(future)
+            if departed is not None:
+                left = asyncio.ensure_future(departed.wait())
+                try:
+                    await asyncio.wait((done, left), return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    left.cancel()
+                if not done.done() and future.cancel():  # not started: nobody is waiting for it
+                    self.dropped += 1
+                    raise Gone("the client closed the connection before its request ran")
+            return await done
         finally:
             self.admitted -= 1
             self.questions -= weight
+            del self.inflight[timed]
             if timed.seconds is not None:
                 each, m = timed.seconds / weight, self.mean_seconds
                 self.mean_seconds = each if m is None else (1 - RECENT) * m + RECENT * each
@@ -160,39 +211,55 @@ class _Timed:
 
     def __init__(self, fn: Callable[[], Any]):
         self.fn = fn
+        self.started: float | None = None  # perf_counter when it began
         self.seconds: float | None = None
 
     def __call__(self) -> Any:
-        start = time.perf_counter()
+        self.started = time.perf_counter()
         try:
             return self.fn()
         finally:
-            self.seconds = time.perf_counter() - start
+            self.seconds = time.perf_counter() - self.started
 
 
 class Policy:
     """The connection policy's state: the connections held, oldest first, and what was done to which."""
 
-    def __init__(self, bound: int | None = None, head_timeout: float = HEAD_TIMEOUT):
+    def __init__(self, bound: int | None = None, head_timeout: float = HEAD_TIMEOUT, max_body: int | None = None):
         self.bound = bound or connection_bound()
         self.head_timeout = head_timeout
+        self.max_body = max_body  # bytes of a request body (the Gate's): a chunk declaring more is refused at once
         self.held: dict[Any, None] = {}  # insertion-ordered: the oldest connection first
         self.timed_out = 0  # closed for not sending a head in time
+        self.write_timed_out = 0  # closed for not reading a response for WRITE_TIMEOUT
         self.evicted = 0  # closed, idle, to make room for a new one
-        self.refused = 0  # new ones closed at once: every held connection had a request in flight
+        self.evicted_busy = 0  # closed, its request stalled on the client, to make room for a new one
+        self.refused = 0  # new ones closed at once: every held connection had a request the server was working on
         self.accepted = 0
 
     def admit(self, connection: Any) -> bool:
-        """Hold `connection`, making room by closing the longest-idle one if the bound is reached; False: refuse it."""
-        if len(self.held) >= self.bound:
-            idle = next((c for c in self.held if c.silent()), None)
-            if idle is None:
-                self.refused += 1
-                return False
-            self.evicted += 1
-            idle.drop()
+        """Hold `connection`, making room if the bound is reached (`room`); False: refuse it."""
+        if len(self.held) >= self.bound and not self.room():
+            self.refused += 1
+            return False
         self.held[connection] = None
         self.accepted += 1
+        return True
+
+    def room(self) -> bool:
+        """Close one held connection for a newcomer: the longest-idle silent one, else the one whose request has
+        been in flight longest among those stalled on the client (a body still coming, a response it does not
+        read). None of either: every held connection waits for the server's work, which the pool bounds."""
+        idle = next((c for c in self.held if c.silent()), None)
+        if idle is not None:
+            self.evicted += 1
+            idle.drop()
+            return True
+        stalled = [c for c in self.held if c.stalled()]
+        if not stalled:
+            return False
+        self.evicted_busy += 1
+        min(stalled, key=lambda c: c.since).drop()
         return True
 
     def release(self, connection: Any) -> None:
@@ -204,24 +271,35 @@ class Policy:
             "bound": self.bound,
             "accepted": self.accepted,
             "timed_out": self.timed_out,
+            "write_timed_out": self.write_timed_out,
             "evicted": self.evicted,
+            "evicted_busy": self.evicted_busy,
             "refused": self.refused,
         }
 
 
 def guarded(base: type, policy: Policy) -> type:
-    """uvicorn's HTTP protocol class `base` under `policy`: the head timeout and the connection bound.
+    """uvicorn's HTTP protocol class `base` under `policy`: the head and write timeouts and the connection bound.
 
-    Relies on two things both of uvicorn's HTTP protocols have: `cycle` (the request in
-    flight, None before the first) and `on_response_complete` (called when a response is sent).
+    Relies on what both of uvicorn's HTTP protocols have: `cycle` (the request in flight, None
+    before the first: its `scope`, `message_event`, `response_started`), `on_response_complete`
+    (called when a response is sent) and `send_400_response` (for a request that cannot be parsed).
+
+    A request whose body cannot be read (a chunk size h11 refuses or one over 64 bits, 400; a chunk
+    declaring more than the body limit, 413) is answered at once: through the Gate (`REFUSED`), in
+    JSON, with `Connection: close`, where it waited BODY_TIMEOUT for bytes that could never be
+    taken (408) or got uvicorn's plain-text 400. The chunk size is h11's reader's count of the bytes
+    the current chunk has still to send (a private attribute: 0 where it is absent).
     """
 
     class Guarded(base):
-        _timer: asyncio.TimerHandle | None = None
         _admitted = False
+        since = 0.0  # loop time the request in flight began (its head arrived)
+        _unread = 0  # bytes waiting in the transport when the write timer was armed
 
         def connection_made(self, transport: Any) -> None:
             self.transport = transport
+            self._timers: dict[str, asyncio.TimerHandle] = {}  # "head", "write": each pending at most once
             if not policy.admit(self):
                 transport.abort()
                 return
@@ -231,14 +309,72 @@ def guarded(base: type, policy: Policy) -> type:
 
         def connection_lost(self, exc: Exception | None) -> None:
             policy.release(self)
-            self._disarm()
+            self._cancel()
             if self._admitted:  # not a connection refused at once
                 super().connection_lost(exc)
 
         def on_response_complete(self) -> None:
+            cycle = self.cycle
             super().on_response_complete()
+            if self.cycle is not cycle:  # a pipelined request started
+                self.since = asyncio.get_running_loop().time()
             if self.idle():  # not a pipelined request already started
                 self._arm()
+
+        def pause_writing(self) -> None:
+            """The transport holds more than its high-water mark: the client is not reading; WRITE_TIMEOUT from now."""
+            super().pause_writing()
+            self._unread = self.transport.get_write_buffer_size()
+            self._later("write", WRITE_TIMEOUT, self._write_expire)
+
+        def resume_writing(self) -> None:
+            super().resume_writing()
+            self._cancel("write")
+
+        def _write_expire(self) -> None:
+            """No progress means no byte taken since the timer was armed; some progress arms it again."""
+            waiting = self.transport.get_write_buffer_size()
+            if self.transport.is_closing() or not waiting:
+                return
+            if waiting < self._unread:
+                self._unread = waiting
+                self._later("write", WRITE_TIMEOUT, self._write_expire)
+                return
+            policy.write_timed_out += 1
+            self.drop()
+
+        def data_received(self, data: bytes) -> None:
+            cycle = self.cycle
+            super().data_received(data)
+            if self.cycle is not cycle:  # a request head arrived
+                self.since = asyncio.get_running_loop().time()
+            chunk = getattr(getattr(getattr(self, "conn", None), "_reader", None), "_bytes_in_chunk", 0)
+            if isinstance(chunk, int) and policy.max_body is not None and chunk > policy.max_body:
+                self.refuse(
+                    *((400, "a chunk size over 64 bits: malformed") if chunk >> 64 else (413, f"the body is over {policy.max_body} bytes"))
+                )
+
+        def send_400_response(self, msg: str) -> None:
+            """uvicorn's answer to a request h11 cannot parse, as JSON; through the Gate when it waits for the body."""
+            err = sys.exc_info()[1]  # called in uvicorn's `except h11.RemoteProtocolError:`
+            why = f"the request is not valid HTTP/1.1 ({ragline.records.one_line(str(err or msg), 120)})"
+            if self.cycle is not None and not self.cycle.response_started:
+                self.refuse(400, why)
+                return
+            body = orjson.dumps({"error": why})
+            head = f"HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\ncontent-length: {len(body)}\r\nconnection: close\r\n\r\n"
+            self.transport.write(head.encode() + body)
+            self.transport.close()
+
+        def refuse(self, status: int, message: str) -> None:
+            """Have the Gate answer the request in flight `status` at once, and close (its body is not read further)."""
+            cycle = self.cycle
+            if cycle is None or cycle.response_started or REFUSED in cycle.scope:
+                if cycle is None or cycle.response_started:
+                    self.transport.close()
+                return
+            cycle.scope[REFUSED] = (status, message)
+            cycle.message_event.set()
 
         def idle(self) -> bool:
             """No request in flight: before the first head, or between a response and the next head."""
@@ -255,22 +391,32 @@ def guarded(base: type, policy: Policy) -> type:
                 return True
             return int.from_bytes(waiting, sys.byteorder) == 0
 
+        def stalled(self) -> bool:
+            """A request in flight that waits for the client: its body still coming, or its response not being read."""
+            cycle = self.cycle
+            if self.idle() or self.transport.is_closing() or cycle is None:
+                return False
+            return bool(getattr(cycle, "more_body", False) or getattr(getattr(self, "flow", None), "write_paused", False))
+
         def drop(self) -> None:
-            self._disarm()
+            self._cancel()
             policy.release(self)
             self.transport.abort()
 
-        def _arm(self) -> None:
-            self._disarm()
-            self._timer = asyncio.get_running_loop().call_later(policy.head_timeout, self._expire)
+        def _later(self, name: str, delay: float, callback: Callable[[], None]) -> None:
+            self._cancel(name)
+            self._timers[name] = asyncio.get_running_loop().call_later(delay, callback)
 
-        def _disarm(self) -> None:
-            if self._timer is not None:
-                self._timer.cancel()
-                self._timer = None
+        def _cancel(self, *names: str) -> None:
+            """Cancel the named timers (all without a name)."""
+            for name in names or tuple(self._timers):
+                if (handle := self._timers.pop(name, None)) is not None:
+                    handle.cancel()
+
+        def _arm(self) -> None:
+            self._later("head", policy.head_timeout, self._expire)
 
         def _expire(self) -> None:
-            self._timer = None
             if self.idle() and not self.transport.is_closing():
                 policy.timed_out += 1
                 policy.release(self)
@@ -321,6 +467,13 @@ class RequestError(Exception):
         self.status = status
 
 
+class Gone(RequestError):
+    """The client left before its request's work began: the work is dropped (499, as nginx logs it; nobody reads it)."""
+
+    def __init__(self, message: str):
+        super().__init__(message, 499)
+
+
 def query_records(question: str | None, questions: list[str] | None, query_id: str | None = None) -> list[dict[str, Any]]:
     """The query records for one question or a batch (ids q1, q2, ... as for questions given as arguments)."""
     if (question is None) == (questions is None):
@@ -351,6 +504,33 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
         return False
+
+
+class Hosts:
+    """The `Host:` values a server without a token answers: loopback names and addresses, and its own.
+
+    DNS rebinding: a web page at http://attacker.example:PORT/ whose name the attacker then points
+    at 127.0.0.1 makes the user's browser send it this server's answers (the handbook, /health's
+    paths) as same-origin. The browser still says `Host: attacker.example:PORT`, so a server that
+    answers only to `localhost`, loopback addresses and the address it was bound to (by name or
+    number; any IP literal when bound to a wildcard address, which no DNS name can be) is out of
+    its reach. The port is not compared. A token makes this moot (the page cannot know it)."""
+
+    def __init__(self, host: str, bound: str):
+        self.names = {"localhost", host.strip("[]").lower(), bound.lower()}
+        self.any_address = ipaddress.ip_address(bound).is_unspecified
+
+    def __call__(self, header: str) -> bool:
+        name = header.strip().lower()
+        name = name[1:].partition("]")[0] if name.startswith("[") else name.partition(":")[0] if name.count(":") == 1 else name
+        name = name.rstrip(".")
+        if name in self.names:
+            return True
+        try:
+            address = ipaddress.ip_address(name)
+        except ValueError:
+            return False
+        return address.is_loopback or self.any_address
 
 
 def bind(host: str, port: int, *, shared: bool = False) -> socket.socket:
@@ -419,7 +599,7 @@ def _bound(family: int, kind: int, proto: int, address: Any, *, reuse_port: bool
 
 
 class Gate:
-    """The outermost ASGI layer: the bearer token, the body limit, and one access-log line per request.
+    """The outermost ASGI layer: the bearer token, the body limit, the Host, and one access-log line per request.
 
     A body is read whole here (at most `max_body` bytes, whatever Content-Length says, within
     BODY_TIMEOUT seconds) and handed on, so an oversized one is a 413 and a slow one a
@@ -427,11 +607,22 @@ class Gate:
     case (RFC 6750), the token exactly. Every response says `X-Content-Type-Options: nosniff`,
     and every JSON one `Cache-Control: no-store`. The access log escapes control characters
     (`ragline.records.printable`): a path holding a newline or an escape sequence cannot forge
-    a line or reach the operator's terminal.
+    a line or reach the operator's terminal. With `hosts` (a server without a token: `Hosts`), a
+    request for one of the app's routes whose `Host:` is not this server's is a 421, after its body
+    (an unknown path stays a 404, naming nothing).
     """
 
-    def __init__(self, app: Any, token: str | None, max_body: int, log: Callable[[str], None] | None, cors: bool = False):
-        self.app, self.token, self.max_body, self.log, self.cors = app, token, max_body, log, cors
+    def __init__(
+        self,
+        app: Any,
+        token: str | None,
+        max_body: int,
+        log: Callable[[str], None] | None,
+        cors: bool = False,
+        hosts: Callable[[str], bool] | None = None,
+    ):
+        self.app, self.token, self.max_body, self.log, self.cors, self.hosts = app, token, max_body, log, cors, hosts
+        self.routes = {path for route in getattr(app, "routes", ()) if isinstance(path := getattr(route, "path", None), str)}
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -479,6 +670,10 @@ class Gate:
             except TimeoutError:
                 await _reply(send, 408, f"the body did not arrive within {BODY_TIMEOUT:g} s", [(b"connection", b"close")])
                 return
+            if REFUSED in scope:  # the protocol found the body unreadable (`guarded`)
+                status, why = scope[REFUSED]
+                await _reply(send, status, why, [(b"connection", b"close")])
+                return
             if message["type"] == "http.disconnect":
                 return
             body += message.get("body", b"")
@@ -486,16 +681,35 @@ class Gate:
             if len(body) > self.max_body:
                 await _reply(send, 413, f"the body is over {self.max_body} bytes")
                 return
+        if self.hosts is not None and scope["path"] in self.routes and "host" in headers and not self.hosts(headers["host"]):
+            shown = ragline.records.printable(ragline.records.one_line(headers["host"], 80))
+            await _reply(send, 421, f"Host '{shown}' is not this server: without a token it answers only to localhost and its own address")
+            return
         sent = False
+        departed = asyncio.Event()
+
+        async def watch() -> dict[str, Any]:
+            """http.disconnect, once the client leaves (or the response is done): what comes after the body."""
+            while (message := await receive())["type"] != "http.disconnect":
+                pass  # a GET's empty body, not read above
+            departed.set()
+            return dict(message)
+
+        watching = asyncio.ensure_future(watch())
 
         async def replay() -> dict[str, Any]:
             nonlocal sent
             if not sent:
                 sent = True
                 return {"type": "http.request", "body": bytes(body), "more_body": False}
-            return await receive()
+            return await asyncio.shield(watching)
 
-        await self.app(scope, replay, send)
+        token = DEPARTED.set(departed)
+        try:
+            await self.app(scope, replay, send)
+        finally:
+            DEPARTED.reset(token)
+            watching.cancel()
 
 
 async def _reply(send: Any, status: int, message: str, headers: list[tuple[bytes, bytes]] = ()) -> None:  # type: ignore[assignment]
@@ -505,13 +719,21 @@ async def _reply(send: Any, status: int, message: str, headers: list[tuple[bytes
     await send({"type": "http.response.body", "body": body})
 
 
-def serve(app: Any, sock: socket.socket, policy: Policy | None = None, note: Callable[[str], None] | None = None) -> str | None:
+def serve(
+    app: Any,
+    sock: socket.socket,
+    policy: Policy | None = None,
+    note: Callable[[str], None] | None = None,
+    beat: tuple[Callable[[], None], float] | None = None,
+) -> str | None:
     """Run uvicorn on `sock` until SIGTERM or Ctrl-C; the requests in flight finish (GRACE s at most).
 
     Connections follow `policy` (guarded: the head timeout, the bound), and errors of
     the event loop (a failed accept) are one line each to `note`, at most one a minute.
-    Returns the name of the signal that stopped it. uvicorn's own habit of re-raising that
-    signal after a graceful shutdown (which would end the process with it) is left out.
+    `beat` (a worker's: `prefork.BEAT`) is (a call, seconds): made that often from the event
+    loop while it serves, so whoever hears it knows the loop turns. Returns the name of the
+    signal that stopped it. uvicorn's own habit of re-raising that signal after a graceful
+    shutdown (which would end the process with it) is left out.
     """
     import uvicorn
     from uvicorn.protocols.http.h11_impl import H11Protocol
@@ -523,8 +745,19 @@ def serve(app: Any, sock: socket.socket, policy: Policy | None = None, note: Cal
         stopped_by: str | None = None
 
         async def startup(self, sockets: list[socket.socket] | None = None) -> None:
-            asyncio.get_running_loop().set_exception_handler(loop_errors(say_line))
+            loop = asyncio.get_running_loop()
+            loop.set_exception_handler(loop_errors(say_line))
             await super().startup(sockets)
+            for listening in sockets or ():  # asyncio listened with the accept batch: the kernel's queue stays long
+                listening.listen(LISTEN_BACKLOG)
+            if beat is not None:
+                call, every = beat
+
+                def tick() -> None:
+                    call()
+                    loop.call_later(every, tick)
+
+                tick()
 
         @contextlib.contextmanager
         def capture_signals(self) -> Iterator[None]:
@@ -550,6 +783,7 @@ def serve(app: Any, sock: socket.socket, policy: Policy | None = None, note: Cal
         access_log=False,
         timeout_graceful_shutdown=GRACE,
         lifespan="off",
+        backlog=ACCEPT_BATCH,
     )
     server = Server(config)
     server.run(sockets=[sock])
@@ -563,8 +797,9 @@ def serve_workers(
     listening socket of its own there (`worker_socket`). Each runs `start()`, which loads what it
     serves (the index and the model: its own hot swap, its own /health counts) and gives (the
     ASGI app, one line of what it serves, the count of requests it has served).
-    One line when all are serving, one when all have stopped; a worker that cannot start has said
-    why on stderr, and the others are stopped with its exit status."""
+    One line when all are serving, one when all have stopped; a worker that dies or stalls is
+    started again (`prefork`); a worker that cannot start has said why on stderr, and the others
+    are stopped with its exit status."""
     from ragline import prefork
 
     where = sock.getsockname()
@@ -575,7 +810,7 @@ def serve_workers(
             app, summary, served = start()
             own = worker_socket(sock)
             report("ready", summary)
-            serve(app, own)
+            serve(app, own, beat=(lambda: report(prefork.BEAT, ""), prefork.BEAT_EVERY))
             report("done", str(served()))
         return 0
 

@@ -180,22 +180,37 @@ def judge_fit() -> str:
 def limits() -> str:
     """The bounds the hostile-input section names, from the code that enforces them."""
     sys.path.insert(0, str(ROOT))
+    import rag_index
     import rag_serve
-    from ragline import markdown, records, serving, text
+    from ragline import markdown, mcpserver, prefork, records, serving, text
 
     rows = [
         ("`HEAD_TIMEOUT`", f"{serving.HEAD_TIMEOUT:g} s", "to send a request head (ragline/serving.py)"),
         ("`BODY_TIMEOUT`", f"{serving.BODY_TIMEOUT:g} s", "to send a request body"),
+        ("`WRITE_TIMEOUT`", f"{serving.WRITE_TIMEOUT:g} s", "a response may go unread, taking no byte, before its connection is closed"),
         ("`MAX_CONNECTIONS`", f"{serving.MAX_CONNECTIONS:,}", "connections held, at most"),
         ("`FD_RESERVE`", f"{serving.FD_RESERVE}", "descriptors kept from the open-file limit for all but connections"),
+        ("`ACCEPT_BATCH`", f"{serving.ACCEPT_BATCH}", "connections accepted in one turn of the event loop (in the reserve's room)"),
         ("`WORKERS`", f"{serving.WORKERS}", "threads running search and answer"),
-        ("`QUEUE`", f"{serving.QUEUE}", "requests that may always wait for them"),
+        ("`QUEUE`", f"{serving.QUEUE}", "questions that may always wait for them (a batch counts each)"),
         ("`MAX_WAIT`", f"{serving.MAX_WAIT:g} s", "of work ahead a request past QUEUE may wait behind (then 429)"),
         ("`QUEUE_MAX`", f"{serving.QUEUE_MAX}", "requests running or waiting, at most, however quick (then 429)"),
         ("`Retry-After`", f"{serving.RETRY_AFTER} s", "in a 429"),
         ("`MAX_HITS`", f"{serving.MAX_HITS:,}", "questions × hits in one request (then 413)"),
         ("`MAX_CHARS`", f"{serving.MAX_CHARS:,}", "characters of questions in one request (then 413)"),
+        ("`STALL`", f"{prefork.STALL:g} s", "without a beat before a worker is taken for stopped and replaced (ragline/prefork.py)"),
+        (
+            "`RESTART_DELAY`",
+            f"{prefork.RESTART_DELAY:g} s",
+            f"before a dead worker is started again, doubled per death in {prefork.RESTART_WINDOW:g} s",
+        ),
+        ("`RESTART_MAX`", f"{prefork.RESTART_MAX:g} s", "before a restart, at most"),
+        ("`MAX_MESSAGE`", f"{mcpserver.MAX_MESSAGE >> 20} MiB", "one MCP message on stdin (ragline/mcpserver.py)"),
+        ("`DRAIN`", f"{mcpserver.DRAIN:g} s", "the MCP calls in flight get to finish once stdin closes"),
         ("`RELOAD_RETRY`", f"{rag_serve.RELOAD_RETRY:g} s", "before a generation that failed to load is tried again (rag_serve.py)"),
+        ("`POINTER_MAX`", f"{rag_index.POINTER_MAX} bytes", "of the index pointer CURRENT read, at most (rag_index.py)"),
+        ("`MANIFEST_MAX`", f"{rag_index.MANIFEST_MAX >> 20} MiB", "of a generation's manifest read, at most"),
+        ("`LOCK_MAX`", f"{rag_index.LOCK_MAX} bytes", "of the writers' lock file `.lock`; a larger one is not rag-index's"),
         ("`MAX_TERM`", f"{text.MAX_TERM}", "characters of a BM25 term; a longer token is cut (ragline/text.py)"),
         ("`MAX_LINE`", f"{markdown.MAX_LINE >> 20} MiB", "one markdown line (ragline/markdown.py)"),
         ("`MAX_RECORD`", f"{records.MAX_RECORD >> 20} MiB", "one JSON Lines record (ragline/records.py)"),

@@ -7,9 +7,11 @@ read back from the server's stderr. The index and chunking cases run the stages 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pwd
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -21,7 +23,7 @@ import numpy as np
 import orjson
 import pytest
 from corpora import build_index
-from serving import Server, httpx, serving, settled, slow_llm
+from serving import Server, gated_llm, httpx, rebuild, serving, settled, slow_llm
 from stagecli import check, command, on_a_terminal, run, stage_env
 
 import rag_index
@@ -526,3 +528,628 @@ def test_a_single_line_file_is_refused_in_bounded_memory(tmp_path: Path) -> None
     assert embedded["stderr"] == f"rag-embed: <stdin>:1: a line of over {MAX_RECORD >> 20} MiB: not a record ragline writes\n"
     for run_ in (chunked, embedded):
         assert run_["peak_rss_mib"] < 200, run_
+
+
+# --------------------------------------------------------------------------- round three (issue 32): HTTP
+
+
+def _health_counts(url: str) -> dict:
+    return httpx.get(url + "/health", timeout=30).json()["connections"]
+
+
+def test_connections_stalled_by_their_client_make_room_for_health(index: Path) -> None:
+    """D1: connections that sent a request head and hold back the body were never evicted (a request was in flight),
+    so as many as the bound locked /health out until their bodies timed out. Past the bound, a newcomer now
+    closes the connection stalled on its client the longest: /health answers beside them."""
+    files = 256
+    head = (
+        b"POST /search HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100\r\nExpect: 100-continue\r\n\r\n"
+    )
+    with serving(index, "--quiet", files=files) as server:
+        bound = _health_counts(server.url)["bound"]
+        socks: list[socket.socket] = []
+        waiting = []
+        try:
+            for _ in range(bound + 16):  # one after another: each busy (asked for its body) before the next comes
+                (s,) = idle_sockets(server.url, 1)
+                socks.append(s)
+                s.sendall(head)
+                s.settimeout(30)
+                try:
+                    waiting.append(s.recv(100).startswith(b"HTTP/1.1 100 Continue"))
+                except ConnectionResetError:
+                    waiting.append(False)
+            assert all(waiting), f"{waiting.count(False)} of {len(socks)} connections were refused"
+            health = httpx.get(server.url + "/health", timeout=30)  # refused at once before: every held one was busy
+            assert health.status_code == 200
+            counts = health.json()["connections"]
+            assert counts["evicted_busy"] == 17 and counts["refused"] == 0 and counts["open"] <= counts["bound"], counts
+            assert all(closed_by_peer(s) for s in socks[:17]) and not any(closed_by_peer(s) for s in socks[17:20]), "oldest first"
+        finally:
+            for s in socks:
+                s.close()
+    assert "Traceback" not in server.log()
+
+
+def test_a_burst_past_the_bound_never_runs_out_of_descriptors(index: Path) -> None:
+    """D1: connections queued while the server could not accept (here: stopped with SIGSTOP) were accepted all at
+    once, up to uvicorn's backlog of 2,048 before the policy saw any: past the open-file limit, EMFILE, and asyncio
+    stops accepting for a second each time (/health waits). They are accepted ACCEPT_BATCH at a time."""
+    files = 256
+    with serving(index, "--quiet", files=files) as server:
+        os.kill(server.proc.pid, signal.SIGSTOP)
+        try:
+            socks = idle_sockets(server.url, 2 * files)  # all in the kernel's queue
+        finally:
+            os.kill(server.proc.pid, signal.SIGCONT)
+        try:
+            assert httpx.get(server.url + "/health", timeout=30).status_code == 200
+            _until(lambda: all(closed_by_peer(s) for s in socks[:8]), "the oldest idle sockets were not closed", policy.HEAD_TIMEOUT + 60)
+        finally:
+            for s in socks:
+                s.close()
+    assert "out of system resource" not in server.log() and "Too many open files" not in server.log(), server.log()[-2000:]
+
+
+def test_a_response_nobody_reads_is_cut_off(index: Path) -> None:
+    """D1: a client that pipelines requests and never reads held its connection busy for ever once the server's
+    buffers were full (the response made no progress, and a busy connection was never evicted). A response
+    that makes no progress for WRITE_TIMEOUT closes its connection."""
+    with serving(index, "--quiet") as server:
+        host, port = server.url.removeprefix("http://").rsplit(":", 1)
+        sock = socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # a small window: the server's buffers fill sooner
+        sock.connect((host, int(port)))
+        try:
+            sock.sendall(b"GET /openapi.json HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n" * 400)  # about 9 MB of answers, never read
+            deadline = time.monotonic() + policy.WRITE_TIMEOUT + 60
+            while _health_counts(server.url).get("write_timed_out", 0) < 1:
+                assert time.monotonic() < deadline, "the unread responses were never cut off"
+                time.sleep(0.2)
+            sock.settimeout(30)
+            with pytest.raises((ConnectionResetError, BrokenPipeError)):
+                while sock.recv(1 << 20):  # what was sent before the cut, then the reset
+                    pass
+                raise ConnectionResetError  # a clean end is a close too
+        finally:
+            sock.close()
+
+
+def test_batches_weigh_their_questions_in_the_queue_too() -> None:
+    """D2: nine POST /answer of 64 questions (k=100, context=50: about 5 s each) were all let in, because nine
+    requests fit in the room always kept (WORKERS + QUEUE), and ran one after another: the last waited 41 s. That
+    room is counted in questions: the first batch runs, and the next would wait 5 s, past MAX_WAIT: a 429."""
+    import asyncio
+
+    async def scenario() -> list[str]:
+        pool = policy.Pool(max_wait=policy.MAX_WAIT)
+        pool.mean_seconds = 0.078  # a question's time in the issue's batches (5 s / 64)
+        return await asyncio.gather(*(_attempt(pool, 0.05, 64) for _ in range(9)))
+
+    assert asyncio.run(scenario()) == ["ran"] + ["busy"] * 8
+
+
+def test_work_for_a_client_that_left_is_dropped(index: Path) -> None:
+    """D2: requests queued behind a slow one whose clients closed their connections still ran, one after another,
+    holding the worker for nobody. Work not yet started is dropped when its client leaves (a 499 in the log), and
+    its questions no longer count against the others."""
+    with gated_llm() as (url, asked, release, calls):
+        server = Server.start(index, "--llm", "openai", env=stage_env(RAG_LLM_URL=url))
+        try:
+            got: list[httpx.Response] = []
+            first = threading.Thread(target=lambda: got.append(httpx.post(server.url + "/answer", json={"question": SWEEP}, timeout=120)))
+            first.start()
+            assert asked.wait(30)
+            data = orjson.dumps({"question": SWEEP})
+            head = f"POST /answer HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {len(data)}\r\n\r\n"
+            left = idle_sockets(server.url, 3)
+            for sock in left:
+                sock.sendall(head.encode() + data)
+            deadline = time.monotonic() + 30
+            while httpx.get(server.url + "/health").json()["busy"]["running_or_waiting"] < 4:
+                assert time.monotonic() < deadline, "the three never queued"
+                time.sleep(0.05)
+            for sock in left:
+                sock.close()
+            while (busy := httpx.get(server.url + "/health").json()["busy"])["running_or_waiting"] > 1:
+                assert time.monotonic() < deadline + 30, f"the work of the clients that left is still queued: {busy}"
+                time.sleep(0.05)
+            release.set()
+            first.join(120)
+            assert got[0].status_code == 200
+            while httpx.get(server.url + "/health").json()["busy"]["running_or_waiting"]:
+                time.sleep(0.05)
+        finally:
+            release.set()
+            server.stop()
+    assert len(calls) == 1, f"the LLM was asked {len(calls)} times: work for the clients that left ran"
+    assert server.log().count("POST /answer 499 ") == 3 and "Traceback" not in server.log(), server.log()
+
+
+def test_head_of_the_page_is_200(index: Path) -> None:
+    """D16: `curl -I /` was a 405 (HEAD /health was already a 200): a monitor checking the page got an error."""
+    with serving(index, "--quiet") as server, server.client() as c:
+        head, get = c.head("/"), c.get("/")
+        assert head.status_code == 200 and head.content == b"" and head.headers["content-type"] == get.headers["content-type"]
+        assert head.headers["content-security-policy"] == get.headers["content-security-policy"]
+
+
+def test_a_foreign_host_is_a_421_without_a_token(index: Path) -> None:
+    """D8: `curl -H 'Host: attacker.example:PORT' 127.0.0.1:PORT/search?q=x` was a 200, so DNS rebinding let any web
+    page the user opened read the handbook and /health (its paths). Without --token, only localhost, loopback
+    addresses and the bound address are answered; any other Host is a 421 on every route."""
+    with serving(index, "--quiet") as server, server.client() as c:
+        port = server.url.rsplit(":", 1)[1]
+        for name in ("attacker.example", "attacker.example.", "localhost.attacker.example", "127.0.0.1.nip.io", "x"):
+            evil = {"Host": f"{name}:{port}"}
+            for r in (c.get("/search", params={"q": SWEEP}, headers=evil), c.get("/health", headers=evil)):
+                assert r.status_code == 421 and "is not this server" in r.json()["error"], (name, r.text)
+            assert c.post("/answer", json={"question": SWEEP}, headers=evil).status_code == 421
+            assert c.get("/openapi.json", headers=evil).status_code == 421 and c.get("/", headers=evil).status_code == 421
+        for name in ("localhost", "LOCALHOST", "127.0.0.1", "127.0.0.2", "[::1]"):
+            assert c.get("/health", headers={"Host": f"{name}:{port}"}).status_code == 200, name
+        assert c.get("/nope", headers={"Host": "attacker.example"}).status_code == 404  # an unknown route names nothing
+    with serving(index, "--quiet", "--token", "s3cret") as server, server.client() as c:
+        r = c.get("/health", headers={"Host": "handbook.example", "Authorization": "Bearer s3cret"})
+        assert r.status_code == 200  # behind a token (a proxy's name): the page cannot know the token
+
+
+def _first_response(url: str, raw: bytes) -> tuple[int, dict[str, str], bytes]:
+    """Send raw bytes on a new connection; the status, headers and body of the first response (read to its end)."""
+    host, port = url.removeprefix("http://").rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=60) as sock:
+        sock.sendall(raw)
+        data = b""
+        while b"\r\n\r\n" not in data or len(data.split(b"\r\n\r\n", 1)[1]) < int(_headers(data).get("content-length", 0)):
+            got = sock.recv(65536)
+            assert got, f"closed after {data!r}"
+            data += got
+    head, body = data.split(b"\r\n\r\n", 1)
+    return int(head.split(b" ", 2)[1]), _headers(data), body
+
+
+def _headers(data: bytes) -> dict[str, str]:
+    lines = data.split(b"\r\n\r\n", 1)[0].decode("latin-1").split("\r\n")[1:]
+    return {k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in lines)}
+
+
+@pytest.mark.parametrize(
+    ("chunks", "status", "message"),
+    [
+        (b"ffffffffffffffffffff\r\n", 400, "a chunk size over 64 bits: malformed"),
+        (b"2\r\n{}\r\nffffffffffffffffffff\r\n", 400, "a chunk size over 64 bits: malformed"),
+        (b"fffffff\r\n", 413, "the body is over 65536 bytes"),
+        (b"zz\r\n{}\r\n0\r\n\r\n", 400, "the request is not valid HTTP/1.1 (illegal chunk header"),
+    ],
+    ids=["20-digits", "20-digits-second", "over-the-limit", "not-hex"],
+)
+def test_a_malformed_chunk_size_is_answered_at_once(index: Path, chunks: bytes, status: int, message: str) -> None:
+    """D17: a chunk size of twenty hex digits (over 64 bits) was a 408 after BODY_TIMEOUT, h11 waiting for bytes no
+    body may hold; one h11 refuses was uvicorn's text/plain 400. Both are JSON at once, and close the connection."""
+    head = b"POST /search HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+    with serving(index, "--quiet", "--max-body", "65536") as server:
+        got, headers, body = _first_response(server.url, head + chunks)
+        assert (got, headers["content-type"], headers["connection"]) == (status, "application/json", "close"), (got, headers, body)
+        assert orjson.loads(body)["error"].startswith(message), body
+
+
+# --------------------------------------------------------------------------- round three: the workers
+
+
+def _children(server: Server) -> list[int]:
+    children = Path(f"/proc/{server.proc.pid}/task/{server.proc.pid}/children")
+    return [int(pid) for pid in children.read_text().split()]
+
+
+def _until(condition, what: str, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"{what} within {timeout:g} s"
+        time.sleep(0.1)
+
+
+def test_a_stopped_worker_is_replaced(index: Path) -> None:
+    """D9: `kill -STOP` on one of two workers: its listening socket went on taking its share of new connections,
+    which waited for ever. A worker that has not beaten for prefork.STALL seconds is killed and started again."""
+    from ragline import prefork
+
+    server = Server.start(index, "--quiet", "--workers", "2")
+    try:
+        stopped, other = _children(server)
+        os.kill(stopped, signal.SIGSTOP)
+        _until(
+            lambda: "is serving in place of the one that died" in server.log(), "the stopped worker was not replaced", prefork.STALL + 60
+        )
+        assert stopped not in _children(server) and other in _children(server)
+        for _ in range(40):  # new connections: none reaches a socket nobody accepts on
+            assert httpx.get(server.url + "/health", timeout=30).status_code == 200
+        assert server.stop() == 0
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(stopped, signal.SIGKILL)
+        server.stop()
+    log = server.log()
+    assert f"rag-serve: worker {stopped} has not answered for {prefork.STALL:g} s (stopped?): killing it" in log, log
+    assert f"rag-serve: worker {stopped} stalled and was killed by SIGKILL; starting another in " in log
+
+
+def test_a_worker_that_cannot_start_again_stops_the_server(tmp_path: Path) -> None:
+    """D9's other side: a replacement that cannot load the index (damaged since the start) is not started again for
+    ever: it says why, once, and the server stops with exit 1 (its one line), as at the first start."""
+    index = build_index(tmp_path)
+    server = Server.start(index, "--quiet", "--workers", "2")
+    try:
+        (index / "CURRENT").unlink()
+        (index / "CURRENT").mkdir()
+        victim = _children(server)[0]
+        os.kill(victim, signal.SIGKILL)
+        code = server.proc.wait(120)
+    finally:
+        server.stop()
+    log = server.log()
+    assert code == 1, log
+    assert log.count("the index pointer CURRENT is damaged (a directory, not a file)") == 1 and log.count("starting another") == 1, log
+    assert "Traceback" not in log
+
+
+# --------------------------------------------------------------------------- round three: the chunker
+
+
+def test_unique_chunk_ids_take_linear_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """D7: sections of one heading each tried every `~N` taken before them (16,000: 65 s). The next free `~N`
+    is kept per slug and part: the chunk_id calls are linear in the sections, and the ids are the same."""
+    import rag_chunk
+
+    calls = [0]
+    real = rag_chunk.chunk_id
+
+    def counted(name: str, slug: str, suffix: str = "") -> str:
+        calls[0] += 1
+        return real(name, slug, suffix)
+
+    monkeypatch.setattr(rag_chunk, "chunk_id", counted)
+    n = 2000
+    chunks = rag_chunk.chunk_document(rag_chunk.Doc("d", "d.md", "# T\n\n" + "## same\n\ntext\n\n" * n))
+    assert [c["id"] for c in chunks] == ["d#same"] + [f"d#same~{i}" for i in range(2, n + 1)]
+    assert calls[0] <= 2 * n, f"{calls[0]} chunk_id calls for {n} sections"
+    words = " ".join(f"w{i}" for i in range(12))
+    doc = f"# Doc\n\n## Step\n\n{words}.\n\n{words}.\n\n## Step 2\n\nx\n\n## Step\n\nagain\n\n## Step 2\n\ny\n"
+    ids = [c["id"] for c in rag_chunk.chunk_document(rag_chunk.Doc("d", "d.md", doc), 10)]
+    assert ids == ["d#step", "d#step-2", "d#step-3", "d#step-4", "d#step-2~2", "d#step~2", "d#step-2~3"]
+
+
+# --------------------------------------------------------------------------- round three: what reaches a terminal
+
+
+def test_bidi_controls_do_not_reach_the_log_or_the_terminal(tmp_path: Path) -> None:
+    """D15: U+202E (right-to-left override) and the other embeddings and isolates reorder what follows them on
+    screen; they reached the access log and the terminal raw. They are escaped as the control characters are."""
+    from ragline.records import printable
+
+    index = build_index(tmp_path, {"flip": "# Flip\n\n## The flipped sweep\n\nThe flipped sweep \u202eruns at 23:40\u202c daily.\n"})
+    with serving(index) as server:
+        httpx.get(server.url + "/%E2%80%AEnip.exe")
+    assert "\u202e" not in server.log() and "rag-serve: GET /\\u202enip.exe 404 " in server.log()
+    shown = on_a_terminal([*command("rag-search"), "--index", str(index), "--model", "hash", "When does the flipped sweep run?"])
+    assert "\u202e".encode() not in shown and "\u202c".encode() not in shown and b"\\u202eruns" in shown, shown
+    assert printable("a\u202ab\u202ec\u2066d\u2069e") == "a\\u202ab\\u202ec\\u2066d\\u2069e"
+
+
+# --------------------------------------------------------------------------- round three: the index pointer
+
+
+def test_a_fifo_as_current_blocks_no_one(tmp_path: Path) -> None:
+    """D3: `mkfifo idx/CURRENT` under a running server. open() waited for a writer on the event loop: /health never
+    answered and SIGTERM could not stop it; rag-search hung. The pointer is opened without blocking and must be a file."""
+    index = build_index(tmp_path)
+    served = (index / "CURRENT").read_text().strip()
+    with serving(index, "--quiet") as server, httpx.Client(base_url=server.url, timeout=20) as c:
+        (index / "CURRENT").unlink()
+        os.mkfifo(index / "CURRENT")
+        health = c.get("/health")
+        assert health.status_code == 200 and health.json()["generation"] == served
+        assert "CURRENT is damaged (a FIFO, not a file)" in health.json()["reload_error"], health.text
+        assert c.get("/search", params={"q": SWEEP}).status_code == 200
+        assert server.stop() == 0
+    done = run("rag-search", "--index", index, "--model", "hash", SWEEP, timeout=60)
+    assert done.returncode == 1 and done.stderr.decode() == (
+        f"rag-search: {index}: the index pointer CURRENT is damaged (a FIFO, not a file): rebuild the index (rag-index --out writes over it)\n"
+    )
+    (index / "CURRENT").unlink()
+    (index / "CURRENT").write_text(served + "\n")
+    (index / served / "manifest.json").unlink()
+    os.mkfifo(index / served / "manifest.json")  # the generation's manifest is read the same way
+    done = run("rag-search", "--index", index, "--model", "hash", SWEEP, timeout=60)
+    assert done.returncode == 1 and done.stderr.decode().endswith("manifest.json: index manifest is a FIFO, not a file: rebuild it\n")
+
+
+@pytest.mark.parametrize("target", ["/dev/zero", "secret"])
+def test_a_symlinked_current_is_refused_unread(tmp_path: Path, target: str) -> None:
+    """D4, D10: CURRENT linked to /dev/zero was read whole before its length was checked (2.6 GB, a MemoryError
+    traceback, /health 500); linked to a secret file, /health's reload_error showed its first 60 bytes. A symlinked
+    pointer is refused without reading it, and a pointer's bytes are never repeated."""
+    index = build_index(tmp_path)
+    secret = tmp_path / "secret"
+    secret.write_text("gen-hunter2 AKIAIOSFODNN7EXAMPLE\n")
+    (index / "CURRENT").unlink()
+    (index / "CURRENT").symlink_to(target if target.startswith("/") else secret)
+    done = run("rag-search", "--index", index, "--model", "hash", SWEEP, timeout=60)
+    assert done.returncode == 1 and done.stderr.decode().count("\n") == 1, done.stderr
+    assert "CURRENT is damaged (a symbolic link, not a file)" in done.stderr.decode() and "hunter2" not in done.stderr.decode()
+    (index / "CURRENT").unlink()
+    shutil.copy(secret, index / "CURRENT")  # the same bytes in a plain file: not a generation's name, and not shown
+    done = run("rag-search", "--index", index, "--model", "hash", SWEEP, timeout=60)
+    err = done.stderr.decode()
+    assert done.returncode == 1 and "(32 bytes that are not the name of a generation)" in err and "hunter2" not in err, err
+
+
+def test_a_pointer_linked_to_a_secret_is_not_shown_by_health(tmp_path: Path) -> None:
+    """D10 as the server meets it: reload_error names what is wrong with CURRENT, never what it holds."""
+    index = build_index(tmp_path)
+    secret = tmp_path / "secret"
+    secret.write_text("hunter2 AKIAIOSFODNN7EXAMPLE\n")
+    with serving(index, "--quiet") as server, server.client() as c:
+        for damage in ("link", "copy", "zero"):
+            (index / "CURRENT").unlink()
+            if damage == "link":
+                (index / "CURRENT").symlink_to(secret)
+            elif damage == "zero":
+                (index / "CURRENT").symlink_to("/dev/zero")
+            else:
+                shutil.copy(secret, index / "CURRENT")
+            health = c.get("/health")
+            assert health.status_code == 200 and "CURRENT is damaged" in health.json()["reload_error"], health.text
+            assert "hunter2" not in health.text and "AKIA" not in health.text and "\\x00" not in health.text, health.text
+            assert c.get("/search", params={"q": SWEEP}).status_code == 200
+    assert "Traceback" not in server.log() and "hunter2" not in server.log()
+
+
+# --------------------------------------------------------------------------- round three: the writers' lock
+
+
+@pytest.mark.parametrize("lock", ["symlink", "hardlink", "fifo", "directory"])
+def test_a_lock_that_is_not_ours_is_refused_and_left_alone(tmp_path: Path, lock: str) -> None:
+    """D5: `ln -s ~/precious idx/.lock; rag-index --out idx` wrote rag-index's PID through the link into the
+    target (truncated first). The lock is opened with O_NOFOLLOW and must be a regular file of one link."""
+    index = build_index(tmp_path)
+    live = (index / "CURRENT").read_text()
+    precious = tmp_path / "precious"
+    precious.write_text("the only copy\n")
+    (index / ".lock").unlink()
+    if lock == "symlink":
+        (index / ".lock").symlink_to(precious)
+    elif lock == "hardlink":
+        os.link(precious, index / ".lock")
+    elif lock == "fifo":
+        os.mkfifo(index / ".lock")
+    else:
+        (index / ".lock").mkdir()
+    embedded = check(run("rag-embed", "--model", "hash", stdin=check(run("rag-chunk", tmp_path / "corpus"))))
+    done = run("rag-index", "--out", index, stdin=embedded, timeout=60)
+    err = done.stderr.decode()
+    assert done.returncode == 1 and err.count("\n") == 1 and err.startswith(f"rag-index: {index}: .lock is "), err
+    assert err.endswith(", not rag-index's lock file: remove it\n"), err
+    assert precious.read_text() == "the only copy\n" and (index / "CURRENT").read_text() == live
+    assert sorted(p.name for p in index.iterdir() if p.name.startswith("gen-")) == [live.strip()]
+
+
+# --------------------------------------------------------------------------- round three: index arrays that lie
+
+
+def _edit_generation(index: Path, name: str, edit) -> None:
+    """Replace one file of the live generation by edit(its array), or edit(its bytes) for chunks.jsonl, and put the
+    manifest's size and sha256 for it back, as whoever edits an index can."""
+    gen = index / (index / "CURRENT").read_text().strip()
+    if name.endswith(".npy"):
+        np.save(gen / name, edit(np.load(gen / name, allow_pickle=False)), allow_pickle=False)
+    else:
+        (gen / name).write_bytes(edit((gen / name).read_bytes()))
+    manifest = orjson.loads((gen / "manifest.json").read_bytes())
+    manifest["files"][name] = (gen / name).stat().st_size
+    manifest["sha256"][name] = rag_index.file_digest(gen / name)
+    (gen / "manifest.json").write_bytes(orjson.dumps(manifest))
+
+
+def _nan_every_seventh(a: np.ndarray) -> np.ndarray:
+    return np.where(np.arange(a.size).reshape(a.shape) % 7 == 0, np.nan, a).astype(np.float32)
+
+
+LIES = {
+    "vectors-strings": ("vectors.npy", lambda a: a.astype(str), "vectors.npy is damaged (<U32 values, not float32)"),
+    "vectors-nan": ("vectors.npy", _nan_every_seventh, "vectors.npy is damaged (a value that is NaN or infinite)"),
+    "docs-out-of-range": ("bm25/docs.npy", lambda a: a + 1000, "bm25/docs.npy is damaged (a chunk row outside 0..5)"),
+    "docs-negative": ("bm25/docs.npy", lambda a: a - 1000, "bm25/docs.npy is damaged (a chunk row outside 0..5)"),
+    "docs-floats": ("bm25/docs.npy", lambda a: a.astype(np.float64), "bm25/docs.npy is damaged (float64 values, not integers)"),
+    "df-2d": ("bm25/df.npy", lambda a: np.stack([a, a]), "bm25/df.npy is damaged (shape (2, "),
+    "indptr-scaled": ("bm25/indptr.npy", lambda a: a * 50, "bm25/indptr.npy is damaged (postings that disagree with df)"),
+    "weights-nan": ("bm25/weights.npy", lambda a: np.full_like(a, np.nan), "bm25/weights.npy is damaged (a value that is NaN"),
+    "terms-int64": ("bm25/terms_utf8.npy", lambda a: a.astype(np.int64), "bm25/terms_utf8.npy is damaged (int64 of shape"),
+    "offsets-reversed": ("bm25/term_offsets.npy", lambda a: np.concatenate([a[:1], a[1:-1][::-1], a[-1:]]), "term_offsets.npy is damaged"),
+    "chunk-text-number": (
+        "chunks.jsonl",
+        lambda b: b.replace(b'"text":"', b'"text":1,"was":"', 1),
+        "chunks.jsonl is damaged (line 1: field 'text' must be a string",
+    ),
+    "chunk-id-twice": ("chunks.jsonl", lambda b: b + b.splitlines(keepends=True)[0], "chunks.jsonl is damaged (line 7: a second chunk"),
+}
+
+
+@pytest.mark.parametrize("lie", list(LIES))
+def test_index_arrays_that_lie_are_one_line_at_load(tmp_path: Path, lie: str) -> None:
+    """D11: arrays edited with the manifest's sizes and digests put back (strings or NaN in the vectors, chunk rows out
+    of range, a 2-D df.npy) were tracebacks in rag-search (IndexError, TypeError, a numpy ufunc error) or silent NaN
+    scores. `load` checks dtypes, shapes and ranges: one line naming the file, rebuild it."""
+    index = build_index(tmp_path)
+    name, edit, message = LIES[lie]
+    _edit_generation(index, name, edit)
+    done = run("rag-search", "--index", index, "--model", "hash", SWEEP, timeout=60)
+    err = done.stderr.decode()
+    assert done.returncode == 1 and err.count("\n") == 1 and done.stdout == b"", err
+    assert err.startswith(f"rag-search: {index}: index file ") and message in err and err.endswith(": rebuild it\n"), err
+
+
+def test_a_generation_that_lies_is_not_served_and_a_bug_is_a_json_500(tmp_path: Path) -> None:
+    """D11 as the server meets it: a rebuilt generation whose arrays lie is not swapped in (the old one serves, /health
+    says why); it was loaded, and its searches were plain-text 500s. A bug the server did not foresee is a JSON 500
+    too (a fault injected at start-up through sitecustomize), its traceback on stderr."""
+    index = build_index(tmp_path)
+    corpus = tmp_path / "corpus"
+    with serving(index, "--quiet") as server, server.client() as c:
+        served = c.get("/health").json()["generation"]
+        (corpus / "settlement.md").write_text((corpus / "settlement.md").read_text().replace("23:40", "22:15"))
+        rebuild(corpus, index)
+        _edit_generation(index, "bm25/docs.npy", lambda a: a + 1000)
+        r = c.get("/search", params={"q": SWEEP})
+        assert r.status_code == 200 and "23:40" in r.json()["hits"][0]["text"], r.text
+        health = c.get("/health").json()
+        assert health["generation"] == served and "bm25/docs.npy is damaged" in health["reload_error"], health
+    rebuild(corpus, index)  # a generation that does not lie
+    inject = tmp_path / "inject"
+    inject.mkdir()
+    (inject / "sitecustomize.py").write_text(
+        "import rag_answer\n\ndef broken(*args, **kwargs):\n    raise RuntimeError('an injected bug')\n\nrag_answer.answer_records = broken\n"
+    )
+    with serving(index, "--quiet", env=stage_env(PYTHONPATH=str(inject))) as server, server.client() as c:
+        r = c.post("/answer", json={"question": SWEEP})
+        assert r.status_code == 500 and r.headers["content-type"] == "application/json", r.text
+        assert r.json() == {"error": "internal error (RuntimeError): the server's log has its traceback"}
+        assert c.get("/health").status_code == 200
+    assert "RuntimeError: an injected bug" in server.log()
+
+
+# --------------------------------------------------------------------------- round three: MCP on stdio
+
+
+class RawMcp:
+    """`rag-serve --mcp` as a subprocess spoken to line by line, as a host (or an attacker) can."""
+
+    def __init__(self, index: Path, *flags: str, env: dict[str, str] | None = None):
+        self.proc = subprocess.Popen(
+            [*command("rag-serve"), "--mcp", "--index", str(index), *flags],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=open(index.parent / "mcp-raw.log", "ab"),  # noqa: SIM115 - the child writes to it until it exits
+            env=env or stage_env(),
+        )
+        self.pending = b""
+        init = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}
+        assert "result" in self.ask({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init}, 1)
+        self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+
+    def send(self, message: dict | bytes) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(message if isinstance(message, bytes) else orjson.dumps(message) + b"\n")
+        self.proc.stdin.flush()
+
+    def reply(self, ident: object, timeout: float = 60) -> dict:
+        """The next message answering `ident` (None: an error with a null id), within `timeout` seconds."""
+        import select
+
+        assert self.proc.stdout is not None
+        deadline = time.monotonic() + timeout
+        while True:
+            while b"\n" in self.pending:
+                line, self.pending = self.pending.split(b"\n", 1)
+                message = orjson.loads(line)
+                if "id" in message and message["id"] == ident:
+                    return message
+            left = deadline - time.monotonic()
+            assert left > 0, f"no reply to id {ident!r} within {timeout:g} s"
+            if select.select([self.proc.stdout], [], [], left)[0]:
+                data = os.read(self.proc.stdout.fileno(), 1 << 16)
+                assert data, f"stdout closed with no reply to id {ident!r}"
+                self.pending += data
+
+    def ask(self, message: dict, ident: object) -> dict:
+        self.send(message)
+        return self.reply(ident)
+
+    def call(self, ident: int, tool: str, arguments: dict) -> dict:
+        return self.ask({"jsonrpc": "2.0", "id": ident, "method": "tools/call", "params": {"name": tool, "arguments": arguments}}, ident)
+
+    def close(self) -> int:
+        if self.proc.stdin and not self.proc.stdin.closed:
+            self.proc.stdin.close()
+        return self.proc.wait(60)
+
+
+def test_mcp_answers_every_request_and_every_line(index: Path) -> None:
+    """D12: a call holding a lone surrogate (valid JSON syntax, not Unicode) never got a reply; a line that is not
+    JSON got no -32700. Each gets a JSON-RPC error (with the request's id when it has one), and the server goes on."""
+    mcp = RawMcp(index)
+    try:
+        raw = b'{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"search","arguments":{"question":"\\ud800 sweep"}}}\n'
+        mcp.send(raw)
+        error = mcp.reply(2)["error"]
+        assert error["code"] == -32600 and "lone surrogate ('\\ud800')" in error["message"], error
+        mcp.send(b"{this is not json\n")
+        assert mcp.reply(None)["error"]["code"] == -32700
+        mcp.send(b"[1, 2]\n")  # JSON, but no JSON-RPC message
+        assert mcp.reply(None)["error"]["code"] == -32600
+        mcp.send(b'{"jsonrpc":"2.0","id":"x7","method":42}\n')
+        assert mcp.reply("x7")["error"]["code"] == -32600
+        found = mcp.call(3, "search", {"question": SWEEP})
+        assert not found["result"].get("isError") and found["result"]["structuredContent"]["hits"], found
+    finally:
+        assert mcp.close() == 0
+
+
+def test_mcp_arguments_are_as_strict_as_http(index: Path) -> None:
+    """D13: `"k": "5"`, `"k": true` and `"dense": "yes"` were accepted over MCP where HTTP gives 422."""
+    mcp = RawMcp(index)
+    try:
+        for n, (tool, bad) in enumerate(
+            [("search", {"k": "5"}), ("search", {"k": True}), ("search", {"dense": "yes"}), ("answer", {"threshold": "0.5"})], 10
+        ):
+            result = mcp.call(n, tool, {"question": SWEEP} | bad)["result"]
+            (name,) = bad
+            assert result.get("isError") and result["content"][0]["text"].startswith(f"{name}:"), (bad, result)
+        assert not mcp.call(20, "search", {"question": SWEEP, "k": 5, "dense_weight": 1})["result"].get("isError")
+    finally:
+        assert mcp.close() == 0
+
+
+def test_one_huge_mcp_message_is_refused_in_bounded_memory(index: Path) -> None:
+    """D14: one 200 MB line took the server from 82 to 828 MB. A message over MAX_MESSAGE is refused unread (an
+    error with a null id), and the server's peak memory grows by far less than the line."""
+    from ragline.mcpserver import MAX_MESSAGE
+
+    def peak_mib() -> float:
+        status = Path(f"/proc/{mcp.proc.pid}/status").read_text()
+        return int(status.split("VmHWM:")[1].split()[0]) / 1024
+
+    mcp = RawMcp(index)
+    try:
+        before = peak_mib()
+        size = 64 << 20
+        assert mcp.proc.stdin is not None
+        mcp.proc.stdin.write(b'{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"search","arguments":{"question":"')
+        for _ in range(size >> 20):
+            mcp.proc.stdin.write(b"sweep " * ((1 << 20) // 6))
+        mcp.send(b'"}}}\n')
+        error = mcp.reply(None, timeout=120)["error"]
+        assert error["code"] == -32600 and f"over {MAX_MESSAGE} bytes" in error["message"], error
+        assert not mcp.call(6, "search", {"question": SWEEP})["result"].get("isError")
+        grew = peak_mib() - before
+        assert grew < 32, f"peak memory grew by {grew:.0f} MiB for one {size >> 20} MiB line"
+    finally:
+        assert mcp.close() == 0
+
+
+def test_calls_in_flight_are_answered_when_the_host_closes_stdin(index: Path) -> None:
+    """D12: the host closing stdin mid-call made the server exit with the call dropped: no reply was ever written.
+    At the end of stdin, the calls in flight finish (within DRAIN) and are answered before the server exits."""
+    with gated_llm() as (url, asked, release, _):
+        mcp = RawMcp(index, "--llm", "openai", env=stage_env(RAG_LLM_URL=url))
+        try:
+            mcp.send({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"name": "answer", "arguments": {"question": SWEEP}}})
+            assert asked.wait(60)
+            assert mcp.proc.stdin is not None
+            mcp.proc.stdin.close()
+            release.set()
+            answered = mcp.reply(9)
+            assert answered["result"]["structuredContent"]["answer"] == "The sweep runs at 23:40 [1].", answered
+        finally:
+            release.set()
+            code = mcp.close()
+    assert code == 0

@@ -99,15 +99,22 @@ def serving(index: Path, *flags: str, env: dict[str, str] | None = None, files: 
 
 
 class SlowLLM(BaseHTTPRequestHandler):
-    """An OpenAI-protocol chat server that takes `delay` seconds, then quotes the time block [1] names."""
+    """An OpenAI-protocol chat server that takes `delay` seconds (or, with a `gate`, until it is set), then quotes
+    the time block [1] names; `calls` counts the requests it was sent."""
 
     delay = 1.5
     asked: threading.Event
+    gate: threading.Event | None = None
+    calls: list[int]
 
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        self.calls.append(1)
         self.asked.set()
-        time.sleep(self.delay)
+        if self.gate is not None:
+            self.gate.wait(120)
+        else:
+            time.sleep(self.delay)
         prompt = body["messages"][-1]["content"]
         found = re.search(r"\[1\][^\[]*?(\d\d:\d\d)", prompt, re.S)
         send_chat_reply(self, f"The sweep runs at {found.group(1)} [1]." if found else "I could not find that in the handbook.")
@@ -117,18 +124,35 @@ class SlowLLM(BaseHTTPRequestHandler):
 
 
 @contextmanager
-def slow_llm(delay: float = 1.5) -> Iterator[tuple[str, threading.Event]]:
-    """The URL of a SlowLLM on loopback, for RAG_LLM_URL, and an event set when it is first asked."""
-    asked = threading.Event()
-    handler = type("Slow", (SlowLLM,), {"delay": delay, "asked": asked})
+def _llm(**attributes: object) -> Iterator[str]:
+    handler = type("Slow", (SlowLLM,), attributes)
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
     try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}/v1", asked
+        yield f"http://127.0.0.1:{httpd.server_address[1]}/v1"
     finally:
         httpd.shutdown()
         httpd.server_close()
+
+
+@contextmanager
+def slow_llm(delay: float = 1.5) -> Iterator[tuple[str, threading.Event]]:
+    """The URL of a SlowLLM on loopback, for RAG_LLM_URL, and an event set when it is first asked."""
+    asked = threading.Event()
+    with _llm(delay=delay, asked=asked, calls=[]) as url:
+        yield url, asked
+
+
+@contextmanager
+def gated_llm() -> Iterator[tuple[str, threading.Event, threading.Event, list[int]]]:
+    """A SlowLLM that answers each request once `release` is set: (URL, asked, release, calls so far)."""
+    asked, release, calls = threading.Event(), threading.Event(), []
+    with _llm(asked=asked, gate=release, calls=calls) as url:
+        try:
+            yield url, asked, release, calls
+        finally:
+            release.set()
 
 
 def rebuild(corpus: Path, index: Path) -> None:
