@@ -28,7 +28,8 @@ template tags).
 
 Refusal: a question whose `confidence` (rag-search's abstain signal) is under
 the threshold (RAG_ABSTAIN_CONFIDENCE, default DEFAULT_ABSTAIN) is answered
-"I could not find that in the handbook." with `refused: true`.
+"I could not find that in the handbook." with `refused: true`. A page of the index
+changed since it was built: one line on stderr (`rag_index.say_if_stale`).
 """
 
 from __future__ import annotations
@@ -402,6 +403,7 @@ def main(
             "the hits on stdin were retrieved already: give them to rag-search"
         )
     index = rag_index.load(search.index_path)
+    rag_index.say_if_stale(index, STAGE)
     searcher = rag_search.Searcher(index, search.config(at_least=size), model=search.model, threads=search.threads) if searching else None
     generator = make_generator(llm, features, index, searcher.embedder if searcher else None, model=search.model, threads=search.threads)
     if searcher is not None:

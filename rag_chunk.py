@@ -16,7 +16,10 @@ chunked: a bad file leaves stdout empty. Writes one chunk record per line:
     {"schema": "chunk/1", "id": "05-settlement#batch-cutoff", "doc": "05-settlement",
      "path": "corpus/05-settlement.md", "headings": ["Settlement", "Batch cutoff"],
      "text": "## Batch cutoff\\n\\nThe sweep ...", "start_line": 40, "end_line": 52,
-     "words": 131, "window": 180}
+     "words": 131, "window": 180,
+     "source": {"root": "corpus", "size": 6120, "mtime_ns": 1718000000000000000, "sha256": "9f2c..."}}
+
+(`source`, the file's facts, is left out for markdown read from stdin.)
 
 Splitting follows the heading tree (ATX and setext headings). A section longer
 than the window (--words) is packed block by block into several chunks; a prose
@@ -70,7 +73,7 @@ import orjson
 import ragline
 import ragline.records
 import ragline.text
-from ragline import markup, options
+from ragline import markup, options, sources
 from ragline.globs import Glob, compile_all, first_match
 from ragline.markdown import Block, Doc, blocks, check, file_lines, inline_text
 from ragline.records import StageError
@@ -444,20 +447,32 @@ def chunk_document(doc: Doc, window: int = DEFAULT_WORDS) -> list[dict[str, Any]
     return list(_with_ids(doc.name, paths, parts))
 
 
-def chunk_file(name: str, file: Path, where: str, window: int = DEFAULT_WORDS, mdx: bool = False) -> Iterator[dict[str, Any]]:
+def chunk_file(
+    name: str, file: Path, where: str, window: int = DEFAULT_WORDS, mdx: bool = False, root: Path | None = None
+) -> Iterator[dict[str, Any]]:
     """The chunk records of one markdown file (`mdx`: an MDX page), streamed: its memory is a
     window of its lines and its section slugs, however long the file. `where` names it in errors.
+    With `root` (the folder walked, or the file as named), each record carries the file's facts
+    as `source` (`ragline.sources.facts`), for the index to tell when it changes.
 
     The records wait in a spool file for their ids, which need every section's slug.
     """
-    check(file, where)
+    try:
+        stat = os.stat(file)
+    except OSError as err:
+        raise StageError(err.strerror or str(err), where) from None
+    digest = check(file, where)
+    source = sources.facts(str(root), digest, stat) if root is not None else None
     doc = Doc(name, where, source=lambda: file_lines(file, where), mdx=mdx)
     paths: list[list[str]] = []
     with tempfile.TemporaryFile(prefix="rag-chunk-") as spool:
         for part in _parts(doc, window, paths):
             spool.write(orjson.dumps(part) + b"\n")
         spool.seek(0)
-        yield from _with_ids(name, paths, (orjson.loads(line) for line in spool))
+        for record in _with_ids(name, paths, (orjson.loads(line) for line in spool)):
+            if source is not None:
+                record["source"] = source
+            yield record
 
 
 # --------------------------------------------------------------------------- the walk
@@ -586,10 +601,10 @@ def skip_lines(skips: list[Skip], quiet: bool = False, shown: int = SKIPS_SHOWN)
 
 def find_documents(
     paths: Iterable[str], skipped: Callable[[Skip], None] = lambda skip: None, select: Selection = Selection()
-) -> Iterator[tuple[str, Path]]:
-    """(document id, file) for each input: files as given (whatever their type), directories walked
-    for pages (`walk`). The id is the path without its page type (`doc_name`); two files of one
-    directory with one id (a.md and a.mdx) are a StageError."""
+) -> Iterator[tuple[str, Path, Path]]:
+    """(document id, file, the input it came from) for each input: files as given (whatever their
+    type), directories walked for pages (`walk`). The id is the path without its page type
+    (`doc_name`); two files of one directory with one id (a.md and a.mdx) are a StageError."""
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
@@ -608,9 +623,9 @@ def find_documents(
                 if doc in named:
                     raise StageError(f"{named[doc].name} and {file.name} would both be document '{doc}'", str(file))
                 named[doc] = file
-            yield from named.items()
+            yield from ((doc, file, path) for doc, file in named.items())
         elif path.is_file():
-            yield doc_name(path.name), path
+            yield doc_name(path.name), path, path
         elif path.exists():
             raise StageError("not a file or a directory", raw)
         else:
@@ -625,11 +640,11 @@ def chunk_paths(
 ) -> Iterator[dict[str, Any]]:
     """Chunk records for files and directories, document by document (`skipped` hears of what walks pass over)."""
     seen: dict[str, Path] = {}
-    for name, file in find_documents(paths, skipped, select):
+    for name, file, root in find_documents(paths, skipped, select):
         if name in seen:
             raise StageError(f"document id '{name}' is also the id of {seen[name]}", str(file))
         seen[name] = file
-        yield from chunk_file(name, file, str(file), window, mdx=page_type(file.name) == ".mdx")
+        yield from chunk_file(name, file, str(file), window, mdx=page_type(file.name) == ".mdx", root=root)
 
 
 # --------------------------------------------------------------------------- the command
@@ -674,7 +689,7 @@ def main(
     select = Selection.of(include, exclude)
     with tempfile.TemporaryDirectory(prefix="rag-chunk-") as tmp:
         if listing:
-            names = "".join(f"{file}\n" for _, file in find_documents(inputs, skips.append, select))
+            names = "".join(f"{file}\n" for _, file, _ in find_documents(inputs, skips.append, select))
             sys.stdout.write(names)
         else:
             if stdin:

@@ -22,7 +22,9 @@ scores (`score_fusion`, dense weight 0.9), then the lexical rerank, which reorde
 the candidates by idf-weighted query-term overlap, headings weighted. `--fusion rrf`
 fuses by reciprocal rank instead, `--no-sparse` runs dense alone and `--no-dense`
 BM25 alone. Dense retrieval embeds the question with the index's own model (with its
-query prefix); asking for another model is an error.
+query prefix); asking for another model is an error. When a page the index was built from
+has changed or vanished since, one line on stderr says which and how to rebuild
+(`rag_index.say_if_stale`).
 """
 
 from __future__ import annotations
@@ -598,7 +600,9 @@ def main(
     as_json: bool,
 ) -> None:
     """Search an index for each question (arguments, query records on stdin, or plain lines with -R)."""
-    searcher = Searcher(rag_index.load(search.index_path), search.config(), model=search.model, threads=search.threads)
+    index = rag_index.load(search.index_path)
+    rag_index.say_if_stale(index, STAGE)
+    searcher = Searcher(index, search.config(), model=search.model, threads=search.threads)
     records = question_records(
         questions, queries, 'no input: pipe query records ({"id","question"}) into rag-search, or give questions as arguments', raw
     )

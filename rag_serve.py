@@ -109,6 +109,7 @@ class Engine:
     generator: rag_answer.Generator
     searchers: dict[rag_search.Config, rag_search.Searcher] = field(default_factory=dict)
     chunk_ids: frozenset[str] = frozenset()
+    watch: Any = None  # the index's source files (`rag_index.watch`), for /health
 
     def searcher(self, overrides: dict[str, Any], at_least: int = 1) -> rag_search.Searcher:
         """The searcher for the server's options with `overrides` (rag-search's option names); 400 when they cannot run."""
@@ -174,7 +175,7 @@ def open_engine(settings: Settings, embedder: rag_embed.Embedder | None = None) 
     if embedder is None or embedder.name != built or embedder.sha256 != index.manifest.get("model_sha256", embedder.sha256):
         embedder = rag_embed.load_embedder(s.model or built, threads=s.threads)
     generator = rag_answer.make_generator(settings.llm, settings.features, index, embedder)
-    engine = Engine(settings, before or "", index, embedder, generator, chunk_ids=frozenset(index.ids))
+    engine = Engine(settings, before or "", index, embedder, generator, chunk_ids=frozenset(index.ids), watch=rag_index.watch(index))
     engine.searcher({})  # the default configuration is checked (model, dimensions) before the first request
     return engine
 
@@ -292,6 +293,7 @@ class Live:
                 "refused": self.pool.refused,
             },
             "connections": None if self.policy is None else self.policy.counts(),
+            "sources": rag_index.source_report(engine.index, engine.watch),
             "ragline": ragline.__version__,
         }
 

@@ -17,6 +17,7 @@ chunked, and `file_lines` gives what `decode(data).split("\n")` would, a piece a
 from __future__ import annotations
 
 import bisect
+import hashlib
 import itertools
 import re
 from collections.abc import Callable, Iterator
@@ -174,11 +175,13 @@ def pieces(file: Path, where: str) -> Iterator[bytes]:
         raise StageError(err.strerror or str(err), where) from None
 
 
-def check(file: Path, where: str) -> None:
+def check(file: Path, where: str) -> str:
     """`decode`'s errors for a file read in pieces: a NUL byte anywhere comes first, then
-    the first bytes that are not UTF-8."""
+    the first bytes that are not UTF-8. Returns the sha256 (hex) of the bytes read."""
     line, bad = 1, None
+    digest = hashlib.sha256()
     for piece in pieces(file, where):
+        digest.update(piece)
         if (nul := piece.find(b"\x00")) >= 0:
             raise StageError("binary file (NUL byte), not markdown", ragline.records.place(where, line + piece.count(b"\n", 0, nul)))
         if bad is None:
@@ -191,6 +194,7 @@ def check(file: Path, where: str) -> None:
         line += piece.count(b"\n")
     if bad is not None:
         raise bad
+    return digest.hexdigest()
 
 
 def file_lines(file: Path, where: str) -> Iterator[list[str]]:

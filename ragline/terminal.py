@@ -18,6 +18,36 @@ def width() -> int:
     return shutil.get_terminal_size((80, 24)).columns
 
 
+def shown_path(path: str) -> str:
+    """`path` relative to the working directory when it lies under it (`corpus/x.md`), else as it is."""
+    import os
+
+    if not os.path.isabs(path):
+        return path
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:  # another drive (Windows)
+        return path
+    return path if rel == ".." or rel.startswith(".." + os.sep) else rel
+
+
+def place(path: str, start: object, end: object, columns: int) -> str:
+    """`path:start-end` (the path as `shown_path` gives it) in at most `columns`: a path too long
+    loses folders from the left (`.../standards/on-call.md:12-30`), then characters (`...all.md:12-30`);
+    the lines are never cut."""
+    path, lines = shown_path(path), f":{start}-{end}"
+    room = max(columns, NARROWEST) - len(lines)
+    if len(path) <= room:
+        return path + lines
+    parts = path.split("/")
+    while len(parts) > 1 and len(MORE) + 1 + len("/".join(parts[1:])) > room:
+        parts.pop(0)
+    short = MORE + "/" + "/".join(parts[1:]) if len(parts) > 1 else MORE + parts[-1][-(room - len(MORE)) :]
+    if len(short) > room:
+        short = MORE + parts[-1][-max(room - len(MORE), 1) :]
+    return short + lines
+
+
 def cut(line: str, columns: int) -> str:
     """`line`, or as much of it as fits in `columns` ending in MORE."""
     columns = max(columns, NARROWEST)

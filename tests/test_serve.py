@@ -19,6 +19,8 @@ from corpora import TINY, build_index
 from serving import Server, httpx, rebuild, serving, settled, slow_llm
 from stagecli import command, run, stage_env
 
+import rag_index
+
 pytestmark = pytest.mark.serve
 
 SWEEP = "When does the nightly sweep run?"
@@ -99,6 +101,22 @@ def test_explain_and_health(client: httpx.Client, index: Path) -> None:
     assert health["status"] == "ok" and health["model"] == "hash" and health["reload_error"] is None
     assert health["generation"] == (index / "CURRENT").read_text().strip()
     assert health["chunks"] == len(rag_index.load(index).chunks)
+
+
+def test_health_says_which_sources_changed_since_the_build(tmp_path: Path) -> None:
+    """Issue 31: an index whose pages were edited says so in /health, in one line with the rebuild."""
+    index = build_index(tmp_path)
+    page = tmp_path / "corpus" / "settlement.md"
+    with serving(index) as server, server.client() as c:
+        assert c.get("/health").json()["sources"] == {"files": 3, "changed": [], "vanished": [], "notice": None}
+        page.write_text(TINY["settlement"].replace("23:40", "00:15"))
+        (tmp_path / "corpus" / "runbook.md").unlink()
+        got = c.get("/health").json()["sources"]
+        assert (got["changed"], got["vanished"]) == ([str(page)], [str(tmp_path / "corpus" / "runbook.md")])
+        assert got["notice"].endswith(
+            f"since the index was built (2 of 3 sources); rebuild it: {rag_index.rebuild_command(rag_index.load(index))}"
+        )
+        assert c.get("/search", params={"q": SWEEP}).status_code == 200  # still serving what it was built from
 
 
 def test_page_is_served_with_its_policy(client: httpx.Client) -> None:

@@ -607,6 +607,22 @@ BUILD_CASES: list[Case] = [
         first_embedded(with_vector_text(b"1e39")),
     ),
     Case(
+        "chunks: a source that is not a file's facts",
+        "rag-index",
+        ("--out", "idx"),
+        1,
+        "rag-index: <stdin>:1: field 'source' must be {root, size, mtime_ns, sha256}, as rag-chunk writes it",
+        first_embedded(lambda r: edit(r, 0, source="corpus/settlement.md")),
+    ),
+    Case(
+        "chunks: one file's chunks from two versions of it",
+        "rag-index",
+        ("--out", "idx"),
+        1,
+        "rag-index: <stdin>:2: the chunks of corpus/… come from two versions of it (chunked at two times): chunk it once",
+        first_embedded(lambda r: edit(r, 1, path=r[0]["path"], source=r[0]["source"] | {"size": 1})),
+    ),
+    Case(
         "vectors: wrong dimension",
         "rag-index",
         ("--out", "idx"),
