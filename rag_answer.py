@@ -295,11 +295,10 @@ def render(record: dict[str, Any], width: int | None = None) -> str:
     lines = [record["answer"], ""]
     if record["refused"]:
         lines.append(f"({record['reason']})")
-    for c in record["citations"]:
-        where = f" ({c['path']}:{c['start_line']}-{c['end_line']})" if c.get("path") else ""
-        lines.append(f"[{c['n']}] {c['doc']} :: {' > '.join(c['headings'])}{where}")
+    notes = [(f"[{c['n']}] {c['doc']} :: {' > '.join(c['headings'])}", c) for c in record["citations"]]
     if width is None:
-        return "\n".join(lines) + "\n"
+        where = [f" ({terminal.shown_path(c['path'])}:{c['start_line']}-{c['end_line']})" if c.get("path") else "" for _, c in notes]
+        return "\n".join(lines + [head + w for (head, _), w in zip(notes, where, strict=True)]) + "\n"
     fitted: list[str] = []
     fence = False
     for line in "\n".join(lines).split("\n"):
@@ -307,10 +306,10 @@ def render(record: dict[str, Any], width: int | None = None) -> str:
             fence = not fence
         if fence or line.lstrip().startswith(("```", "~~~")):
             fitted.append(terminal.cut(line, width))
-        elif line.startswith("[") and " :: " in line:  # a footnote
-            fitted += terminal.wrap(line, width, indent="    ")
         else:
             fitted += terminal.wrap(line, width)
+    for head, c in notes:  # `file:start-end` whole at any width (`terminal.footnote`)
+        fitted += terminal.footnote(head, c.get("path"), c.get("start_line"), c.get("end_line"), width)
     return "\n".join(fitted) + "\n"
 
 
@@ -377,7 +376,7 @@ def generator_options(f: Any) -> Any:
 @click.option(
     "--raw-input", "-R", "raw", is_flag=True, help="Read one plain-text question a line from stdin (or --hits FILE) and search first."
 )
-@click.option("--json", "as_json", is_flag=True, help="JSON Lines even on a terminal.")
+@rag_search.view_options
 @ragline.records.stage_main(STAGE)
 def main(
     questions: tuple[str, ...],
@@ -388,7 +387,7 @@ def main(
     threshold: float,
     size: int,
     raw: bool,
-    as_json: bool,
+    human: bool,
 ) -> None:
     """Answer each hits record (stdin), or QUESTIONS (searching the index first).
 
@@ -413,7 +412,6 @@ def main(
         records = ragline.records.read_records(
             [hits_path or "-"], usage="no input: pipe rag-search output into rag-answer, or give questions as arguments"
         )
-    human = sys.stdout.isatty() and not as_json
     columns = terminal.width() if human else 0
     if not questions and not human:
         records = progress.Progress(STAGE, "questions", lambda: progress.count_lines([hits_path or "-"])).track(records)
