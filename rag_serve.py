@@ -11,6 +11,7 @@ Routes (the OpenAPI schema at /openapi.json says each one's parameters and bodie
     GET  /search    ?q=QUESTION and the retrieval options of rag-search: one hits/1 record
     POST /search    {"question": ...} or {"questions": [...]} and the same options: one
                     hits/1 record, or a list of them in the order asked
+    GET  /answer    ?q=QUESTION, the same options, threshold and context: one answer/1 record
     POST /answer    as POST /search, plus "threshold" and "context": answer/1 records
     GET  /explain   ?q=QUESTION&chunk_id=ID: each query term's BM25 contribution to that chunk
     GET  /          the page (no external assets; the question in the URL as ?q=)
@@ -373,6 +374,13 @@ def make_app(
         budget([q["question"] for q in queries], api.retrieval(body))
         found = await work(lambda e: e.search(queries, api.retrieval(body), body.explain), len(queries))
         return record(found[0] if body.question is not None else found)
+
+    @app.get("/answer", responses=servepage.responses(servepage.ANSWER, "one answer/1 record"))
+    async def answer_get(params: Annotated[api.AnswerQuery, Query()]) -> Response:
+        """Answer one question, as POST /answer does: an answer/1 record, as `rag-answer --json` writes it."""
+        queries = serving.query_records(params.q, None)
+        budget([params.q], api.retrieval(params), params.context or live.settings.context)
+        return record((await work(lambda e: e.answer(queries, api.retrieval(params), params.threshold, params.context)))[0])
 
     @app.post(
         "/answer",

@@ -58,6 +58,12 @@ class SearchQuery(Options):
     explain: str = absent(min_length=1, max_length=MAX_ID, description="A chunk id: add each query term's BM25 contribution to it.")
 
 
+class AnswerQuery(Answering, Options):
+    """GET /answer: one question (`q`), the retrieval options, the threshold and the context size."""
+
+    q: Question
+
+
 class Asked(Options):
     """One question, or a batch of them ("id" goes with one question only). JSON types are strict: "k": "5" and "k": true are 422s."""
 
