@@ -308,11 +308,7 @@ def _scan(doc: Doc, start: int) -> Iterator[Block]:
             i += 1
             continue
         if doc.mdx and _ESM.match(line):
-            j = i
-            while j + 1 < n and not _blank(lines[j + 1]):
-                j += 1
-            if j + 1 >= n:
-                doc.need()
+            j = _until_blank(doc, i)
             yield doc.span("esm", i, j)
             i = j + 1
             continue
@@ -461,6 +457,12 @@ def _html_end(doc: Doc, i: int) -> int:
                 return j
         doc.need()
         return len(lines) - 1
+    return _until_blank(doc, i)
+
+
+def _until_blank(doc: Doc, i: int) -> int:
+    """The index of the last line before the next blank line (an HTML block of the seventh kind, MDX's import/export)."""
+    lines = doc.lines
     j = i
     while j + 1 < len(lines) and not _blank(lines[j + 1]):
         j += 1
