@@ -54,6 +54,7 @@ document `on-call`).
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import os
 import re
@@ -110,9 +111,11 @@ def _sentence_units(doc: Doc, block: Block, window: int) -> list[Unit]:
     """
     text = doc.slice(block.start, block.end)
     inside = markup.protected(text)
+    starts, ends = [x for x, _ in inside], [y for _, y in inside]
     units: list[Unit] = []
     for a, b in _uncut(ragline.text.sentence_spans(text), inside):
-        words = _uncut([m.span() for m in re.finditer(r"\S+", text[a:b])], [(x - a, y - a) for x, y in inside])
+        within = inside[bisect.bisect_right(ends, a) : bisect.bisect_left(starts, b)]  # the protected spans this sentence holds
+        words = _uncut([m.span() for m in re.finditer(r"\S+", text[a:b])], [(x - a, y - a) for x, y in within])
         for k in range(0, len(words), window):
             group = words[k : k + window]
             units.append(Unit(block.start + a + group[0][0], block.start + a + group[-1][1], len(group), False))
@@ -120,13 +123,18 @@ def _sentence_units(doc: Doc, block: Block, window: int) -> list[Unit]:
 
 
 def _uncut(spans: list[tuple[int, int]], inside: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """`spans` (in order), each joined to the next where the cut between them falls inside one of `inside`."""
+    """`spans` (in order), each joined to the next where the cut between them falls inside one of
+    `inside` (in order, not overlapping): one pass over both, however many there are."""
     out: list[tuple[int, int]] = []
+    k = 0
     for span in spans:
-        if out and any(x < out[-1][1] and span[0] < y for x, y in inside):
-            out[-1] = (out[-1][0], span[1])
-        else:
-            out.append(span)
+        if out:
+            while k < len(inside) and inside[k][1] <= out[-1][1]:
+                k += 1  # ends before the cut: it holds no later cut either
+            if k < len(inside) and inside[k][0] < out[-1][1] and span[0] < inside[k][1]:
+                out[-1] = (out[-1][0], span[1])
+                continue
+        out.append(span)
     return out
 
 

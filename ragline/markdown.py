@@ -414,7 +414,8 @@ def inline_text(text: str) -> str:
 
 def _code_text(span: str) -> str:
     """A code span's content: its backticks off, and one space of padding on each side (CommonMark)."""
-    code = span.strip("`")
+    ticks = len(span) - len(span.lstrip("`"))
+    code = span[ticks:-ticks]
     return code[1:-1] if len(code) > 2 and code[0] == code[-1] == " " and code.strip() else code
 
 

@@ -33,8 +33,10 @@ from ragline.text import strip_templates
 _ATTRIBUTE = r"""\s+[A-Za-z_:][\w.:-]*(?:\s*=\s*(?:[^\s"'=<>`]+|'[^']*'|"[^"]*"))?"""
 _BRACES = r"\{(?:[^{}]|\{[^{}]*\})*\}"
 _JSX_ATTRIBUTE = rf"""\s+[A-Za-z_:][\w.:-]*(?:\s*=\s*(?:{_BRACES}|[^\s"'=<>`{{}}]+|'[^']*'|"[^"]*"))?|\s*{_BRACES}"""
-_COMMENT = r"<!--(?:-?>|.*?-->)"
-_RAW = r"<(script|style)\b[^>]*>.*?</\1\s*>"
+# Each construct that may run on (a comment, a raw element) stops at the next opener of its kind, so an
+# unclosed one costs a scan to the next, not to the text's end: a page of 50,000 of them is one pass.
+_COMMENT = r"<!--(?:-?>|(?:(?!<!--).)*?-->)"
+_RAW = r"<(script|style)\b[^>]*>(?:(?!<(?:script|style)\b).)*?</\1\s*>"
 _TAG = re.compile(rf"(?<!\\)(?:{_RAW}|{_COMMENT}|<[A-Za-z][A-Za-z0-9-]*(?:{_ATTRIBUTE})*\s*/?>|</[A-Za-z][A-Za-z0-9-]*\s*>)", re.S | re.I)
 _JSX_TAG = re.compile(
     rf"(?<!\\)(?:{_RAW}|{_COMMENT}|<[A-Za-z][\w.:-]*(?:{_JSX_ATTRIBUTE})*\s*/?>|</[A-Za-z][\w.:-]*\s*>|</?>)", re.S | re.I
@@ -44,7 +46,8 @@ _REFERENCE = re.compile(r"&(?:#[0-9]{1,7}|#[xX][0-9A-Fa-f]{1,6}|[A-Za-z][A-Za-z0
 _EXPRESSION = re.compile(rf"(?<!\\){_BRACES}", re.S)
 _STRING = re.compile(r"""\s*(?:"((?:[^"\\]|\\.)*)"|'((?:[^'\\]|\\.)*)'|`([^`$]*)`)\s*""", re.S)
 _JSX_VALUE = re.compile(rf"=\s*{_BRACES}")  # an attribute's value in braces, for the HTML parser
-_CODE_SPAN = re.compile(r"(?<!`)(`+)(?!`)(.+?)(?<!`)\1(?!`)", re.S)
+_TICKS = re.compile(r"`+")
+_BLANK_LINE = re.compile(r"\n[ \t]*\n")
 _FENCE = re.compile(r"^[ \t>]*(`{3,}|~{3,})(.*)$")
 
 
@@ -80,6 +83,32 @@ def inline_html(text: str, mdx: bool = False) -> str:
     return text
 
 
+def code_spans(text: str) -> list[tuple[int, int]]:
+    """[start, end) of each code span of `text`, in order: a run of backticks up to the next run of as
+    many, within a paragraph (a blank line ends it); a run that no such run closes is text (CommonMark
+    6.1). One pass over the runs, however many there are and however long."""
+    spans: list[tuple[int, int]] = []
+    at = 0
+    for part in [*_BLANK_LINE.finditer(text), None]:
+        end = part.start() if part is not None else len(text)
+        runs = [m.span() for m in _TICKS.finditer(text, at, end)]
+        closer: list[int | None] = [None] * len(runs)
+        last: dict[int, int] = {}
+        for i in range(len(runs) - 1, -1, -1):  # each run's next run of the same length
+            size = runs[i][1] - runs[i][0]
+            closer[i], last[size] = last.get(size), i
+        i = 0
+        while i < len(runs):
+            j = closer[i]
+            if j is None:
+                i += 1
+            else:
+                spans.append((runs[i][0], runs[j][1]))
+                i = j + 1
+        at = part.end() if part is not None else end
+    return spans
+
+
 def outside_code(text: str, prose: Callable[[str], str], code: Callable[[str], str] = lambda span: span) -> str:
     """`text` with `prose` applied to what is not code and `code` to each code span (its backticks
     included); fenced lines (a fence at any indentation, as inside a list item or a quote) are kept
@@ -91,9 +120,9 @@ def outside_code(text: str, prose: Callable[[str], str], code: Callable[[str], s
     def flush() -> None:
         if run:
             joined, at, parts = "\n".join(run), 0, []
-            for m in _CODE_SPAN.finditer(joined):
-                parts += [prose(joined[at : m.start()]), code(m.group())]
-                at = m.end()
+            for start, end in code_spans(joined):
+                parts += [prose(joined[at:start]), code(joined[start:end])]
+                at = end
             out.append("".join([*parts, prose(joined[at:])]))
             run.clear()
 
@@ -223,6 +252,26 @@ class _Text(HTMLParser):
         return "".join(self.out)
 
 
+def _tags_only(text: str, tags: re.Pattern[str]) -> str:
+    """`text` with each `<` that opens no whole tag or comment escaped (`&lt;`, which reads as `<`),
+    and cut at a comment never closed (a browser shows nothing after it): what is left is whole
+    tags between text, which html.parser reads in one pass (fed half-open ones, `<!--` or `</b`
+    fifty thousand times, it takes minutes)."""
+    out: list[str] = []
+    at = 0
+    for m in [*tags.finditer(text), None]:
+        stray = text[at : m.start() if m is not None else len(text)]
+        if (cut := stray.find("<!--")) >= 0:
+            out.append(stray[:cut].replace("<", "&lt;"))
+            break
+        out.append(stray.replace("<", "&lt;"))
+        if m is None:
+            break
+        out.append(m.group())
+        at = m.end()
+    return "".join(out)
+
+
 def html_block(text: str, mdx: bool = False) -> str:
     """An HTML block as the text it renders, as markdown: each paragraph, heading or list item its
     own line or lines, a table a pipe table, `<pre>` a fence, hidden elements (`<script>`,
@@ -231,7 +280,7 @@ def html_block(text: str, mdx: bool = False) -> str:
     if mdx:
         text = re.sub(r"</?>", "", _JSX_VALUE.sub('=""', text))
     parser = _Text()
-    parser.feed(text)
+    parser.feed(_tags_only(text, _JSX_TAG if mdx else _TAG))
     shown = parser.text()
     if mdx:
         shown = _EXPRESSION.sub(_expression, shown)
@@ -245,12 +294,19 @@ def html_block(text: str, mdx: bool = False) -> str:
 # --------------------------------------------------------------------------- blocks
 
 # Spans a sentence cut must not fall inside (`protected`): a code span, a tag or comment, a template tag.
-_PROTECTED = re.compile(r"(`+)(?!`).+?(?<!`)\1(?!`)|<!--.*?-->|</?[A-Za-z][^<>]*>|<%.*?%>|\{[{%].*?[%}]\}", re.S)
+_PROTECTED = re.compile(r"<!--(?:(?!<!--).)*?-->|</?[A-Za-z][^<>]*>|<%(?:(?!<%).)*?%>|\{[{%](?:(?!\{[{%]).)*?[%}]\}", re.S)
 
 
 def protected(text: str) -> list[tuple[int, int]]:
-    """[start, end) of each span of `text` that a cut would break: code spans, tags and comments, template tags."""
-    return [m.span() for m in _PROTECTED.finditer(text)]
+    """[start, end) of each span of `text` that a cut would break, in order, none inside another:
+    code spans (`code_spans`), and outside them tags, comments and template tags."""
+    spans, at = [], 0
+    for start, end in [*code_spans(text), (len(text), len(text))]:
+        spans += [m.span() for m in _PROTECTED.finditer(text, at, start)]
+        if start < end:
+            spans.append((start, end))
+        at = end
+    return spans
 
 
 def shown(kind: str, text: str, mdx: bool = False) -> str:

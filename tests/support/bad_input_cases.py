@@ -427,6 +427,33 @@ BUILD_CASES: list[Case] = [
         verify=shows("open", [["Open"]], "| Met | Tighten |"),
     ),
     Case(
+        "page: one paragraph of 40,000 sentences and code spans",  # a sentence cut kept out of 40,000 spans: one pass, not 40,000 (minutes)
+        "rag-chunk",
+        ("spans.md",),
+        0,
+        "",
+        write("spans.md", "# Spans\n\n" + " ".join("Word `c` here. Next `d` one." for _ in range(20_000)) + "\n"),
+        verify=count(667),
+    ),
+    Case(
+        "page: 800 runs of backticks, 50,000 unclosed comments and half tags",  # html.parser and a lazy regex took minutes on these
+        "rag-chunk",
+        ("runs.md",),
+        0,
+        "",
+        write(
+            "runs.md",
+            "# Runs\n\n"
+            + " ".join("w" + "`" * n for n in range(1, 800))
+            + "\n\n# Comments\n\n<div>\n"
+            + " ".join("a <!-- b" for _ in range(50_000))
+            + "\n\n# Closers\n\n<div>\n"
+            + " ".join("a </b" for _ in range(50_000))
+            + "\n",
+        ),
+        verify=count(7),
+    ),
+    Case(
         "page: a file symlinked out of the tree (issue 32, D6)",
         "rag-chunk",
         ("h",),
