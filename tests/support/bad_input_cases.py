@@ -436,7 +436,7 @@ BUILD_CASES: list[Case] = [
         verify=count(667),
     ),
     Case(
-        "page: 800 runs of backticks, 50,000 unclosed comments and half tags",  # html.parser and a lazy regex took minutes on these
+        "page: 800 runs of backticks, 100,000 unclosed comments and half tags",  # html.parser and a lazy regex took minutes on these
         "rag-chunk",
         ("runs.md",),
         0,
@@ -446,9 +446,9 @@ BUILD_CASES: list[Case] = [
             "# Runs\n\n"
             + " ".join("w" + "`" * n for n in range(1, 800))
             + "\n\n# Comments\n\n<div>\n"
-            + " ".join("a <!-- b" for _ in range(50_000))
+            + " ".join("a <!-- b" for _ in range(100_000))
             + "\n\n# Closers\n\n<div>\n"
-            + " ".join("a </b" for _ in range(50_000))
+            + " ".join("a </b" for _ in range(100_000))
             + "\n",
         ),
         verify=count(7),
