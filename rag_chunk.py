@@ -4,16 +4,22 @@
     rag-chunk --words 120 docs/runbook.md | rag-embed | rag-index --out idx
     cat notes.md | rag-chunk --doc notes
 
-Reads markdown files and directories (walked recursively for *.md and *.markdown, in sorted
-order), or markdown on stdin with --doc NAME, a document streamed section by section through a
-window of its lines (`markdown.Doc`), so memory follows the longest section, not the file. Output
-is spooled and written once every input has chunked: a bad file leaves stdout empty. Writes one
-chunk record per line:
+Reads markdown files and directories, or markdown on stdin with --doc NAME, a document streamed
+section by section through a window of its lines (`markdown.Doc`), so memory follows the longest
+section, not the file. A directory is walked (`walk`) for the pages of the common site generators
+(PAGE_TYPES: *.md, *.markdown, *.mdx, *.md.erb, *.html.md.erb), in sorted order; every file and
+folder it passes over is named on stderr with why, after the output (SKIPS_SHOWN lines, then a
+count), and --include / --exclude (gitignore-style globs, `ragline.globs`) choose among them;
+--list prints the files that would be read. Output is spooled and written once every input has
+chunked: a bad file leaves stdout empty. Writes one chunk record per line:
 
     {"schema": "chunk/1", "id": "05-settlement#batch-cutoff", "doc": "05-settlement",
      "path": "corpus/05-settlement.md", "headings": ["Settlement", "Batch cutoff"],
      "text": "## Batch cutoff\\n\\nThe sweep ...", "start_line": 40, "end_line": 52,
-     "words": 131, "window": 180}
+     "words": 131, "window": 180,
+     "source": {"root": "corpus", "size": 6120, "mtime_ns": 1718000000000000000, "sha256": "9f2c..."}}
+
+(`source`, the file's facts, is left out for markdown read from stdin.)
 
 Splitting follows the heading tree (ATX and setext headings). A section longer
 than the window (--words) is packed block by block into several chunks; a prose
@@ -21,7 +27,10 @@ paragraph longer than the window is split at sentence boundaries; a list is spli
 between items, never inside one. Fenced code, pipe tables, HTML blocks and
 indented code are atomic: a block larger than the window becomes its own chunk.
 A heading with no text of its own travels with the next chunk. `text` is the
-chunk's own markdown, unchanged (hard wrapping kept).
+chunk's markdown as its page shows it (`ragline.markup.shown`, block by block): template
+tags rendered, inline and block HTML as their text, an MDX page's imports, exports, JSX
+tags and expressions out; code, markdown and hard wrapping as written. `start_line` and
+`end_line` are the source's lines.
 
 Chunk ids: `DOC#SLUG`, where SLUG is the `{#anchor}` of the section's heading if
 it has one, else the slug of the heading text (lowercase, letters and digits, runs
@@ -32,17 +41,20 @@ later parts of a split section get `-2`, `-3`, ... So an edit renames only the
 chunks of the section it touches. An id stays under ID_MAX + 1 characters: a longer
 slug is cut at a word boundary (`chunk_id`).
 
-Pages from site generators: a top heading that is only a template expression
-(`# <%= current_page.data.title %>`) takes the front-matter `title`; a page that
-opens with text gets that title as the root of its heading paths. A heading is what a
-reader sees in headings and slugs: template tags (ERB, Liquid/Jinja, Hugo) as they
-render (`ragline.text.strip_templates`), inline markdown as its text (links, images,
-code, emphasis: `markdown.inline_text`). `text` keeps the source as it is, and
-`ragline.text.retrieval_text` renders its tags for what is embedded and indexed.
+Pages from site generators: front matter (YAML `---`, TOML `+++`) is read, not chunked; a top
+heading that is only a template expression (`# <%= current_page.data.title %>`) takes the
+front-matter `title`, in its heading path and in its line of `text`; a page that opens with
+text gets that title as the root of its heading paths; blocks that show nothing (MDX imports,
+a partial, a sidebar's `content_for`) do not open a page. A heading is what a reader sees in
+headings and slugs: template tags (ERB, Liquid/Jinja, Hugo) as they render
+(`ragline.text.strip_templates`), inline markdown as its text (links, images, code, emphasis:
+`markdown.inline_text`). Document ids drop the whole page type (`on-call.html.md.erb` is
+document `on-call`).
 """
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import os
 import re
@@ -62,13 +74,13 @@ import orjson
 import ragline
 import ragline.records
 import ragline.text
-from ragline import options
+from ragline import markup, options, sources
+from ragline.globs import Glob, compile_all, first_match
 from ragline.markdown import Block, Doc, blocks, check, file_lines, inline_text
 from ragline.records import StageError
 
 STAGE = "rag-chunk"
 DEFAULT_WORDS = options.default("window")
-MARKDOWN = (".md", ".markdown")  # the suffixes a directory is walked for
 ID_MAX = 79  # most characters of a chunk id (`chunk_id`), unless its document's name is itself that long
 MIN_SLUG = 8  # fewest characters of a cut slug
 SUFFIX_ROOM = 3  # characters a cut slug leaves for a part's suffix (`-99`)
@@ -84,6 +96,7 @@ class Unit:
     end: int
     words: int
     atomic: bool
+    kind: str = "paragraph"  # the block's kind: how its text is shown (`markup.shown`)
 
 
 def _words(text: str) -> int:
@@ -93,16 +106,36 @@ def _words(text: str) -> int:
 def _sentence_units(doc: Doc, block: Block, window: int) -> list[Unit]:
     """An over-long paragraph as one unit per sentence, for packing to regroup.
 
-    A single sentence longer than the window is cut at word boundaries.
+    A single sentence longer than the window is cut at word boundaries. No cut falls inside a
+    code span, a tag or a template tag (`markup.protected`): each part is shown on its own.
     """
     text = doc.slice(block.start, block.end)
+    inside = markup.protected(text)
+    starts, ends = [x for x, _ in inside], [y for _, y in inside]
     units: list[Unit] = []
-    for a, b in ragline.text.sentence_spans(text):
-        words = list(re.finditer(r"\S+", text[a:b]))
+    for a, b in _uncut(ragline.text.sentence_spans(text), inside):
+        within = inside[bisect.bisect_right(ends, a) : bisect.bisect_left(starts, b)]  # the protected spans this sentence holds
+        words = _uncut([m.span() for m in re.finditer(r"\S+", text[a:b])], [(x - a, y - a) for x, y in within])
         for k in range(0, len(words), window):
             group = words[k : k + window]
-            units.append(Unit(block.start + a + group[0].start(), block.start + a + group[-1].end(), len(group), False))
+            units.append(Unit(block.start + a + group[0][0], block.start + a + group[-1][1], len(group), False))
     return units
+
+
+def _uncut(spans: list[tuple[int, int]], inside: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """`spans` (in order), each joined to the next where the cut between them falls inside one of
+    `inside` (in order, not overlapping): one pass over both, however many there are."""
+    out: list[tuple[int, int]] = []
+    k = 0
+    for span in spans:
+        if out:
+            while k < len(inside) and inside[k][1] <= out[-1][1]:
+                k += 1  # ends before the cut: it holds no later cut either
+            if k < len(inside) and inside[k][0] < out[-1][1] and span[0] < inside[k][1]:
+                out[-1] = (out[-1][0], span[1])
+                continue
+        out.append(span)
+    return out
 
 
 def _units(doc: Doc, blocks: list[Block], window: int, lead_words: int = 0) -> list[Unit]:
@@ -114,7 +147,7 @@ def _units(doc: Doc, blocks: list[Block], window: int, lead_words: int = 0) -> l
         if block.kind == "paragraph" and words > room:
             units.extend(_sentence_units(doc, block, room))
         else:
-            units.append(Unit(block.start, block.end, words, block.kind != "paragraph"))
+            units.append(Unit(block.start, block.end, words, block.kind != "paragraph", block.kind))
     return units
 
 
@@ -153,6 +186,7 @@ class Section:
     lead: int | None  # offset where the pending heading lines begin
     lead_end: int  # offset where they end
     blocks: list[Block]
+    heads: list[Block]  # the heading blocks of the lead
 
 
 def sections(doc: Doc, blocks: Iterable[Block], root: str | None = None) -> Iterator[Section]:
@@ -170,9 +204,10 @@ def sections(doc: Doc, blocks: Iterable[Block], root: str | None = None) -> Iter
     lead: int | None = None
     lead_end = 0
     content: list[Block] = []
+    heads: list[Block] = []
 
     def current(blocks: list[Block]) -> Section:
-        return Section([t for _, t, _ in stack], [s for _, _, s in stack], lead, lead_end, blocks)
+        return Section([t for _, t, _ in stack], [s for _, _, s in stack], lead, lead_end, blocks, heads)
 
     for block in blocks:
         if block.kind == "heading":
@@ -183,7 +218,8 @@ def sections(doc: Doc, blocks: Iterable[Block], root: str | None = None) -> Iter
                 yield current([])
                 lead = None
             if lead is None:
-                lead = block.start
+                lead, heads = block.start, []
+            heads.append(block)
             lead_end = block.end
             while stack and stack[-1][0] >= block.level:
                 stack.pop()
@@ -217,13 +253,17 @@ def _section_slugs(all_slugs: list[list[str]]) -> list[str]:
 
 
 def front_matter(doc: Doc) -> tuple[int, str | None]:
-    """(first content line index, title) after a leading `---` YAML block, if any.
+    """(first content line index, title) after a leading `---` YAML block (Jekyll, Middleman,
+    Docusaurus) or `+++` TOML block (Hugo), if any.
 
     Read from the document's start whatever its window holds: first to the closing line,
     then again for the block's lines, so an opening rule never closed holds nothing.
     """
     lines = doc.all_lines()
-    if next(lines, "").strip() != "---":
+    opener = next(lines, "").strip()
+    if opener == "+++":
+        return _toml_front_matter(doc, lines)
+    if opener != "---":
         return 0, None
     for j, line in enumerate(lines, 1):
         if line.strip() in ("---", "..."):
@@ -251,6 +291,25 @@ def front_matter(doc: Doc) -> tuple[int, str | None]:
     return 0, None  # an opening rule with no closing one: not front matter
 
 
+def _toml_front_matter(doc: Doc, lines: Iterator[str]) -> tuple[int, str | None]:
+    """`front_matter` for a `+++` block: TOML, its `title` the title."""
+    for j, line in enumerate(lines, 1):
+        if line.strip() == "+++":
+            import tomllib
+
+            body = "\n".join(itertools.islice(doc.all_lines(), 1, j))
+            try:
+                meta = tomllib.loads(body)
+            except tomllib.TOMLDecodeError as err:
+                at = re.search(r"line (\d+)", str(err))
+                problem = ragline.records.one_line(re.sub(r" \(at .*", "", str(err)), 200)
+                raise StageError(
+                    f"front matter is not valid TOML: {problem}", ragline.records.place(doc.path, int(at.group(1)) + 1 if at else 1)
+                ) from None
+            return j + 1, meta["title"] if isinstance(meta.get("title"), str) else None
+    return 0, None
+
+
 def clean_headings(doc: Doc, blocks: Iterable[Block], title: str | None) -> Iterator[Block]:
     """The blocks, with heading titles as a reader sees them: template tags as they render
     (`ragline.text.strip_templates`), inline markdown as its text (`markdown.inline_text`:
@@ -275,12 +334,15 @@ def _parts(doc: Doc, window: int, paths: list[list[str]]) -> Iterator[tuple[int,
 
     Section by section: once a section's records are out, the document's window lets
     go of its text. A document that opens with text rather than a heading gets the
-    front-matter title as the root of every heading path.
+    front-matter title as the root of every heading path; blocks that show nothing (MDX
+    imports, a partial, a `content_for` capture) do not open it.
     """
     start, title = front_matter(doc)
     doc.keep = start
     stream = blocks(doc, start)
     first = next(stream, None)
+    while first is not None and not markup.shown(first.kind, doc.slice(first.start, first.end), doc.mdx).strip():
+        first = next(stream, None)  # what shows nothing (imports, a partial, a sidebar) opens no page
     if first is None:
         return
     root = title if title and first.kind != "heading" else None
@@ -291,7 +353,7 @@ def _parts(doc: Doc, window: int, paths: list[list[str]]) -> Iterator[tuple[int,
         for part, group in enumerate(groups, 1):
             begin = sec.lead if (part == 1 and sec.lead is not None) else group[0].start
             end = group[-1].end if group else sec.lead_end
-            text = doc.slice(begin, end).rstrip()
+            text = _shown(doc, [*(sec.heads if part == 1 and sec.lead is not None else []), *group], begin)
             if not text.strip():
                 continue
             record: dict[str, Any] = {
@@ -310,6 +372,34 @@ def _parts(doc: Doc, window: int, paths: list[list[str]]) -> Iterator[tuple[int,
                 record["title"] = title
             yield k, part, record
         doc.release(sec.blocks[-1].end if sec.blocks else sec.lead_end)
+
+
+_ATX_LINE = re.compile(r"^( {0,3}#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
+
+
+def _shown(doc: Doc, spans: list[Block | Unit], begin: int) -> str:
+    """A chunk's text as its page shows it: each heading, block or run of sentences by `markup.shown`,
+    the white space between them as it is, a part that shows nothing left out with the space before it.
+    A heading that was nothing but a template expression shows the title it took (`clean_headings`)."""
+    out: list[str] = []
+    gap: str | None = None
+    at = begin
+    for span in spans:
+        gap = doc.slice(at, span.start) if gap is None else gap
+        at = span.end
+        source = doc.slice(span.start, span.end)
+        text = markup.shown(span.kind, source, doc.mdx)
+        if (
+            isinstance(span, Block)
+            and (atx := _ATX_LINE.match(text))
+            and not (atx.group(2) or "").strip()
+            and ragline.text.strip_templates(source) != source
+        ):
+            text = f"{atx.group(1)} {span.title}"
+        if text.strip():
+            out += [gap, text] if out else [text]
+            gap = None
+    return "".join(out).rstrip()
 
 
 def chunk_id(name: str, slug: str, suffix: str = "") -> str:
@@ -373,63 +463,185 @@ def chunk_document(doc: Doc, window: int = DEFAULT_WORDS) -> list[dict[str, Any]
     return list(_with_ids(doc.name, paths, parts))
 
 
-def chunk_file(name: str, file: Path, where: str, window: int = DEFAULT_WORDS) -> Iterator[dict[str, Any]]:
-    """The chunk records of one markdown file, streamed: its memory is a window of its
-    lines and its section slugs, however long the file. `where` names it in errors.
+def chunk_file(
+    name: str, file: Path, where: str, window: int = DEFAULT_WORDS, mdx: bool = False, root: Path | None = None
+) -> Iterator[dict[str, Any]]:
+    """The chunk records of one markdown file (`mdx`: an MDX page), streamed: its memory is a
+    window of its lines and its section slugs, however long the file. `where` names it in errors.
+    With `root` (the folder walked, or the file as named), each record carries the file's facts
+    as `source` (`ragline.sources.facts`), for the index to tell when it changes.
 
     The records wait in a spool file for their ids, which need every section's slug.
     """
-    check(file, where)
-    doc = Doc(name, where, source=lambda: file_lines(file, where))
+    try:
+        stat = os.stat(file)
+    except OSError as err:
+        raise StageError(err.strerror or str(err), where) from None
+    digest = check(file, where)
+    source = sources.facts(str(root), digest, stat) if root is not None else None
+    doc = Doc(name, where, source=lambda: file_lines(file, where), mdx=mdx)
     paths: list[list[str]] = []
     with tempfile.TemporaryFile(prefix="rag-chunk-") as spool:
         for part in _parts(doc, window, paths):
             spool.write(orjson.dumps(part) + b"\n")
         spool.seek(0)
-        yield from _with_ids(name, paths, (orjson.loads(line) for line in spool))
+        for record in _with_ids(name, paths, (orjson.loads(line) for line in spool)):
+            if source is not None:
+                record["source"] = source
+            yield record
 
 
-def walk(root: Path, note: Callable[[str], None] = lambda message: None) -> list[Path]:
-    """The MARKDOWN files under `root`, sorted. A folder that cannot be listed is a StageError naming
-    it (a document silently missing from the index is worse than a stop); a symlink to nothing
-    is named to `note` and skipped; symlinked folders are not followed (as Path.rglob)."""
+# --------------------------------------------------------------------------- the walk
+
+# The page types a folder is walked for, longest first: the suffix a document id drops
+# (`on-call.html.md.erb` is `on-call`). `.mdx` pages are read as MDX (`markdown.Doc`'s `mdx`).
+PAGE_TYPES = (".html.md.erb", ".html.markdown.erb", ".md.erb", ".markdown.erb", ".html.md", ".html.markdown", ".md", ".markdown", ".mdx")
+SHOWN_TYPES = "*.md, *.markdown, *.mdx, *.md.erb"  # the page types, as an error names them
+SKIPS_SHOWN = 20  # skipped files named one a line; the rest are counted in one more
+
+
+def page_type(name: str) -> str | None:
+    """The page type (a suffix of PAGE_TYPES) a file name ends with, any case; None for a file that is no page."""
+    lower = name.lower()
+    return next((t for t in PAGE_TYPES if lower.endswith(t) and len(name) > len(t)), None)
+
+
+def doc_name(name: str) -> str:
+    """A file name without its page type (`on-call.html.md.erb` -> `on-call`), or as it is."""
+    kind = page_type(name)
+    return name[: -len(kind)] if kind else name
+
+
+@dataclass(frozen=True)
+class Skip:
+    """A file or folder a walk passed over, and why. `page`: a page left out that was not asked to be
+    (a symlink to nothing or out of the tree), said even with --quiet."""
+
+    path: Path
+    why: str
+    page: bool = False
+
+
+@dataclass(frozen=True)
+class Selection:
+    """--include and --exclude: gitignore-style globs over paths relative to the folder walked."""
+
+    include: tuple[Glob, ...] = ()
+    exclude: tuple[Glob, ...] = ()
+
+    @classmethod
+    def of(cls, include: Iterable[str] = (), exclude: Iterable[str] = ()) -> Selection:
+        return cls(compile_all(list(include)), compile_all(list(exclude)))
+
+    def left_out(self, rel: str, folder: bool) -> str | None:
+        """Why a path is left out by the globs, else None."""
+        if (hit := first_match(self.exclude, rel, folder)) is not None or (folder and (hit := _covering(self.exclude, rel))):
+            return f"excluded (--exclude '{hit.pattern}')"
+        if not folder and self.include and first_match(self.include, rel) is None:
+            return "not included (no --include matches it)"
+        return None
+
+
+def _covering(globs: tuple[Glob, ...], folder: str) -> Glob | None:
+    return next((g for g in globs if g.covers(folder)), None)
+
+
+def walk(root: Path, skipped: Callable[[Skip], None] = lambda skip: None, select: Selection = Selection()) -> list[Path]:
+    """The pages under `root` (PAGE_TYPES), sorted, and `skipped` told of every file and folder passed over.
+
+    Passed over, each with why: a hidden name (`.git`, `.github`, as ripgrep; name it to read it), a
+    file that is no page, a symlinked folder (not followed, as Path.rglob), a symlink to nothing or to
+    a file outside `root` (the handbook is the folder given, not what its links reach), what is not a
+    regular file, and what --exclude leaves out (a folder once, not each file in it) or no --include
+    takes. A folder that cannot be listed is a StageError naming it: a document silently missing from
+    the index is worse than a stop.
+    """
     found: list[Path] = []
+    tree = root.resolve()
 
     def fail(err: OSError) -> None:
         raise StageError(f"cannot read this folder: {err.strerror or err}", err.filename or str(root))
 
     for folder, dirs, names in os.walk(root, onerror=fail):
-        dirs.sort()
-        for name in names:
-            file = Path(folder) / name
-            if file.suffix not in MARKDOWN:
-                continue
-            if file.is_file():
+        here = Path(folder)
+        rel = here.relative_to(root).as_posix()
+        prefix = "" if rel == "." else rel + "/"
+        kept = []
+        for name in sorted(dirs):
+            path = here / name
+            why = "a hidden folder" if name.startswith(".") else None
+            why = why or ("a symlinked folder, not followed" if path.is_symlink() else select.left_out(prefix + name, folder=True))
+            if why:
+                skipped(Skip(path, why))
+            else:
+                kept.append(name)
+        dirs[:] = kept
+        for name in sorted(names):
+            file = here / name
+            why, page = _passed_over(file, prefix + name, tree, select)
+            if why:
+                skipped(Skip(file, why, page))
+            else:
                 found.append(file)
-            elif file.is_symlink() and not file.exists():
-                note(f"{STAGE}: {file}: skipped, a symlink to nothing ({os.readlink(file)})")
     return sorted(found)
 
 
-def find_documents(paths: Iterable[str], note: Callable[[str], None] = lambda message: None) -> Iterator[tuple[str, Path]]:
-    """(document id, file) for each input: files as given, directories walked for MARKDOWN
-    files (*.md, *.markdown; `walk`). The id is the path without its markdown suffix; two files
-    of one directory with one id (a.md and a.markdown) are a StageError."""
+def _passed_over(file: Path, rel: str, tree: Path, select: Selection) -> tuple[str | None, bool]:
+    """(why `walk` passes over a file, or None; whether it is a page left out unasked)."""
+    if file.name.startswith("."):
+        return "a hidden file", False
+    if page_type(file.name) is None:
+        return f"not a page ({Path(file.name).suffix or 'no suffix'})", False
+    if why := select.left_out(rel, folder=False):
+        return why, False
+    if file.is_symlink():
+        if not file.exists():
+            return f"a symlink to nothing ({os.readlink(file)})", True
+        if not file.resolve().is_relative_to(tree):
+            return f"a symlink out of the tree ({file.resolve()})", True
+    if not file.is_file():
+        return "not a regular file", False
+    return None, False
+
+
+def skip_lines(skips: list[Skip], quiet: bool = False, shown: int = SKIPS_SHOWN) -> list[str]:
+    """The notices for what walks passed over: one line each for the first `shown`, then one
+    line counting the rest by why. With `quiet`, only pages left out unasked (`Skip.page`)."""
+    told = [s for s in skips if s.page or not quiet]
+    lines = [f"{STAGE}: {s.path}: skipped, {s.why}" for s in told[:shown]]
+    if rest := told[shown:]:
+        kinds = Counter(re.sub(r" \(.*", "", s.why) for s in rest)
+        lines.append(f"{STAGE}: and {len(rest)} more skipped ({', '.join(f'{n} {why}' for why, n in kinds.most_common())})")
+    return lines
+
+
+def find_documents(
+    paths: Iterable[str], skipped: Callable[[Skip], None] = lambda skip: None, select: Selection = Selection()
+) -> Iterator[tuple[str, Path, Path]]:
+    """(document id, file, the input it came from) for each input: files as given (whatever their
+    type), directories walked for pages (`walk`). The id is the path without its page type
+    (`doc_name`); two files of one directory with one id (a.md and a.mdx) are a StageError."""
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
-            files = walk(path, note)
+            skips: list[Skip] = []
+            files = walk(path, skips.append, select)
+            for skip in skips:
+                skipped(skip)
             if not files:
-                raise StageError(f"no markdown ({', '.join('*' + s for s in MARKDOWN)}) files in this directory", raw)
+                passed = "; ".join(f"{s.path.relative_to(path)}: {s.why}" for s in skips[:3])
+                more = f" and {len(skips) - 3} more" if len(skips) > 3 else ""
+                raise StageError(f"no pages ({SHOWN_TYPES}) in this directory" + (f"; skipped {passed}{more}" if skips else ""), raw)
             named: dict[str, Path] = {}
             for file in files:
-                doc = file.relative_to(path).with_suffix("").as_posix()
+                rel = file.relative_to(path)
+                doc = (rel.parent / doc_name(rel.name)).as_posix()
                 if doc in named:
                     raise StageError(f"{named[doc].name} and {file.name} would both be document '{doc}'", str(file))
                 named[doc] = file
-            yield from named.items()
+            yield from ((doc, file, path) for doc, file in named.items())
         elif path.is_file():
-            yield path.with_suffix("").name if path.suffix in MARKDOWN else path.name, path
+            yield doc_name(path.name), path, path
         elif path.exists():
             raise StageError("not a file or a directory", raw)
         else:
@@ -437,15 +649,18 @@ def find_documents(paths: Iterable[str], note: Callable[[str], None] = lambda me
 
 
 def chunk_paths(
-    paths: Iterable[str], window: int = DEFAULT_WORDS, note: Callable[[str], None] = lambda message: None
+    paths: Iterable[str],
+    window: int = DEFAULT_WORDS,
+    skipped: Callable[[Skip], None] = lambda skip: None,
+    select: Selection = Selection(),
 ) -> Iterator[dict[str, Any]]:
-    """Chunk records for files and directories, document by document (`note` hears of skipped dangling symlinks)."""
+    """Chunk records for files and directories, document by document (`skipped` hears of what walks pass over)."""
     seen: dict[str, Path] = {}
-    for name, file in find_documents(paths, note):
+    for name, file, root in find_documents(paths, skipped, select):
         if name in seen:
             raise StageError(f"document id '{name}' is also the id of {seen[name]}", str(file))
         seen[name] = file
-        yield from chunk_file(name, file, str(file), window)
+        yield from chunk_file(name, file, str(file), window, mdx=page_type(file.name) == ".mdx", root=root)
 
 
 # --------------------------------------------------------------------------- the command
@@ -454,31 +669,59 @@ def chunk_paths(
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("inputs", nargs=-1, type=click.Path(allow_dash=True))
 @options.get("window").click()
+@options.get("include").click()
+@options.get("exclude").click()
+@click.option("--list", "listing", is_flag=True, help="Print the files that would be read, one a line, and chunk nothing.")
 @click.option("--doc", "doc_name", default=None, help="Document id for markdown read from stdin.")
-@click.option("--quiet", "-q", is_flag=True, help="No notices on stderr.")
+@click.option(
+    "--quiet", "-q", is_flag=True, help="No notices on stderr but of pages left out unasked (a broken symlink, one out of the tree)."
+)
 @ragline.records.stage_main(STAGE)
-def main(inputs: tuple[str, ...], window: int, doc_name: str | None, quiet: bool) -> None:
-    """Chunk markdown files or directories (or stdin with --doc) into JSON Lines."""
-    if not inputs or inputs == ("-",):
+def main(
+    inputs: tuple[str, ...],
+    window: int,
+    include: tuple[str, ...],
+    exclude: tuple[str, ...],
+    listing: bool,
+    doc_name: str | None,
+    quiet: bool,
+) -> None:
+    """Chunk markdown files or directories (or stdin with --doc) into JSON Lines.
+
+    A directory is walked for pages (*.md, *.markdown, *.mdx, *.md.erb, *.html.md.erb); every file
+    it passes over is named on stderr with why (up to 20, then a count).
+    """
+    stdin = not inputs or inputs == ("-",)
+    if stdin:
+        if listing:
+            raise click.UsageError("--list lists the pages of files and directories: name some")
         if doc_name is None:
             raise click.UsageError("markdown on stdin needs --doc NAME (or name files and directories)")
         if sys.stdin.isatty():
             raise click.UsageError("no input: pipe markdown into rag-chunk --doc NAME, or name files and directories")
     elif "-" in inputs:
         raise click.UsageError("stdin ('-') cannot be mixed with files")
+    skips: list[Skip] = []
+    select = Selection.of(include, exclude)
     with tempfile.TemporaryDirectory(prefix="rag-chunk-") as tmp:
-        if not inputs or inputs == ("-",):
-            copy = Path(tmp) / "stdin.md"
-            with open(copy, "wb") as f:
-                shutil.copyfileobj(sys.stdin.buffer, f)
-            records = chunk_file(doc_name, copy, ragline.records.STDIN, window)  # type: ignore[arg-type]
+        if listing:
+            names = "".join(f"{file}\n" for _, file, _ in find_documents(inputs, skips.append, select))
+            sys.stdout.write(names)
         else:
-            records = chunk_paths(inputs, window, note=ragline.records.note)  # a document left out is said even with --quiet
-        with open(Path(tmp) / "chunks.jsonl", "w+b") as spool:  # all or nothing on stdout
-            if not ragline.records.write_records(records, spool):
-                raise StageError("no chunks: the input has no text")
-            spool.seek(0)
-            shutil.copyfileobj(spool, sys.stdout.buffer)
+            if stdin:
+                copy = Path(tmp) / "stdin.md"
+                with open(copy, "wb") as f:
+                    shutil.copyfileobj(sys.stdin.buffer, f)
+                records = chunk_file(doc_name, copy, ragline.records.STDIN, window)  # type: ignore[arg-type]
+            else:
+                records = chunk_paths(inputs, window, skips.append, select)
+            with open(Path(tmp) / "chunks.jsonl", "w+b") as spool:  # all or nothing on stdout
+                if not ragline.records.write_records(records, spool):
+                    raise StageError("no chunks: the input has no text")
+                spool.seek(0)
+                shutil.copyfileobj(spool, sys.stdout.buffer)
+    for line in skip_lines(skips, quiet):  # after the output: a refusal is one line
+        ragline.records.note(line)
 
 
 if __name__ == "__main__":

@@ -17,7 +17,9 @@ On disk, an index is a directory of generations and a pointer to the live one:
     IDX/gen-<stamp>/passages.npy, passage_rows.npy  passage vectors (rag-embed
                                 --passages), rows L2-normalised, and each one's chunk row
     IDX/gen-<stamp>/manifest.json  written last: model, dim, ONNX hash, chunking,
-                                counts, corpus digest, file sizes and sha256s, ragline version
+                                counts, corpus digest, the source files' facts (`sources`:
+                                size, mtime, sha256 as rag-chunk recorded them, the file and
+                                its input relative to IDX), file sizes and sha256s, ragline version
 
 Format 2 (`ragline-index/2`) stores the vocabulary unpadded: format 1's fixed-width
 string array gave every term the width of the longest, so one 20,000-character token
@@ -66,6 +68,7 @@ import fcntl
 import hashlib
 import os
 import re
+import shlex
 import stat
 import sys
 import time
@@ -82,7 +85,7 @@ import rag_embed
 import ragline
 import ragline.records
 import ragline.text
-from ragline import options, progress
+from ragline import options, progress, sources, terminal
 from ragline.bm25 import Bm25, Vocabulary, build_bm25
 from ragline.records import StageError
 
@@ -178,8 +181,10 @@ def collect(records: Iterable[tuple[ragline.records.Line, dict[str, Any]]]) -> t
 
     Refused, naming the line: a record without the chunk fields, a vector that is
     not a list of finite numbers, a second model or dimension, a duplicate id, passage
-    vectors of another dimension. Passage vectors, where the records carry them, are
-    gathered into facts["passages"] (a matrix) and facts["passage_rows"] (each one's chunk row).
+    vectors of another dimension, a `source` that is not a file's facts or not the facts
+    of its file's other chunks. Passage vectors, where the records carry them, are
+    gathered into facts["passages"] (a matrix) and facts["passage_rows"] (each one's chunk row);
+    the source files' facts into facts["sources"] (`ragline.sources.gather`).
     """
     chunks: list[dict[str, Any]] = []
     rows: list[np.ndarray] = []
@@ -187,6 +192,7 @@ def collect(records: Iterable[tuple[ragline.records.Line, dict[str, Any]]]) -> t
     owners: list[int] = []
     seen: dict[str, str] = {}
     facts: dict[str, Any] = {}
+    files: dict[str, dict[str, Any]] = {}  # the source files' facts (`ragline.sources`), by the chunks' path
     for where, record in records:
         at = str(where)
         cid = ragline.records.require_field(record, "id", str, at)
@@ -231,10 +237,13 @@ def collect(records: Iterable[tuple[ragline.records.Line, dict[str, Any]]]) -> t
                 raise StageError(f"passage vectors have {matrix.shape[1]} values, the stream's first vector has {facts['dim']}", at)
             passages.append(_unit_rows(matrix))
             owners.extend([len(chunks)] * len(matrix))
+        if record.get("source") is not None:
+            sources.gather(files, str(record.get("path") or record.get("doc") or cid), record["source"], at)
         rows.append(row)
         chunks.append({k: record[k] for k in CHUNK_FIELDS if k in record} | {"text": record["text"]})
     if not chunks:
         raise StageError("no records: nothing to index")
+    facts["sources"] = files
     facts["passages"] = np.vstack(passages).astype(np.float32) if passages else np.zeros((0, facts["dim"]), dtype=np.float32)
     facts["passage_rows"] = np.array(owners, dtype=np.int32)
     return chunks, _unit_rows(np.vstack(rows)).astype(np.float32), facts
@@ -358,6 +367,7 @@ def _write_generation(out: Path, chunks: list[dict[str, Any]], vectors: np.ndarr
                 "passages": 0 if passages is None else len(passages),
             },
             "corpus_digest": corpus_digest(chunks),
+            "sources": sources.anchor(facts.get("sources") or {}, out),
             "files": {f: (gen / f).stat().st_size for f in files},
             "sha256": {f: file_digest(gen / f) for f in files},
         }
@@ -705,6 +715,47 @@ def _check_manifest(manifest: dict[str, Any], where: str) -> None:
     hashes = manifest.get("sha256")
     if hashes is not None and not (isinstance(hashes, dict) and all(isinstance(h, str) for h in hashes.values())):
         raise StageError("field 'sha256' must map index files to hex digests: rebuild it", where)
+
+
+# --------------------------------------------------------------------------- staleness
+
+
+def watch(index: Index) -> sources.Watch:
+    """The index's source files (the manifest's `sources`), to check against the files as they are now."""
+    return sources.Watch(index.manifest.get("sources"), index.path)
+
+
+def rebuild_command(index: Index) -> str:
+    """The pipeline that builds this index again: its inputs, and the options the manifest shows were not the defaults."""
+    m = index.manifest
+    roots = " ".join(shlex.quote(terminal.shown_path(r)) for r in watch(index).roots()) or "HANDBOOK"
+    window = (m.get("chunking") or {}).get("window")
+    chunk = "rag-chunk" + (f" --words {window}" if isinstance(window, int) and window != options.default("window") else "")
+    embed = "rag-embed" + (f" --model {shlex.quote(m['model'])}" if m["model"] != options.default("model", "embed") else "")
+    for key, name in (("embed_headings", "embed_headings"), ("embed_passages", "passages")):
+        option = options.get(name, "embed")
+        if bool(m.get(key, option.default)) != option.default:
+            embed += " " + option.args(bool(m.get(key)))[0]
+    return f"{chunk} {roots} | {embed} | rag-index --out {shlex.quote(terminal.shown_path(str(index.path)))}"
+
+
+def source_report(index: Index, watched: sources.Watch | None = None) -> dict[str, Any]:
+    """What rag-serve's /health says of the index's sources: how many, which changed or vanished
+    since the build (a check of `watched`, or of a new `watch`), and the one line saying so (None when none did)."""
+    watched = watched or watch(index)
+    report = watched.check()
+    return {
+        "files": report.files,
+        "changed": list(report.changed),
+        "vanished": list(report.vanished),
+        "notice": sources.notice(report, rebuild_command(index), watched.shown),
+    }
+
+
+def say_if_stale(index: Index, stage: str) -> None:
+    """rag-search's and rag-answer's notice on stderr, when the index's sources have moved since it was built."""
+    if (line := source_report(index)["notice"]) is not None:
+        ragline.records.note(f"{stage}: {terminal.shown_path(str(index.path))}: {line}")
 
 
 # --------------------------------------------------------------------------- the command

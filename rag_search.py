@@ -22,7 +22,9 @@ scores (`score_fusion`, dense weight 0.9), then the lexical rerank, which reorde
 the candidates by idf-weighted query-term overlap, headings weighted. `--fusion rrf`
 fuses by reciprocal rank instead, `--no-sparse` runs dense alone and `--no-dense`
 BM25 alone. Dense retrieval embeds the question with the index's own model (with its
-query prefix); asking for another model is an error.
+query prefix); asking for another model is an error. When a page the index was built from
+has changed or vanished since, one line on stderr says which and how to rebuild
+(`rag_index.say_if_stale`).
 """
 
 from __future__ import annotations
@@ -433,15 +435,16 @@ def _search_batch(searcher: Searcher, records: list[dict[str, Any]], explain_id:
 def render(record: dict[str, Any], width: int = 100, lines_per_hit: int = 2) -> str:
     """A readable ranking for a terminal `width` columns wide: each hit with its place, heading
     path and the lines of its text that hold the most of the question's terms; --explain's
-    BM25 terms and dense side. Every line fits: ids, paths and quoted lines are cut, the
-    question and heading paths wrapped (the JSON keeps them whole)."""
+    BM25 terms and dense side. Every line fits: ids and quoted lines are cut, `file:lines`
+    shortened from the left but kept whole (`terminal.place`), the question and heading
+    paths wrapped (the JSON keeps them whole)."""
     r = record["retrieval"]
     mode = "+".join([n for n, on in (("dense", r["dense"]), ("bm25", r["sparse"])) if on]) + ("+rerank" if r["rerank"] != "none" else "")
     lines = [*terminal.wrap(record["question"], width)]
     lines += [f"  confidence {record['confidence']:.2f} · {mode} · {r['model']} · {record['ms']:.0f} ms", ""]
     terms = set(ragline.text.tokenize(record["question"]))
     for hit in record["hits"]:
-        where = f"{hit['path']}:{hit['start_line']}-{hit['end_line']}" if hit.get("path") else ""
+        where = terminal.place(hit["path"], hit["start_line"], hit["end_line"], width - 7) if hit.get("path") else ""
         head = f"{hit['rank']:>3}  {hit['score']:.3f}  {hit['chunk_id']}"
         if where and len(head) + 3 + len(where) <= width:
             lines.append(f"{head}   {where}")
@@ -521,6 +524,21 @@ def search_options(f: Any) -> Any:
     return options.decorate(options.declared_for(options.SEARCHING))(command)
 
 
+def view_options(f: Any) -> Any:
+    """--json and --text, shared with rag-answer: the decorated command receives `human`, whether to
+    write the readable view (a terminal's, or --text to any stdout) rather than JSON Lines."""
+
+    @click.option("--json", "as_json", is_flag=True, help="JSON Lines even on a terminal.")
+    @click.option("--text", "as_text", is_flag=True, help="The readable view even when piped (jq's -r): what a terminal shows.")
+    @functools.wraps(f)
+    def command(*args: Any, as_json: bool, as_text: bool, **kwargs: Any) -> Any:
+        if as_json and as_text:
+            raise click.UsageError("--json and --text ask for two views: give one")
+        return f(*args, human=as_text or (sys.stdout.isatty() and not as_json), **kwargs)
+
+    return command
+
+
 def question_records(
     questions: tuple[str, ...], queries: str | None, usage: str, raw: bool = False, stage: str = STAGE
 ) -> Iterator[tuple[ragline.records.Line, dict[str, Any]]]:
@@ -587,7 +605,7 @@ def given_on_command_line(names: Iterable[str]) -> list[str]:
 )
 @click.option("--raw-input", "-R", "raw", is_flag=True, help="Read one plain-text question a line (stdin or --queries), not JSON.")
 @click.option("--explain", "explain_id", default=None, metavar="CHUNK_ID", help="Add each query term's BM25 contribution to this chunk.")
-@click.option("--json", "as_json", is_flag=True, help="JSON Lines even on a terminal.")
+@view_options
 @ragline.records.stage_main(STAGE)
 def main(
     questions: tuple[str, ...],
@@ -595,14 +613,15 @@ def main(
     queries: str | None,
     raw: bool,
     explain_id: str | None,
-    as_json: bool,
+    human: bool,
 ) -> None:
     """Search an index for each question (arguments, query records on stdin, or plain lines with -R)."""
-    searcher = Searcher(rag_index.load(search.index_path), search.config(), model=search.model, threads=search.threads)
+    index = rag_index.load(search.index_path)
+    rag_index.say_if_stale(index, STAGE)
+    searcher = Searcher(index, search.config(), model=search.model, threads=search.threads)
     records = question_records(
         questions, queries, 'no input: pipe query records ({"id","question"}) into rag-search, or give questions as arguments', raw
     )
-    human = sys.stdout.isatty() and not as_json
     columns = terminal.width() if human else 0
     if not questions and not human:
         records = progress.Progress(STAGE, "questions", lambda: progress.count_lines([queries or "-"])).track(records)

@@ -11,6 +11,7 @@ Routes (the OpenAPI schema at /openapi.json says each one's parameters and bodie
     GET  /search    ?q=QUESTION and the retrieval options of rag-search: one hits/1 record
     POST /search    {"question": ...} or {"questions": [...]} and the same options: one
                     hits/1 record, or a list of them in the order asked
+    GET  /answer    ?q=QUESTION, the same options, threshold and context: one answer/1 record
     POST /answer    as POST /search, plus "threshold" and "context": answer/1 records
     GET  /explain   ?q=QUESTION&chunk_id=ID: each query term's BM25 contribution to that chunk
     GET  /          the page (no external assets; the question in the URL as ?q=; also HEAD)
@@ -115,6 +116,7 @@ class Engine:
     generator: rag_answer.Generator
     searchers: dict[rag_search.Config, rag_search.Searcher] = field(default_factory=dict)
     chunk_ids: frozenset[str] = frozenset()
+    watch: Any = None  # the index's source files (`rag_index.watch`), for /health
 
     def searcher(self, overrides: dict[str, Any], at_least: int = 1) -> rag_search.Searcher:
         """The searcher for the server's options with `overrides` (rag-search's option names); 400 when they cannot run."""
@@ -180,7 +182,7 @@ def open_engine(settings: Settings, embedder: rag_embed.Embedder | None = None) 
     if embedder is None or embedder.name != built or embedder.sha256 != index.manifest.get("model_sha256", embedder.sha256):
         embedder = rag_embed.load_embedder(s.model or built, threads=s.threads)
     generator = rag_answer.make_generator(settings.answering, index, embedder)
-    engine = Engine(settings, before or "", index, embedder, generator, chunk_ids=frozenset(index.ids))
+    engine = Engine(settings, before or "", index, embedder, generator, chunk_ids=frozenset(index.ids), watch=rag_index.watch(index))
     engine.searcher({})  # the default configuration is checked (model, dimensions) before the first request
     return engine
 
@@ -299,6 +301,7 @@ class Live:
                 "dropped": self.pool.dropped,
             },
             "connections": None if self.policy is None else self.policy.counts(),
+            "sources": rag_index.source_report(engine.index, engine.watch),
             "ragline": ragline.__version__,
         }
 
@@ -383,6 +386,13 @@ def make_app(
         budget([q["question"] for q in queries], api.retrieval(body))
         found = await work(lambda e: e.search(queries, api.retrieval(body), body.explain), len(queries))
         return record(found[0] if body.question is not None else found)
+
+    @app.get("/answer", responses=servepage.responses(servepage.ANSWER, "one answer/1 record"))
+    async def answer_get(params: Annotated[api.AnswerQuery, Query()]) -> Response:
+        """Answer one question, as POST /answer does: an answer/1 record, as `rag-answer --json` writes it."""
+        queries = serving.query_records(params.q, None)
+        budget([params.q], api.retrieval(params), params.context or live.settings.context)
+        return record((await work(lambda e: e.answer(queries, api.retrieval(params), params.threshold, params.context)))[0])
 
     @app.post(
         "/answer",

@@ -22,6 +22,7 @@ with `sizes(quick)`, `run(sizes)` -> {"figures", "targets", "notes"} and
     shard    `parallel --pipe -k -N 200 rag-embed --threads 1` against one process with 2 threads
     question one question through rag-search and rag-answer against a bare onnxruntime script
     chunk    rag-chunk's peak RSS on one large markdown file
+    stale    the staleness check of a 1,000-file handbook, warm cache, against hashing every file
     serve    rag-serve's /search and /answer under wrk at concurrency 1, 8, 32 against the CLI, a soak, memory;
              --workers 2 against 1 at concurrency 8
     build    the whole index build on the three corpora: default, without passages, on the int8-arithmetic
@@ -53,7 +54,7 @@ ROOT = HERE.parent
 # run as a script: import the stages and the bench package from the checkout, not bench/'s modules as top-level ones
 sys.path[:] = [str(ROOT), *(p for p in sys.path if Path(p or ".").resolve() != HERE)]
 
-from bench import bm25, build, cache, chunk, dense, embed, question, reader, serve, shard, startup  # noqa: E402
+from bench import bm25, build, cache, chunk, dense, embed, question, reader, serve, shard, stale, startup  # noqa: E402
 from bench.harness import QUIET, git_state, load_meter, machine  # noqa: E402
 
 SCHEMA = "ragline-bench/1"
@@ -66,6 +67,7 @@ SECTIONS = {
     "shard": shard,
     "question": question,
     "chunk": chunk,
+    "stale": stale,
     "serve": serve,
     "build": build,
     "reader": reader,

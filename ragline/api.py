@@ -61,6 +61,12 @@ class SearchQuery(Options):
 STRICT = ConfigDict(extra="forbid", strict=True)  # JSON bodies and MCP arguments: "k": "5", "k": true, "dense": "yes" refused
 
 
+class AnswerQuery(Answering, Options):
+    """GET /answer: one question (`q`), the retrieval options, the threshold and the context size."""
+
+    q: Question
+
+
 class Asked(Options):
     """One question, or a batch of them ("id" goes with one question only). JSON types are strict: "k": "5" and "k": true are 422s."""
 

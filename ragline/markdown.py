@@ -17,6 +17,7 @@ chunked, and `file_lines` gives what `decode(data).split("\n")` would, a piece a
 from __future__ import annotations
 
 import bisect
+import hashlib
 import itertools
 import re
 from collections.abc import Callable, Iterator
@@ -25,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import ragline.records
+from ragline import markup
 from ragline.records import StageError
 
 PIECE = 1 << 20  # bytes read from a file at a time; a window holds a few pieces' lines
@@ -35,7 +37,7 @@ MAX_LINE = 8 << 20  # bytes of one markdown line: a longer one (a 200 MB file on
 class Block:
     """A span of the document: [start, end) in characters, lines first..last (1-based)."""
 
-    kind: str  # heading, paragraph, fence, table, html, code, list_item, quote, rule
+    kind: str  # heading, paragraph, fence, table, html, code, list_item, quote, rule; esm (MDX's import/export)
     start: int
     end: int
     first: int
@@ -58,8 +60,11 @@ class Doc:
     line `base` (0-based); offsets and blocks count from the document's start.
     """
 
-    def __init__(self, name: str, path: str, text: str | None = None, source: Callable[[], Iterator[list[str]]] | None = None):
+    def __init__(
+        self, name: str, path: str, text: str | None = None, source: Callable[[], Iterator[list[str]]] | None = None, mdx: bool = False
+    ):
         self.name, self.path = name, path
+        self.mdx = mdx  # an MDX page: `import` / `export` lines at a line's start are a block of their own (`esm`)
         self.base = 0
         self.keep = 0
         self.lines: list[str] = []
@@ -170,11 +175,13 @@ def pieces(file: Path, where: str) -> Iterator[bytes]:
         raise StageError(err.strerror or str(err), where) from None
 
 
-def check(file: Path, where: str) -> None:
+def check(file: Path, where: str) -> str:
     """`decode`'s errors for a file read in pieces: a NUL byte anywhere comes first, then
-    the first bytes that are not UTF-8."""
+    the first bytes that are not UTF-8. Returns the sha256 (hex) of the bytes read."""
     line, bad = 1, None
+    digest = hashlib.sha256()
     for piece in pieces(file, where):
+        digest.update(piece)
         if (nul := piece.find(b"\x00")) >= 0:
             raise StageError("binary file (NUL byte), not markdown", ragline.records.place(where, line + piece.count(b"\n", 0, nul)))
         if bad is None:
@@ -187,6 +194,7 @@ def check(file: Path, where: str) -> None:
         line += piece.count(b"\n")
     if bad is not None:
         raise bad
+    return digest.hexdigest()
 
 
 def file_lines(file: Path, where: str) -> Iterator[list[str]]:
@@ -213,6 +221,7 @@ _LIST_ITEM = re.compile(r"^( {0,3})([-*+]|\d{1,9}[.)])([ \t]+|$)")
 _HTML_OPEN = re.compile(r"^ {0,3}<(?:!--|/?[A-Za-z][A-Za-z0-9-]*(?:[\s/>]|$))")
 _HTML_RAW = re.compile(r"^ {0,3}<(script|pre|style|textarea)(?:[\s>]|$)", re.IGNORECASE)
 _ANCHOR = re.compile(r"\s*\{#([^}\s]+)\}\s*$")
+_ESM = re.compile(r"^(?:import|export)(?=[\s{*])")  # MDX: an ES module statement, up to the next blank line
 
 
 # --------------------------------------------------------------------------- blocks
@@ -282,8 +291,9 @@ def blocks(doc: Doc, start: int = 0) -> Iterator[Block]:
 def _scan(doc: Doc, start: int) -> Iterator[Block]:
     """The blocks from window line `start` to the window's end.
 
-    One loop over the lines with one branch per CommonMark block start (fence, ATX and
-    setext heading, table, HTML, indented code, list item, quote, rule, paragraph): it
+    One loop over the lines with one branch per CommonMark block start (MDX's import/export
+    in an MDX page, fence, ATX and setext heading, table, HTML, indented code, list item,
+    quote, rule, paragraph): it
     runs past 80 lines because the branches share the cursor and must be tried in this
     order; each branch's own scanning lives in a helper (`_fence_end`, `_list_item_end`...).
     Where a block's scan reaches the window's end, `doc.need()` stops it (a streamed
@@ -296,6 +306,11 @@ def _scan(doc: Doc, start: int) -> Iterator[Block]:
         line = lines[i]
         if _blank(line):
             i += 1
+            continue
+        if doc.mdx and _ESM.match(line):
+            j = _until_blank(doc, i)
+            yield doc.span("esm", i, j)
+            i = j + 1
             continue
         if fence := _FENCE.match(line):
             if fence.group(2)[0] == "`" and "`" in fence.group(3):
@@ -378,11 +393,9 @@ def _scan(doc: Doc, start: int) -> Iterator[Block]:
 
 
 # Inline markdown, for text that is shown without its markup (heading paths, slugs, ids).
-_CODE_SPAN = re.compile(r"(?<!`)(`+)(?!`)(.+?)(?<!`)\1(?!`)", re.S)
 _LINK_TARGET = r"\((?:<[^>\n]*>|(?:[^()\s]|\([^()\s]*\))*)(?:\s+(?:\"[^\"\n]*\"|'[^'\n]*'|\([^)\n]*\)))?\s*\)"
 _INLINE_LINK = re.compile(rf"!?\[((?:[^\[\]\n]|\[[^\[\]\n]*\])*)\](?:{_LINK_TARGET}|\[[^\]\n]*\])")
 _AUTOLINK = re.compile(r"<((?:[A-Za-z][\w+.-]{1,31}:|mailto:)[^<>\s]*|[^<>\s@]+@[^<>\s@]+)>")
-_INLINE_HTML = re.compile(r"</?[A-Za-z][\w-]*(?:\s+[^<>]*)?/?>|<!--.*?-->", re.S)
 _STRONG = re.compile(r"(\*\*|__)(?=\S)(.+?)(?<=\S)\1")
 _EMPHASIS = re.compile(r"(?<![\w*\\])([*_])(?=[^\s*_])(.+?)(?<=[^\s*_])\1(?![\w*])")
 _STRIKE = re.compile(r"(~~)(?=\S)(.+?)(?<=\S)\1")
@@ -392,30 +405,29 @@ _ESCAPED = re.compile(r"\\([!-/:-@\[-`{-~])")
 def inline_text(text: str) -> str:
     """Inline markdown as the text a reader sees: `[label](url)` and `[label][ref]` as label,
     `![alt](src)` as alt, `` `code` `` as code, `<https://x>` as the address, emphasis,
-    strong and strike-through without their marks, inline HTML tags out, a backslash escape as its character.
-    Inside a code span nothing else is touched. Template tags are `ragline.text.strip_templates`'s
-    (run it first). Text without markup comes back as it is.
+    strong and strike-through without their marks, inline HTML as `markup.inline_html` reads it,
+    a backslash escape as its character. Inside a code span nothing else is touched. Template
+    tags are `ragline.text.strip_templates`'s (run it first). Text without markup comes back as it is.
     """
-    out: list[str] = []
-    at = 0
-    for m in _CODE_SPAN.finditer(text):
-        out.append(_inline_prose(text[at : m.start()]))
-        code = m.group(2)
-        out.append(code[1:-1] if len(code) > 2 and code[0] == code[-1] == " " and code.strip() else code)
-        at = m.end()
-    out.append(_inline_prose(text[at:]))
-    return "".join(out)
+    return markup.outside_code(text, _inline_prose, _code_text)
+
+
+def _code_text(span: str) -> str:
+    """A code span's content: its backticks off, and one space of padding on each side (CommonMark)."""
+    ticks = len(span) - len(span.lstrip("`"))
+    code = span[ticks:-ticks]
+    return code[1:-1] if len(code) > 2 and code[0] == code[-1] == " " and code.strip() else code
 
 
 def _inline_prose(text: str) -> str:
-    if not any(ch in text for ch in "[]<>*_~\\`"):
+    if not any(ch in text for ch in "[]<>*_~\\`&"):
         return text
     previous = None
     while previous != text:  # a link inside an image's alt, emphasis inside a label
         previous = text
         text = _INLINE_LINK.sub(r"\1", text)
     text = _AUTOLINK.sub(r"\1", text)
-    text = _INLINE_HTML.sub("", text)
+    text = markup.inline_html(text)
     text = _STRONG.sub(r"\2", text)
     text = _EMPHASIS.sub(r"\2", text)
     text = _STRIKE.sub(r"\2", text)
@@ -446,6 +458,12 @@ def _html_end(doc: Doc, i: int) -> int:
                 return j
         doc.need()
         return len(lines) - 1
+    return _until_blank(doc, i)
+
+
+def _until_blank(doc: Doc, i: int) -> int:
+    """The index of the last line before the next blank line (an HTML block of the seventh kind, MDX's import/export)."""
+    lines = doc.lines
     j = i
     while j + 1 < len(lines) and not _blank(lines[j + 1]):
         j += 1

@@ -176,6 +176,24 @@ OPTIONS: tuple[Option, ...] = (
         range=(10, 100_000),
         recorded="retrieval",
     ),
+    Option(
+        "include",
+        str,
+        None,
+        "Read only the pages of a walked folder that match this gitignore-style glob (repeatable).",
+        stages=("chunk",),
+        multiple=True,
+        metavar="GLOB",
+    ),
+    Option(
+        "exclude",
+        str,
+        None,
+        "Leave out the files and folders of a walked folder that match this gitignore-style glob (repeatable; wins over --include).",
+        stages=("chunk",),
+        multiple=True,
+        metavar="GLOB",
+    ),
     # rag-embed
     Option(
         "model",

@@ -349,5 +349,15 @@ HEALTH = {
         "reload_error": {"type": ["string", "null"]},
         "busy": {"type": "object"},
         "connections": {"type": ["object", "null"]},
+        "sources": {
+            "type": "object",
+            "description": "The index's source files: how many, which changed or vanished since it was built, and one line saying so (null when none did).",
+            "properties": {
+                "files": {"type": "integer"},
+                "changed": {"type": "array", "items": {"type": "string"}},
+                "vanished": {"type": "array", "items": {"type": "string"}},
+                "notice": {"type": ["string", "null"]},
+            },
+        },
     },
 }

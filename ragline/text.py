@@ -30,12 +30,19 @@ def _body(opener: str) -> str:
 _ERB_BODY, _LIQUID_BODY, _OUTPUT_BODY = _body("<%"), _body(r"\{%"), _body(r"\{\{")
 TEMPLATE_TAG = re.compile(rf"<%{_ERB_BODY}%>|\{{\{{[<%]{_OUTPUT_BODY}[%>]\}}\}}|\{{%{_LIQUID_BODY}%\}}|\{{\{{{_OUTPUT_BODY}\}}\}}")
 # What `strip_templates` scans prose for: an inline code span (code: kept as it is), a Liquid
-# comment block (renders nothing), a raw block (renders its content as written), or a tag.
+# comment block or a capture (renders nothing where it stands), a raw block (renders its content
+# as written), or a tag. A capture keeps its content for elsewhere: ERB's `content_for :sidebar do`
+# for the layout, Liquid's `capture`, Jinja's `macro` and block `set` for a later tag.
 _COMMENT, _END_COMMENT = r"\{%-?\s*comment\s*-?%\}", r"\{%-?\s*endcomment\s*-?%\}"
+_CAPTURE = (
+    r"<%-?\s*content_for\b(?:(?!%>).)*?\bdo\s*-?%>.*?<%-?\s*end\s*-?%>"
+    r"|\{%-?\s*(?P<block>capture|macro)\b(?:(?!%\}).)*%\}.*?\{%-?\s*end(?P=block)\s*-?%\}"
+    r"|\{%-?\s*set\s+[\w.]+\s*-?%\}.*?\{%-?\s*endset\s*-?%\}"
+)
 _RAW, _END_RAW = r"\{%-?\s*raw\s*-?%\}", r"\{%-?\s*endraw\s*-?%\}"
 _TEMPLATE_SCAN = re.compile(
     rf"(?P<code>(?P<ticks>`(?<!``)`*)(?!`){_IN_PARAGRAPH}*?(?<!`)(?P=ticks)(?!`))"  # each branch opens with a literal: re skips ahead
-    rf"|(?P<comment>{_COMMENT}(?:(?!{_COMMENT}).)*?{_END_COMMENT})"
+    rf"|(?P<comment>{_COMMENT}(?:(?!{_COMMENT}).)*?{_END_COMMENT}|{_CAPTURE})"
     rf"|{_RAW}(?P<raw>(?:(?!{_RAW}).)*?){_END_RAW}"
     rf"|(?P<tag>{TEMPLATE_TAG.pattern})",
     re.S,
@@ -140,7 +147,8 @@ def strip_templates(text: str) -> str:
     statement (`<% end %>`, `{% if %}`), a closing tag, an include, partial or embed (they
     render other content, not their argument: `{% include x.html %}`, `<%= partial
     'partials/banner' %>`), a comment (`{% comment %}...{% endcomment %}` with its
-    content). Quoted file paths and URLs show only from a link tag; a keyword argument
+    content), a capture with its content, which shows elsewhere if anywhere (`<% content_for
+    :sidebar do %>...<% end %>` in the layout's sidebar, `{% capture x %}...{% endcapture %}`). Quoted file paths and URLs show only from a link tag; a keyword argument
     only when it is text (`caption="..."`, `alt: '...'`, `content="..."`), even from an
     include. `{% raw %}...{% endraw %}` shows its content as written. Inside a code fence
     or an inline code span a tag is code (`${{ github.sha }}` in a workflow file) and

@@ -73,7 +73,7 @@ class Recorded:
         missing = [i for i, k in enumerate(keys) if k not in self.known]
         if missing:
             if self.real is None:
-                raise KeyError(f"no cached judgement for {keys[missing[0]]}")
+                self.real = LAZY["judge"]()  # a piece the cache has not seen (the code changed since): judged now, and kept
             for i, p in zip(missing, self.real.scores(question, [pieces[i] for i in missing]), strict=True):
                 self.known[keys[i]] = p
         return [self.known[k] for k in keys]
@@ -83,11 +83,19 @@ def judged(
     corpus: str, records: list[dict], generator: rag_answer.Extractive, cache: Path, model: str, threads: int, method: str
 ) -> dict[str, float]:
     """P(yes) of the MOST best pieces of every question, judged once and cached."""
+    made: list[Judge] = []
+
+    def judge() -> Judge:
+        if not made:
+            path, sha = readers.reader_file(model)
+            made.append(Judge(LocalModel(path, threads, 4096, sha, model), method))
+        return made[0]
+
+    LAZY["judge"] = judge
     if cache.exists():
         return json.loads(cache.read_text())
-    path, sha = readers.reader_file(model)
-    local = LocalModel(path, threads, 4096, sha, model)
-    recorder = Recorded({}, Judge(local, method))
+    local = judge().model
+    recorder = Recorded({}, judge())
     generator.judge, generator.judging = recorder, choice.JudgeWeights(pieces=MOST, weight=0.0, floor=0.0)
     start = time.perf_counter()
     for r in records:
@@ -164,6 +172,8 @@ def main() -> None:
             args.method,
         )
         table[corpus] = {p: outcomes(records, golden, generator, known, p) for p in [NONE, *GRID]}
+        cache = ROOT / "build" / "fit-judge" / args.model / args.method / f"{corpus}.json"
+        cache.write_text(json.dumps(known))  # with what was judged afresh
         corpora.append(corpus)
     chosen = choose(table, corpora)
     loco = {}

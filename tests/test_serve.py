@@ -19,6 +19,8 @@ from corpora import TINY, build_index
 from serving import Server, httpx, rebuild, serving, settled, slow_llm
 from stagecli import command, run, stage_env
 
+import rag_index
+
 pytestmark = pytest.mark.serve
 
 SWEEP = "When does the nightly sweep run?"
@@ -85,6 +87,18 @@ def test_answer_is_the_record_rag_answer_writes(client: httpx.Client, index: Pat
     assert strict["refused"] and strict["generator"]["threshold"] == 1.0
 
 
+def test_get_answer_is_the_record_post_answer_and_rag_answer_write(client: httpx.Client, index: Path) -> None:
+    """Issue 31: GET /answer?q= like GET /search, with the same options, limits and errors, and in the OpenAPI document."""
+    got = client.get("/answer", params={"q": SWEEP, "k": 3, "context": 2, "threshold": 0.1})
+    assert got.status_code == 200 and got.headers["content-type"] == "application/json"
+    posted = client.post("/answer", json={"question": SWEEP, "k": 3, "context": 2, "threshold": 0.1}).json()
+    want = cli("rag-answer", index, "--k", "3", "--context", "2", "--threshold", "0.1", SWEEP)[0]
+    assert without_timing(got.json()) == without_timing(posted) == without_timing(want)
+    assert got.json()["schema"] == "answer/1" and "23:40" in got.json()["answer"] and got.json()["generator"]["context"] == 2
+    operation = client.get("/openapi.json").json()["paths"]["/answer"]["get"]
+    assert {p["name"] for p in operation["parameters"]} >= {"q", "k", "threshold", "context", "fusion"}
+
+
 def test_explain_and_health(client: httpx.Client, index: Path) -> None:
     import rag_index
     import rag_search
@@ -99,6 +113,22 @@ def test_explain_and_health(client: httpx.Client, index: Path) -> None:
     assert health["status"] == "ok" and health["model"] == "hash" and health["reload_error"] is None
     assert health["generation"] == (index / "CURRENT").read_text().strip()
     assert health["chunks"] == len(rag_index.load(index).chunks)
+
+
+def test_health_says_which_sources_changed_since_the_build(tmp_path: Path) -> None:
+    """Issue 31: an index whose pages were edited says so in /health, in one line with the rebuild."""
+    index = build_index(tmp_path)
+    page = tmp_path / "corpus" / "settlement.md"
+    with serving(index) as server, server.client() as c:
+        assert c.get("/health").json()["sources"] == {"files": 3, "changed": [], "vanished": [], "notice": None}
+        page.write_text(TINY["settlement"].replace("23:40", "00:15"))
+        (tmp_path / "corpus" / "runbook.md").unlink()
+        got = c.get("/health").json()["sources"]
+        assert (got["changed"], got["vanished"]) == ([str(page)], [str(tmp_path / "corpus" / "runbook.md")])
+        assert got["notice"].endswith(
+            f"since the index was built (2 of 3 sources); rebuild it: {rag_index.rebuild_command(rag_index.load(index))}"
+        )
+        assert c.get("/search", params={"q": SWEEP}).status_code == 200  # still serving what it was built from
 
 
 def test_page_is_served_with_its_policy(client: httpx.Client) -> None:
@@ -126,7 +156,13 @@ CASES = [
     ("unknown chunk to explain in a search", "POST", "/search", {"json": {"question": "x", "explain": "nope"}}, 404),
     ("unknown route", "GET", "/nothing", {}, 404),
     ("method", "DELETE", "/search", {}, 405),
-    ("method on answer", "GET", "/answer", {}, 405),
+    ("method on answer", "DELETE", "/answer", {}, 405),
+    ("no q to answer", "GET", "/answer", {}, 422),
+    ("blank q to answer", "GET", "/answer", {"params": {"q": "  "}}, 422),
+    ("threshold out of range in a GET", "GET", "/answer", {"params": {"q": "x", "threshold": 2}}, 422),
+    ("unknown option in a GET", "GET", "/answer", {"params": {"q": "x", "kk": 3}}, 422),
+    ("both retrievers off in a GET", "GET", "/answer", {"params": {"q": "x", "dense": "false", "sparse": "false"}}, 400),
+    ("question too long to answer", "GET", "/answer", {"params": {"q": "y" * 2001}}, 422),
     ("body over the limit", "POST", "/answer", {"json": {"question": BIG}}, 413),
     ("body over the limit, chunked", "POST", "/search", {"content": iter([b'{"question": "', BIG.encode(), b'"}'])}, 413),
     ("k out of range", "GET", "/search", {"params": {"q": "x", "k": 0}}, 422),

@@ -32,14 +32,15 @@ from selenium.webdriver.common.keys import Keys  # noqa: E402
 from selenium.webdriver.support import expected_conditions as ready  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
+# HTML in prose reads as its text (ragline.markup): in code, a chunk holds it as written, and so the page gets it.
 HOSTILE = (
     """# Hostile
 
 ## Payload notes
 
-The payload notes quote <script>window.pwned = 1</script> as an example of markup.
+The payload notes quote `<script>window.pwned = 1</script>` as an example of markup.
 
-The payload notes also quote <img src="x" onerror="window.pwned = 2"> as an image.
+The payload notes also quote `<img src="x" onerror="window.pwned = 2">` as an image.
 
 ## Dump token
 

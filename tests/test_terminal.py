@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import orjson
 import pytest
 from corpora import TINY, build_index
-from stagecli import command, on_a_terminal, run
+from stagecli import command, on_a_terminal, run, stage_env
 
 import rag_answer
 import rag_search
@@ -91,4 +92,87 @@ def test_search_render_puts_a_long_path_on_its_own_line() -> None:
         "retrieval": {"dense": True, "sparse": True, "rerank": "none", "model": "hash"},
     }
     lines = rag_search.render(record, 70).split("\n")
-    assert lines[3].endswith("c" * 30) and lines[4].strip().startswith("p/p/") and max(map(len, lines)) <= 70
+    assert lines[3].endswith("c" * 30) and max(map(len, lines)) <= 70
+    assert lines[4].strip().startswith(".../p/") and lines[4].endswith("/x.md:1-2")  # shortened from the left, the lines whole
+
+
+# --------------------------------------------------------------------------- file:lines whole, and --text (issue 31)
+
+DEEP = "handbooks/engineering/platform-group/standards/operations/incident-management"
+
+
+@pytest.fixture(scope="module")
+def deep_index(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An index whose files lie six folders down, so that `file:lines` is wider than a footnote's room."""
+    root = tmp_path_factory.mktemp("deep")
+    corpus = root / DEEP
+    corpus.mkdir(parents=True)
+    for name, text in LONG.items():
+        (corpus / f"{name}-and-its-procedures.md").write_text(text)
+    chunks = run("rag-chunk", root / "handbooks").stdout
+    embedded = run("rag-embed", "--model", "hash", stdin=chunks).stdout
+    assert run("rag-index", "--out", root / "idx", stdin=embedded).returncode == 0
+    return root / "idx"
+
+
+PLACE = re.compile(r"([^\s(]+\.md):(\d+)-(\d+)\)?$")
+
+
+@pytest.mark.parametrize("stage", ["rag-answer", "rag-search"])
+def test_file_and_lines_stay_whole_on_an_80_column_terminal(deep_index: Path, stage: str) -> None:
+    lines = on_terminal(80, stage, "--index", deep_index, QUESTION)
+    assert max(len(line) for line in lines) <= 80, "\n".join(line for line in lines if len(line) > 80)
+    places = [m for line in lines if (m := PLACE.search(line))]
+    assert places, "\n".join(lines)
+    for m in places:  # the file's name and its lines whole: the path lost folders from the left, not characters
+        assert m.group(1).startswith(".../") and m.group(1).endswith("-and-its-procedures.md"), m.group()
+    whole = orjson.loads(run(stage, "--index", deep_index, "--json", QUESTION).stdout.splitlines()[0])
+    first = whole["citations"][0] if stage == "rag-answer" else whole["hits"][0]
+    assert f"{first['start_line']}-{first['end_line']}" in places[0].group()
+
+
+@pytest.mark.parametrize("stage", ["rag-answer", "rag-search"])
+def test_text_writes_the_terminal_s_view_to_a_pipe(index: Path, stage: str) -> None:
+    piped = run(stage, "--index", index, "--text", QUESTION, env=stage_env(COLUMNS="80"))
+    assert piped.returncode == 0, piped.stderr
+    untimed = [re.sub(r"\d+ ms$", "N ms", line) for line in piped.stdout.decode().split("\n")]
+    assert untimed == [re.sub(r"\d+ ms$", "N ms", line) for line in on_terminal(80, stage, "--index", index, QUESTION)]
+    assert not piped.stdout.startswith(b"{") and re.search(rb"corpus/\S+\.md:\d+-\d+", piped.stdout)
+    both = run(stage, "--index", index, "--text", "--json", QUESTION)
+    assert both.returncode == 2 and b"--json and --text" in both.stderr
+
+
+def test_place_shortens_the_path_from_the_left_and_never_the_lines() -> None:
+    assert terminal.place("corpus/05-settlement.md", 12, 30, 80) == "corpus/05-settlement.md:12-30"
+    assert terminal.place(str(Path.cwd() / "corpus" / "a.md"), 1, 9, 80) == "corpus/a.md:1-9"  # under the working directory: relative
+    assert terminal.place("/elsewhere/a.md", 1, 9, 80) == "/elsewhere/a.md:1-9"
+    assert terminal.place("a/b/c/d/e/standards/on-call.md", 12, 30, 31) == ".../standards/on-call.md:12-30"
+    long_name = terminal.place("docs/" + "x" * 60 + ".md", 1, 2, 30)
+    assert len(long_name) == 30 and long_name.startswith("...") and long_name.endswith("x.md:1-2")
+
+
+def test_text_piped_fits_the_terminal_its_stderr_is_on(index: Path) -> None:
+    """`rag-answer --text ... | less`: stdout is a pipe, the terminal less shows on is stderr's."""
+    import fcntl
+    import os
+    import pty
+    import struct
+    import subprocess
+    import termios
+
+    leader, follower = pty.openpty()
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 50, 0, 0))
+    env = {k: v for k, v in stage_env().items() if k not in ("COLUMNS", "LINES")}
+    try:
+        done = subprocess.run(
+            [*command("rag-answer"), "--index", str(index), "--text", QUESTION],
+            stdout=subprocess.PIPE,
+            stderr=follower,
+            env=env,
+            timeout=60,
+        )
+    finally:
+        os.close(follower)
+        os.close(leader)
+    lines = done.stdout.decode().split("\n")
+    assert done.returncode == 0 and max(map(len, lines)) <= 50 and max(map(len, lines)) > 40

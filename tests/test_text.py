@@ -90,7 +90,13 @@ class TestErb:
         assert strip_templates("<%= warning_text('Rotate') %>") == "Rotate"
 
     def test_statements_and_comments_show_nothing(self):
-        assert strip_templates("<% content_for :sidebar do %>\n<ul></ul>\n<% end %><%# note %>") == "\n<ul></ul>\n"
+        assert strip_templates("<% if x %>\nShown.\n<% end %><%# note %>") == "\nShown.\n"
+
+    def test_a_capture_shows_nothing_where_it_stands(self):
+        """`content_for :sidebar` fills the layout's sidebar, not the page (the GDS Way's source-code/index)."""
+        assert strip_templates("<% content_for :sidebar do %>\n<ul><li>Nav</li></ul>\n<% end %>\nBody.") == "\nBody."
+        assert strip_templates("{% capture note %}Later{% endcapture %}Now {{ note }}") == "Now "
+        assert strip_templates("{% set intro %}Hi{% endset %}{% set x = 1 %}Text") == "Text"
 
 
 # --------------------------------------------------------------------------- code stays code
@@ -127,10 +133,12 @@ def test_the_answer_quotes_the_channel():
     assert quoted == ["Ask in #team-x and name your project."]
 
 
-def test_the_chunk_text_stays_the_source():
-    source = '# Help\n\nAsk in {% slack_channel "team-x" %}.\n'
+def test_the_chunk_text_is_the_page_as_it_shows():
+    """Issue 31: no markup in a chunk's text; the lines it covers are still the source's."""
+    source = '# Help\n\nAsk in {% slack_channel "team-x" %}.\n\n<%= partial "x" %>\n\nRun `{{ cmd }}`.\n'
     (record,) = rag_chunk.chunk_document(Doc("help", "help.md", source))
-    assert record["text"] == source.rstrip()
+    assert record["text"] == "# Help\n\nAsk in #team-x.\n\nRun `{{ cmd }}`."
+    assert (record["start_line"], record["end_line"]) == (1, 7)
 
 
 # --------------------------------------------------------------------------- headings

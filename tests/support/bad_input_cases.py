@@ -196,6 +196,60 @@ def result_written(d: Path, out: bytes) -> None:
     assert result["schema"] == "eval-result/1" and result["counts"]["questions"] == 3
 
 
+TECH_DOCS = """---
+title: On-call
+---
+
+<%= partial 'partials/banner' %>
+
+# <%= current_page.data.title %>
+
+Paged through <a href="https://x.example" data-proofer-ignore>PagerDuty</a> within 15 minutes.
+
+<%= warning_text('Never silence an alert.') %>
+
+## Handover
+
+Mondays.
+"""
+MDX_PAGE = """import Tabs from '@theme/Tabs';
+export const meta = {owner: 'platform'};
+
+# Deploying
+
+{/* a comment */}
+
+<Tabs>
+  <TabItem value="staging" label="Staging">
+    Staging deploys run on merge.
+  </TabItem>
+</Tabs>
+
+Ask <Highlight color="red">the captain</Highlight>, {'always'}.
+"""
+MARKUP = ("<%", "%>", "import ", "export ", "data-proofer-ignore", "<a ", "</", "{/*", "{'", "<Tabs", "&mdash;", "+++")
+
+
+def shows(doc: str, headings: list[list[str]], *texts: str) -> Callable[[Path, bytes], None]:
+    """verify: the chunks of `doc` have these heading paths, hold these texts, and no markup."""
+
+    def verify(d: Path, out: bytes) -> None:
+        recs = [r for r in lines(out) if r["doc"] == doc]
+        assert [r["headings"] for r in recs] == headings, [r["headings"] for r in recs]
+        whole = "\n".join(r["text"] for r in recs)
+        assert all(t in whole for t in texts), whole
+        assert not [m for m in MARKUP if m in whole], whole
+
+    return verify
+
+
+def symlinked_out(d: Path) -> None:
+    (d / "h").mkdir()
+    (d / "h" / "a.md").write_text("# A\n\nAlpha.\n")
+    (d / "secret.txt").write_text("# Keys\n\nThe signing key.\n")
+    (d / "h" / "key.md").symlink_to(d / "secret.txt")
+
+
 # --------------------------------------------------------------------------- the cases
 
 SCORE = ("score", "--golden", "golden.yaml", "--label", "hash", "--corpus-chunks", "chunks.jsonl", "--out", "result.json")
@@ -278,11 +332,11 @@ BUILD_CASES: list[Case] = [
     ),
     Case("markdown: no such file", "rag-chunk", ("nope.md",), 1, "rag-chunk: nope.md: no such file or directory"),
     Case(
-        "markdown: a directory without *.md",
+        "markdown: a directory without a page",
         "rag-chunk",
         ("notes",),
         1,
-        "rag-chunk: notes: no markdown (*.md, *.markdown) files in this directory",
+        "rag-chunk: notes: no pages (*.md, *.markdown, *.mdx, *.md.erb) in this directory; skipped a.txt: not a page (.txt)",
         write("notes/a.txt", "not markdown"),
     ),
     Case(
@@ -300,6 +354,113 @@ BUILD_CASES: list[Case] = [
         2,
         "Error: no input: pipe markdown into rag-chunk --doc NAME, or name files and directories",
         stdin(TTY),
+    ),
+    # ------------------------------------------------------------------ rag-chunk: the pages of site generators (issue 31)
+    Case(
+        "page: a tech-docs .html.md.erb (front matter, ERB, inline HTML)",
+        "rag-chunk",
+        ("h",),
+        0,
+        "",
+        write("h/on-call.html.md.erb", TECH_DOCS),
+        verify=shows("on-call", [["On-call"], ["On-call", "Handover"]], "PagerDuty within 15 minutes", "Never silence an alert."),
+    ),
+    Case(
+        "page: an MDX page (imports, exports, a component, expressions)",
+        "rag-chunk",
+        ("h",),
+        0,
+        "",
+        write("h/deploys.mdx", MDX_PAGE),
+        verify=shows("deploys", [["Deploying"]], "Staging deploys run on merge.", "Ask the captain, always."),
+    ),
+    Case(
+        "page: a .markdown page with front matter and an entity",
+        "rag-chunk",
+        ("h",),
+        0,
+        "",
+        write("h/backups.markdown", "---\nlayout: page\ntitle: Backups\n---\n\nNightly at 02:00 &mdash; kept 35 days.\n"),
+        verify=shows("backups", [["Backups"]], "Nightly at 02:00 — kept 35 days."),
+    ),
+    Case(
+        "page: Hugo TOML front matter",
+        "rag-chunk",
+        ("h",),
+        0,
+        "",
+        write("h/post.md", '+++\ntitle = "Release train"\n+++\n\nWe ship on Tuesdays.\n'),
+        verify=shows("post", [["Release train"]], "We ship on Tuesdays."),
+    ),
+    Case(
+        "page: TOML front matter that does not parse",
+        "rag-chunk",
+        ("post.md",),
+        1,
+        "rag-chunk: post.md:3: front matter is not valid TOML: …",
+        write("post.md", '+++\ntitle = "Release train"\ndate = = 1\n+++\n\nText.\n'),
+    ),
+    Case(
+        "page: an MDX page of imports alone",
+        "rag-chunk",
+        ("only.mdx",),
+        1,
+        "rag-chunk: no chunks: the input has no text",
+        write("only.mdx", "import A from 'a'\nexport const b = {c: 1}\n\n{/* nothing to read */}\n"),
+    ),
+    Case(
+        "page: an MDX import and an expression never closed",
+        "rag-chunk",
+        ("open.mdx",),
+        0,
+        "",
+        write("open.mdx", "# Open\n\nText {still open.\n\nimport {\n  A,\n"),
+        verify=shows("open", [["Open"]], "Text {still open."),
+    ),
+    Case(
+        "page: an HTML table and a comment never closed",
+        "rag-chunk",
+        ("open.md",),
+        0,
+        "",
+        write("open.md", "# Open\n\n<table><tr><td>Met<td>Tighten\n\n<!-- a comment to the end\n\nnever closed\n"),
+        verify=shows("open", [["Open"]], "| Met | Tighten |"),
+    ),
+    Case(
+        "page: one paragraph of 40,000 sentences and code spans",  # a sentence cut kept out of 40,000 spans: one pass, not 40,000 (minutes)
+        "rag-chunk",
+        ("spans.md",),
+        0,
+        "",
+        write("spans.md", "# Spans\n\n" + " ".join("Word `c` here. Next `d` one." for _ in range(20_000)) + "\n"),
+        verify=count(667),
+    ),
+    Case(
+        "page: 800 runs of backticks, 100,000 unclosed comments and half tags",  # html.parser and a lazy regex took minutes on these
+        "rag-chunk",
+        ("runs.md",),
+        0,
+        "",
+        write(
+            "runs.md",
+            "# Runs\n\n"
+            + " ".join("w" + "`" * n for n in range(1, 800))
+            + "\n\n# Comments\n\n<div>\n"
+            + " ".join("a <!-- b" for _ in range(100_000))
+            + "\n\n# Closers\n\n<div>\n"
+            + " ".join("a </b" for _ in range(100_000))
+            + "\n",
+        ),
+        verify=count(7),
+    ),
+    Case(
+        "page: a file symlinked out of the tree (issue 32, D6)",
+        "rag-chunk",
+        ("h",),
+        0,
+        "rag-chunk: h/key.md: skipped, a symlink out of the tree (…secret.txt)",
+        symlinked_out,
+        verify=count(1),
     ),
     # ------------------------------------------------------------------ rag-embed
     Case(
@@ -471,6 +632,22 @@ BUILD_CASES: list[Case] = [
         1,
         "rag-index: <stdin>:1: vector has a non-finite value (NaN or infinity)",
         first_embedded(with_vector_text(b"1e39")),
+    ),
+    Case(
+        "chunks: a source that is not a file's facts",
+        "rag-index",
+        ("--out", "idx"),
+        1,
+        "rag-index: <stdin>:1: field 'source' must be {root, size, mtime_ns, sha256}, as rag-chunk writes it",
+        first_embedded(lambda r: edit(r, 0, source="corpus/settlement.md")),
+    ),
+    Case(
+        "chunks: one file's chunks from two versions of it",
+        "rag-index",
+        ("--out", "idx"),
+        1,
+        "rag-index: <stdin>:2: the chunks of corpus/… come from two versions of it (chunked at two times): chunk it once",
+        first_embedded(lambda r: edit(r, 1, path=r[0]["path"], source=r[0]["source"] | {"size": 1})),
     ),
     Case(
         "vectors: wrong dimension",

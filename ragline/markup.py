@@ -1,0 +1,326 @@
+"""markup: a page's markdown as its site shows it: template tags, HTML and MDX read as their text.
+
+rag-chunk writes each block of a chunk as `shown(kind, text, mdx)` gives it, so a chunk's text,
+what is embedded and indexed, and what an answer quotes hold the words a reader of the built
+page sees, and no markup:
+
+- template tags (ERB, Liquid/Jinja, Hugo) as they render: `ragline.text.strip_templates`;
+- inline HTML as its text (`inline_html`): `<a href="..." data-proofer-ignore>PagerDuty</a>` is
+  `PagerDuty`, `<img alt="The flow">` its alt text, `<br>` a space, comments, `<script>` and
+  `<style>` nothing, `&mdash;` and the other character references their character. A tag is
+  what CommonMark calls raw HTML (`<5 minutes`, `a < b`, `<https://x>` are not);
+- an HTML block as the text it renders (`html_block`): paragraphs, list items (`- `), table
+  rows (a pipe table, its first row the header) and `<pre>` (a fence) on lines of their own;
+- in an MDX page, JSX components as HTML is (the tags go, the text inside stays),
+  expressions `{...}` as their string literals or nothing (`{/* a comment */}`), and its
+  `import` / `export` lines (a block of their own, `markdown.Doc`'s `mdx`) as nothing.
+
+Code stays as it is written: fences, indented code and code spans (`<div>` in backticks),
+inside a list item or a quote too. Markdown itself stays: a chunk is still markdown.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from collections.abc import Callable
+from html.parser import HTMLParser
+
+from ragline.text import strip_templates
+
+# CommonMark's raw HTML (spec 6.6), and JSX's wider tags for MDX: names with `.` and `:`,
+# attribute values in braces (one level of nesting), spread attributes, fragments.
+_ATTRIBUTE = r"""\s+[A-Za-z_:][\w.:-]*(?:\s*=\s*(?:[^\s"'=<>`]+|'[^']*'|"[^"]*"))?"""
+_BRACES = r"\{(?:[^{}]|\{[^{}]*\})*\}"
+_JSX_ATTRIBUTE = rf"""\s+[A-Za-z_:][\w.:-]*(?:\s*=\s*(?:{_BRACES}|[^\s"'=<>`{{}}]+|'[^']*'|"[^"]*"))?|\s*{_BRACES}"""
+# Each construct that may run on (a comment, a raw element) stops at the next opener of its kind, so an
+# unclosed one costs a scan to the next, not to the text's end: a page of 50,000 of them is one pass.
+_COMMENT = r"<!--(?:-?>|(?:(?!<!--).)*?-->)"
+_RAW = r"<(script|style)\b[^>]*>(?:(?!<(?:script|style)\b).)*?</\1\s*>"
+_TAG = re.compile(rf"(?<!\\)(?:{_RAW}|{_COMMENT}|<[A-Za-z][A-Za-z0-9-]*(?:{_ATTRIBUTE})*\s*/?>|</[A-Za-z][A-Za-z0-9-]*\s*>)", re.S | re.I)
+_JSX_TAG = re.compile(
+    rf"(?<!\\)(?:{_RAW}|{_COMMENT}|<[A-Za-z][\w.:-]*(?:{_JSX_ATTRIBUTE})*\s*/?>|</[A-Za-z][\w.:-]*\s*>|</?>)", re.S | re.I
+)
+_ALT = re.compile(r"""\salt\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s"'=<>`]+))""", re.I)
+_REFERENCE = re.compile(r"&(?:#[0-9]{1,7}|#[xX][0-9A-Fa-f]{1,6}|[A-Za-z][A-Za-z0-9]{1,31});")
+_EXPRESSION = re.compile(rf"(?<!\\){_BRACES}", re.S)
+_STRING = re.compile(r"""\s*(?:"((?:[^"\\]|\\.)*)"|'((?:[^'\\]|\\.)*)'|`([^`$]*)`)\s*""", re.S)
+_JSX_VALUE = re.compile(rf"=\s*{_BRACES}")  # an attribute's value in braces, for the HTML parser
+_TICKS = re.compile(r"`+")
+_BLANK_LINE = re.compile(r"\n[ \t]*\n")
+_FENCE = re.compile(r"^[ \t>]*(`{3,}|~{3,})(.*)$")
+
+
+def _tag_text(match: re.Match[str]) -> str:
+    """What a reader sees of one inline tag: an image's alt text, a space for `<br>`, else nothing."""
+    tag = match.group()
+    name = re.match(r"</?([A-Za-z][\w.:-]*)", tag)
+    if name is None:
+        return ""
+    low = name.group(1).lower()
+    if low == "img" and (alt := _ALT.search(tag)):
+        return next(g for g in alt.groups() if g is not None)
+    return " " if low == "br" else ""
+
+
+def _expression(match: re.Match[str]) -> str:
+    """An MDX expression as it renders: a string literal as its text, anything else (a comment, a variable) as nothing."""
+    literal = _STRING.fullmatch(match.group()[1:-1])
+    if literal is None:
+        return ""
+    return next(g for g in literal.groups() if g is not None)
+
+
+def inline_html(text: str, mdx: bool = False) -> str:
+    """Prose with its inline HTML (and in MDX its JSX and expressions) as the text a reader sees.
+    No code in `text`: `outside_code` hands over the prose alone."""
+    if "<" in text:
+        text = (_JSX_TAG if mdx else _TAG).sub(_tag_text, text)
+    if mdx and "{" in text:
+        text = _EXPRESSION.sub(_expression, text)
+    if "&" in text:
+        text = _REFERENCE.sub(lambda m: html.unescape(m.group()), text)
+    return text
+
+
+def code_spans(text: str) -> list[tuple[int, int]]:
+    """[start, end) of each code span of `text`, in order: a run of backticks up to the next run of as
+    many, within a paragraph (a blank line ends it); a run that no such run closes is text (CommonMark
+    6.1). One pass over the runs, however many there are and however long."""
+    spans: list[tuple[int, int]] = []
+    at = 0
+    for part in [*_BLANK_LINE.finditer(text), None]:
+        end = part.start() if part is not None else len(text)
+        runs = [m.span() for m in _TICKS.finditer(text, at, end)]
+        closer: list[int | None] = [None] * len(runs)
+        last: dict[int, int] = {}
+        for i in range(len(runs) - 1, -1, -1):  # each run's next run of the same length
+            size = runs[i][1] - runs[i][0]
+            closer[i], last[size] = last.get(size), i
+        i = 0
+        while i < len(runs):
+            j = closer[i]
+            if j is None:
+                i += 1
+            else:
+                spans.append((runs[i][0], runs[j][1]))
+                i = j + 1
+        at = part.end() if part is not None else end
+    return spans
+
+
+def outside_code(text: str, prose: Callable[[str], str], code: Callable[[str], str] = lambda span: span) -> str:
+    """`text` with `prose` applied to what is not code and `code` to each code span (its backticks
+    included); fenced lines (a fence at any indentation, as inside a list item or a quote) are kept
+    as they are."""
+    out: list[str] = []
+    run: list[str] = []
+    fence: str | None = None
+
+    def flush() -> None:
+        if run:
+            joined, at, parts = "\n".join(run), 0, []
+            for start, end in code_spans(joined):
+                parts += [prose(joined[at:start]), code(joined[start:end])]
+                at = end
+            out.append("".join([*parts, prose(joined[at:])]))
+            run.clear()
+
+    for line in text.split("\n"):
+        m = _FENCE.match(line)
+        if fence is None and (m is None or (m.group(1)[0] == "`" and "`" in m.group(2))):
+            run.append(line)
+            continue
+        flush()
+        if fence is None:
+            fence = m.group(1)  # type: ignore[union-attr]
+        elif m is not None and m.group(1)[0] == fence[0] and len(m.group(1)) >= len(fence) and not m.group(2).strip():
+            fence = None
+        out.append(line)
+    flush()
+    return "\n".join(out)
+
+
+# --------------------------------------------------------------------------- HTML blocks
+
+_HIDDEN = frozenset("script style template head title noscript".split())
+_BLOCK = frozenset(
+    """p div section article header footer main nav aside h1 h2 h3 h4 h5 h6 ul ol dl dt dd blockquote
+    details summary figure figcaption form fieldset address hr center""".split()
+)
+
+
+class _Text(HTMLParser):
+    """The text an HTML block renders, as markdown lines (see `html_block`)."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.out: list[str] = []
+        self.hidden = 0
+        self.pre = 0
+        self.rows: list[list[str]] | None = None
+        self.cell: list[str] | None = None
+
+    def _lines(self, n: int) -> None:
+        """End what is written with at least `n` line breaks (none at the very start)."""
+        text = "".join(self.out)
+        if text.strip():
+            have = len(text) - len(text.rstrip("\n"))
+            self.out.append("\n" * max(0, n - have))
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag in _HIDDEN:
+            self.hidden += 1
+        elif tag == "table":
+            self.rows = []
+        elif tag == "tr" and self.rows is not None:
+            self._end_cell()
+            self.rows.append([])
+        elif tag in ("td", "th") and self.rows is not None:
+            self._end_cell()  # HTML lets a cell end where the next begins
+            if not self.rows:
+                self.rows.append([])
+            self.cell = []
+        elif tag == "br":
+            self._emit(" " if self.cell is not None else "\n")
+        elif tag == "img":
+            self._emit(next((v for k, v in attrs if k == "alt" and v), ""))
+        elif tag == "li":
+            self._lines(1)
+            self._emit("- ")
+        elif tag == "pre":
+            self._lines(2)
+            self.out.append("```\n")
+            self.pre += 1
+        elif tag in _BLOCK:
+            self._lines(2)
+
+    def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag not in _HIDDEN:
+            self.handle_starttag(tag, attrs)
+            if tag not in ("br", "img", "hr"):
+                self.handle_endtag(tag)
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in _HIDDEN:
+            self.hidden = max(0, self.hidden - 1)
+        elif tag in ("td", "th", "tr"):
+            self._end_cell()
+        elif tag == "table" and self.rows is not None:
+            self._end_cell()
+            rows, self.rows = [r for r in self.rows if r], None
+            if rows:
+                width = max(map(len, rows))
+                rows = [r + [""] * (width - len(r)) for r in rows]
+                self._lines(2)
+                table = [rows[0], ["---"] * width, *rows[1:]]
+                self.out.append("\n".join("| " + " | ".join(r) + " |" for r in table))
+                self._lines(2)
+        elif tag == "pre" and self.pre:
+            self.pre -= 1
+            self._lines(1)
+            self.out.append("```")
+            self._lines(2)
+        elif tag in _BLOCK or tag == "li":
+            self._lines(2 if tag in _BLOCK else 1)
+
+    def _end_cell(self) -> None:
+        if self.cell is not None and self.rows is not None:
+            self.rows[-1].append(" ".join("".join(self.cell).split()).replace("|", "\\|"))
+        self.cell = None
+
+    def handle_data(self, data: str) -> None:
+        if self.pre and self.out and self.out[-1] == "```\n":
+            data = data.removeprefix("\n")  # HTML drops the line break that opens a <pre>
+        if self.pre or data.strip():
+            self._emit(data)
+        elif self.out and not self.out[-1][-1:].isspace():
+            self._emit(" ")  # white space between elements: a space at most, the tags decide the lines
+
+    def _emit(self, text: str) -> None:
+        if self.hidden or not text:
+            return
+        if self.cell is not None:
+            self.cell.append(text)
+        elif self.rows is None or self.pre:
+            self.out.append(text)
+
+    def text(self) -> str:
+        self.close()
+        if self.rows is not None:  # a table never closed: its rows as they are
+            self.handle_endtag("table")
+        return "".join(self.out)
+
+
+def _tags_only(text: str, tags: re.Pattern[str]) -> str:
+    """`text` with each `<` that opens no whole tag or comment escaped (`&lt;`, which reads as `<`),
+    and cut at a comment never closed (a browser shows nothing after it): what is left is whole
+    tags between text, which html.parser reads in one pass (fed half-open ones, `<!--` or `</b`
+    fifty thousand times, it takes minutes)."""
+    out: list[str] = []
+    at = 0
+    for m in [*tags.finditer(text), None]:
+        stray = text[at : m.start() if m is not None else len(text)]
+        if (cut := stray.find("<!--")) >= 0:
+            out.append(stray[:cut].replace("<", "&lt;"))
+            break
+        out.append(stray.replace("<", "&lt;"))
+        if m is None:
+            break
+        out.append(m.group())
+        at = m.end()
+    return "".join(out)
+
+
+def html_block(text: str, mdx: bool = False) -> str:
+    """An HTML block as the text it renders, as markdown: each paragraph, heading or list item its
+    own line or lines, a table a pipe table, `<pre>` a fence, hidden elements (`<script>`,
+    `<style>`, comments) left out; each line flush left (but in `<pre>`), runs of blank lines one. In MDX, JSX
+    attribute values in braces are dropped first and expressions read as `inline_html` reads them."""
+    if mdx:
+        text = re.sub(r"</?>", "", _JSX_VALUE.sub('=""', text))
+    parser = _Text()
+    parser.feed(_tags_only(text, _JSX_TAG if mdx else _TAG))
+    shown = parser.text()
+    if mdx:
+        shown = _EXPRESSION.sub(_expression, shown)
+    lines, fence = [], False
+    for line in shown.split("\n"):  # HTML's indentation is no markdown's: each line flush left, but in <pre>
+        fence ^= line == "```"
+        lines.append(line.rstrip() if fence and line != "```" else line.strip())
+    return re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip("\n")
+
+
+# --------------------------------------------------------------------------- blocks
+
+# Spans a sentence cut must not fall inside (`protected`): a code span, a tag or comment, a template tag.
+_PROTECTED = re.compile(r"<!--(?:(?!<!--).)*?-->|</?[A-Za-z][^<>]*>|<%(?:(?!<%).)*?%>|\{[{%](?:(?!\{[{%]).)*?[%}]\}", re.S)
+
+
+def protected(text: str) -> list[tuple[int, int]]:
+    """[start, end) of each span of `text` that a cut would break, in order, none inside another:
+    code spans (`code_spans`), and outside them tags, comments and template tags."""
+    spans, at = [], 0
+    for start, end in [*code_spans(text), (len(text), len(text))]:
+        spans += [m.span() for m in _PROTECTED.finditer(text, at, start)]
+        if start < end:
+            spans.append((start, end))
+        at = end
+    return spans
+
+
+def shown(kind: str, text: str, mdx: bool = False) -> str:
+    """One block of a page (a `markdown.Block` kind, or a run of a paragraph's sentences) as its
+    site shows it: code as it is, MDX's `esm` lines as nothing, an HTML block by `html_block`,
+    anything else (prose, headings, items, quotes, tables) by `inline_html` outside its code,
+    template tags rendered first (`strip_templates`) in both."""
+    if kind in ("fence", "code"):
+        return text
+    if kind == "esm":
+        return ""
+    text = strip_templates(text)
+    if kind == "html":
+        return html_block(text, mdx)
+    if "<" not in text and "&" not in text and not (mdx and "{" in text):
+        return text
+    return outside_code(text, lambda prose: inline_html(prose, mdx))

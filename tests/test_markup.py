@@ -1,0 +1,174 @@
+"""ragline.markup and the pages of site generators: a chunk's text is the page as it shows, no markup in it.
+
+The page forms of issue 31: a GOV.UK tech-docs page (`.html.md.erb`: front matter, ERB tags, inline
+HTML), a Docusaurus page (`.mdx`: imports, exports, JSX components, expressions), a Jekyll page
+(`.markdown`, front matter), a Hugo page (TOML front matter), and HTML blocks that render text.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from jsonl import parse
+
+import rag_chunk
+from rag_chunk import Doc, chunk_document, main
+from ragline import markdown, markup
+
+TECH_DOCS = """---
+title: On-call and escalation
+review_in: 6 months
+---
+
+<%= partial 'partials/site-banner' %>
+
+# <%= current_page.data.title %>
+
+You are paged through <a href="https://pagerduty.example" data-proofer-ignore>PagerDuty</a> within 15 minutes.
+
+<%= warning_text('Never silence an alert without a ticket.') %>
+
+## Handover
+
+Every Monday at 10:00 in `#ops-handover`.
+"""
+
+MDX = """---
+title: Deploying
+---
+import Tabs from '@theme/Tabs';
+import {
+  TabItem,
+} from '@theme/TabItem';
+export const owner = {team: 'platform'};
+
+# Deploying a service
+
+{/* TODO: rollback screenshots */}
+
+<Tabs groupId="env" values={[{label: 'Staging', value: 'staging'}]}>
+  <TabItem value="staging" label="Staging">
+    Staging deploys run on every merge to `main`.
+  </TabItem>
+  <TabItem value="prod">
+
+Production deploys need **two approvals**, {'always'}.
+
+  </TabItem>
+</Tabs>
+
+Ask <Highlight color="#25c2a0">the release captain</Highlight> first.<br/>
+
+```jsx
+import Tabs from '@theme/Tabs';
+<Tabs groupId="x">{props.code}</Tabs>
+```
+"""
+
+MARKUP = ("<%", "%>", "import {", "import Tabs", "export const", "data-proofer-ignore", "<a ", "</", "{/*", "{'", "<Tabs", "<br")
+
+
+def test_a_tech_docs_page_reads_as_its_site_shows_it() -> None:
+    recs = chunk_document(Doc("standards/on-call", "on-call.html.md.erb", TECH_DOCS))
+    assert [(r["id"], r["headings"]) for r in recs] == [
+        ("standards/on-call#on-call-and-escalation", ["On-call and escalation"]),
+        ("standards/on-call#handover", ["On-call and escalation", "Handover"]),
+    ]
+    assert recs[0]["text"] == (
+        "# On-call and escalation\n\n"  # the front matter's title heads the page, in its heading line too
+        "You are paged through PagerDuty within 15 minutes.\n\n"
+        "Never silence an alert without a ticket."
+    )
+    assert (recs[0]["start_line"], recs[0]["end_line"]) == (8, 12)  # the banner partial shows nothing and opens nothing
+    assert not [m for r in recs for m in MARKUP if m in r["text"]]
+
+
+def test_an_mdx_page_keeps_the_text_of_its_components_and_drops_the_rest() -> None:
+    recs = chunk_document(Doc("docs/deploys", "deploys.mdx", MDX, mdx=True))
+    assert [r["id"] for r in recs] == ["docs/deploys#deploying-a-service"]
+    text = recs[0]["text"]
+    assert text.startswith("# Deploying a service\n\nStaging deploys run on every merge to `main`.\n\n")
+    assert "Production deploys need **two approvals**, always." in text
+    assert "Ask the release captain first." in text
+    prose, code = text.split("```jsx")
+    assert not [m for m in MARKUP if m in prose]
+    assert code == "\nimport Tabs from '@theme/Tabs';\n<Tabs groupId=\"x\">{props.code}</Tabs>\n```"  # code is code
+    assert recs[0]["start_line"] == 10  # the imports and exports open nothing
+
+
+def test_import_lines_are_their_own_block_only_in_mdx() -> None:
+    kinds = [b.kind for b in markdown.scan(Doc("d", "d.mdx", "import X from 'x'\nexport const y = 1\n\nText.\n", mdx=True))]
+    assert kinds == ["esm", "paragraph"]
+    assert [b.kind for b in markdown.scan(Doc("d", "d.md", "import the data from the CSV export\n"))] == ["paragraph"]
+    md = chunk_document(Doc("d", "d.md", "# Data\n\nimport the file {first}.\n"))  # braces in markdown are text
+    assert md[0]["text"] == "# Data\n\nimport the file {first}."
+
+
+def test_inline_html_is_its_text() -> None:
+    assert markup.inline_html('See <a href="x" data-proofer-ignore>PagerDuty</a>.') == "See PagerDuty."
+    assert markup.inline_html('A <img src="f.png" alt="flow chart"> and <kbd>Ctrl</kbd>+<kbd>C</kbd>') == "A flow chart and Ctrl+C"
+    assert markup.inline_html("one<br>two <!-- a note --> three &mdash; &amp; &#39;x&#39;") == "one two  three — & 'x'"
+    assert markup.inline_html("<script>alert(1)</script>kept <style>p{}</style>") == "kept "
+    for text in ("wait <5 minutes", "a < b > c", "<https://x.example>", "<ops@x.example>", "\\<b>", "&nosuch"):
+        assert markup.inline_html(text) == text  # not raw HTML, or no known character reference
+    assert markup.inline_html('<Foo bar={1} {...rest}>x</Foo> {"y"} {z}', mdx=True) == "x y "
+
+
+def test_code_stays_code_in_prose_items_and_quotes() -> None:
+    item = "- Run `<div>` and <b>this</b>\n\n  ```html\n  <div>kept</div>\n  ```\n- &amp;"
+    assert markup.shown("list_item", item) == "- Run `<div>` and this\n\n  ```html\n  <div>kept</div>\n  ```\n- &"
+    assert markup.shown("quote", "> ```\n> <b>code</b>\n> ```\n> <b>prose</b>") == "> ```\n> <b>code</b>\n> ```\n> prose"
+    assert markup.shown("fence", "```\n<b>\n```") == "```\n<b>\n```" and markup.shown("code", "    <b>") == "    <b>"
+
+
+def test_an_html_block_is_the_text_it_renders() -> None:
+    table = "<table>\n  <tr>\n   <td>SLOs\n   </td>\n   <td>Action | next\n   </td>\n  </tr>\n  <tr><td>Met<td>Tighten</tr>\n</table>"
+    assert markup.html_block(table) == "| SLOs | Action \\| next |\n| --- | --- |\n| Met | Tighten |"
+    assert markup.html_block('<a id="first"></a> <!-- Keep previous permalink -->') == ""
+    assert markup.html_block("<details>\n<summary>Why</summary>\nBecause &mdash; so.\n</details>") == "Why\n\nBecause — so."
+    assert markup.html_block("<ul>\n  <li><a href='#a'>One</a></li>\n  <li>Two</li>\n</ul>") == "- One\n- Two"
+    assert markup.html_block("<pre>\n  x = <b>1</b>\n</pre>") == "```\n  x = 1\n```"
+    assert markup.html_block("<div>\n  <p>Hello</p><script>evil()</script>\n</div>") == "Hello"
+    assert markup.html_block('<p><img src="f.png" alt="The flow"><br>Next</p>') == "The flow\nNext"
+
+
+def test_a_sentence_cut_never_falls_inside_a_tag() -> None:
+    """An over-long paragraph is cut at sentences; a cut inside a template tag would leave its halves as markup."""
+    tag = "<%= warning_text('Stop. Then ask. Then wait.') %>"
+    text = "# T\n\n" + " ".join(["Words here."] * 6) + f" {tag} " + " ".join(["More words."] * 6) + "\n"
+    recs = chunk_document(Doc("d", "d.md", text), window=10)
+    assert not [r["text"] for r in recs if "<%" in r["text"] or "%>" in r["text"]]
+    assert any("Stop. Then ask. Then wait." in r["text"] for r in recs)
+
+
+def test_hugo_toml_front_matter_is_read_not_chunked(runner, tmp_path: Path) -> None:
+    (tmp_path / "post.md").write_text('+++\ntitle = "Release train"\ndraft = false\n+++\n\nWe ship on Tuesdays.\n')
+    result = runner.invoke(main, [str(tmp_path / "post.md")])
+    assert result.exit_code == 0, result.stderr
+    (rec,) = parse(result.stdout_bytes)
+    assert (rec["id"], rec["headings"], rec["text"], rec["title"]) == (
+        "post#release-train",
+        ["Release train"],
+        "We ship on Tuesdays.",
+        "Release train",
+    )
+    (tmp_path / "bad.md").write_text('+++\ntitle = "unclosed\n+++\n\nText.\n')
+    result = runner.invoke(main, [str(tmp_path / "bad.md")])
+    assert (result.exit_code, result.stdout) == (1, "")
+    assert result.stderr.startswith(f"rag-chunk: {tmp_path / 'bad.md'}:") and "front matter is not valid TOML" in result.stderr
+
+
+def test_the_folder_of_issue_31_chunks_without_markup(runner, tmp_path: Path) -> None:
+    (tmp_path / "standards").mkdir()
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "standards" / "on-call.html.md.erb").write_text(TECH_DOCS)
+    (tmp_path / "docs" / "deploys.mdx").write_text(MDX)
+    (tmp_path / "docs" / "backups.markdown").write_text("---\ntitle: Backups\n---\n\nBackups run at 02:00 &mdash; kept 35 days.\n")
+    result = runner.invoke(main, [str(tmp_path)])
+    assert result.exit_code == 0, result.stderr
+    recs = parse(result.stdout_bytes)
+    assert [r["doc"] for r in recs] == ["docs/backups", "docs/deploys", "standards/on-call", "standards/on-call"]
+    assert recs[0]["text"] == "Backups run at 02:00 — kept 35 days."
+    prose = [r["text"].split("```")[0] for r in recs]
+    assert not [m for t in prose for m in MARKUP if m in t]
+    assert rag_chunk.page_type("deploys.mdx") == ".mdx"
