@@ -105,7 +105,7 @@ eval *only: model
     if [ -d build/eval/eng-practices/default/idx ]; then just examples; fi
     just tables
 
-# The local reader's runs of `rag-eval plan` (RUNS labelled local-*: the model judging, or writing; hours on two cores), then the tables; `just eval-llm local-judge`: only that one. Needs `just llm-model` (and the 1.5B model for local-judge-1.5b: `just llm-model qwen2.5-coder-1.5b-instruct`).
+# The local reader's runs of `rag-eval plan` (RUNS labelled local-*: the model judging, or writing; hours on two cores), then the tables; `just eval-llm local-judge`: only that one. Needs `just llm-model` (a run on the 1.5B model fetches it).
 eval-llm *only: model llm-model
     mkdir -p build/eval
     runs="{{only}}"; if [ -z "$runs" ]; then runs="$(python3 -c 'from ragline.eval import runs; print(" ".join(runs.LOCAL_RUNS))')"; fi; rag-eval plan $runs > build/eval/plan-llm.tsv

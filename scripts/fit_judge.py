@@ -55,6 +55,7 @@ GRID = [
     for n, w, f in itertools.product((4, 8, 12), (0.5, 1.0, 2.0, 4.0, 8.0), (0.0, 0.02, 0.05, 0.1, 0.2))
 ]
 NONE = choice.JudgeWeights(pieces=0, weight=0.0, floor=0.0)  # the extractive reader alone
+LAZY: dict[str, Any] = {}  # "judge": makes the real judge when the cache lacks a piece
 
 
 class Recorded:

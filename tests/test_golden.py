@@ -15,7 +15,9 @@ from corpora import ROOT, SHARED
 import rag_answer
 import rag_chunk
 import rag_eval
+from ragline import options
 from ragline.answer import choice
+from ragline.answer.local import METHOD
 from ragline.eval import runs as evalruns
 from ragline.eval.golden import Golden, load_golden
 
@@ -209,4 +211,7 @@ def test_the_answer_choice_ships_the_fitted_weights():
 
     fit = json.loads((ROOT / "results" / "answer-fit.json").read_text())
     assert fit["chosen"]["weights"] == dataclasses.asdict(choice.FITTED), "rerun 'just fit-answer' and update choice.FITTED"
+    judge = json.loads((ROOT / "results" / "judge-fit.json").read_text())
+    assert judge["chosen"]["weights"] == dataclasses.asdict(choice.JUDGED), "rerun 'just fit-judge' and update choice.JUDGED"
+    assert (judge["model"], judge["method"]) == (options.default("local_model"), METHOD)  # fitted for what ships
     assert set(fit["leave_one_corpus_out"]) == set(fit["corpora"]) == {"northwind", "eng-practices", "gds-way"}

@@ -158,7 +158,6 @@ RUNS: dict[str, dict[str, Any]] = {
     # the local reader (`just eval-llm`): the model judging the extractive reader's best pieces, or writing the answer
     "local-judge": _variant(llm="local", local_mode="judge"),
     "local-write": _variant(llm="local", local_mode="write"),
-    "local-judge-1.5b": _variant(llm="local", local_mode="judge", local_model="qwen2.5-coder-1.5b-instruct"),
 }
 
 # The runs of the local reader: minutes to hours where the others take seconds, and a model of ~0.5-1.1 GB
