@@ -32,6 +32,8 @@ import rag_index
 from ragline import models
 from ragline.records import StageError
 
+pytestmark = pytest.mark.battery
+
 RECORDS = 4000  # ~0.5-1 s of rag-index: four at once overlap on two cores
 
 

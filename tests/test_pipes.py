@@ -25,6 +25,8 @@ from stagecli import ROOT, command, copy_workspace, lines, live_generation, meas
 
 import rag_chunk
 
+pytestmark = pytest.mark.battery
+
 
 @pytest.fixture(scope="module")
 def ws(tmp_path_factory) -> Path:

@@ -122,7 +122,7 @@ def slow_llm(delay: float = 1.5) -> Iterator[tuple[str, threading.Event]]:
     asked = threading.Event()
     handler = type("Slow", (SlowLLM,), {"delay": delay, "asked": asked})
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)  # a quick shutdown()
     thread.start()
     try:
         yield f"http://127.0.0.1:{httpd.server_address[1]}/v1", asked
