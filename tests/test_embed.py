@@ -433,7 +433,8 @@ def test_spreading_threads_over_batches_or_operators_gives_the_same_vectors(mini
 
 def test_batches_run_at_once_on_as_many_lanes_as_threads(tmp_path):
     """With spread="batches" and two threads, two batches are in run_batch at the same time (and the results
-    come back in batch order); with spread="operators" never more than one."""
+    come back in batch order); with spread="operators" never more than one. The first batch waits until
+    a second has joined it (however slowly the machine starts the second thread), for at most 30 s."""
     import threading
     import time
 
@@ -441,14 +442,17 @@ def test_batches_run_at_once_on_as_many_lanes_as_threads(tmp_path):
     for spread, most in (("batches", 2), ("operators", 1)):
         embedder = OnnxEmbedder(tmp_path, spec, threads=2, spread=spread)
         embedder.__dict__["session"] = object()  # never opened: run_batch is replaced below
-        running, seen, lock = [0], [], threading.Lock()
+        running, seen, joined = [0], [], threading.Condition()
 
-        def run_batch(ids, mask, running=running, seen=seen, lock=lock):
-            with lock:
+        def run_batch(ids, mask, running=running, seen=seen, joined=joined, most=most):
+            with joined:
                 running[0] += 1
                 seen.append(running[0])
-            time.sleep(0.05)
-            with lock:
+                joined.notify_all()
+                if len(seen) == 1:
+                    joined.wait_for(lambda: max(seen) >= most, timeout=30)
+            time.sleep(0.05)  # and holds on a moment: a third batch would find two running
+            with joined:
                 running[0] -= 1
             return np.full((len(ids), 384), float(ids[0][0]), dtype=np.float32)
 

@@ -4,7 +4,8 @@
 its "serving ... at URL" line on stderr and knows its URL; `stop` sends a signal and waits.
 Every run uses the `hash` embedder's indexes, with RAG_MODEL_HOME pointing nowhere.
 A slow stand-in for an OpenAI-protocol server (`slow_llm`) keeps a request in flight for as
-long as a test needs, to test what happens to it meanwhile.
+long as a test needs, to test what happens to it meanwhile: `held=` an event, its reply waits
+until the test sets it, so the request is in flight for certain however busy the machine is.
 """
 
 from __future__ import annotations
@@ -98,16 +99,24 @@ def serving(index: Path, *flags: str, env: dict[str, str] | None = None, files: 
         server.stop()
 
 
+HELD_AT_MOST = 120  # seconds a held reply waits for its event: a test that fails before setting it does not hang
+
+
 class SlowLLM(BaseHTTPRequestHandler):
-    """An OpenAI-protocol chat server that takes `delay` seconds, then quotes the time block [1] names."""
+    """An OpenAI-protocol chat server that takes `delay` seconds (or, `held` given, waits until it is set),
+    then quotes the time block [1] names."""
 
     delay = 1.5
     asked: threading.Event
+    held: threading.Event | None = None
 
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         self.asked.set()
-        time.sleep(self.delay)
+        if self.held is None:
+            time.sleep(self.delay)
+        else:
+            self.held.wait(HELD_AT_MOST)
         prompt = body["messages"][-1]["content"]
         found = re.search(r"\[1\][^\[]*?(\d\d:\d\d)", prompt, re.S)
         send_chat_reply(self, f"The sweep runs at {found.group(1)} [1]." if found else "I could not find that in the handbook.")
@@ -117,16 +126,19 @@ class SlowLLM(BaseHTTPRequestHandler):
 
 
 @contextmanager
-def slow_llm(delay: float = 1.5) -> Iterator[tuple[str, threading.Event]]:
-    """The URL of a SlowLLM on loopback, for RAG_LLM_URL, and an event set when it is first asked."""
+def slow_llm(delay: float = 1.5, held: threading.Event | None = None) -> Iterator[tuple[str, threading.Event]]:
+    """The URL of a SlowLLM on loopback, for RAG_LLM_URL, and an event set when it is first asked.
+    With `held`, every reply waits until that event is set (set on the way out, should the test not)."""
     asked = threading.Event()
-    handler = type("Slow", (SlowLLM,), {"delay": delay, "asked": asked})
+    handler = type("Slow", (SlowLLM,), {"delay": delay, "asked": asked, "held": held})
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)  # a quick shutdown()
     thread.start()
     try:
         yield f"http://127.0.0.1:{httpd.server_address[1]}/v1", asked
     finally:
+        if held is not None:
+            held.set()
         httpd.shutdown()
         httpd.server_close()
 
@@ -142,6 +154,21 @@ def rebuild(corpus: Path, index: Path) -> None:
     done = subprocess.run([*command("rag-index"), "--out", str(index), "--quiet"], stdin=embed.stdout, capture_output=True, env=stage_env())
     embed.stdout.close()
     assert chunk.wait() == 0 and embed.wait() == 0 and done.returncode == 0, done.stderr.decode()
+
+
+def refuses_connections(url: str, timeout: float = 30) -> None:
+    """Wait until a new connection to the server at `url` is refused: it has stopped listening.
+    Until then a probe may be answered, or cut while the listener closes; past `timeout`, an AssertionError."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            httpx.get(url + "/health", timeout=5)
+        except httpx.ConnectError:
+            return
+        except httpx.TransportError:  # accepted just before the listener closed, then dropped: not yet refused
+            pass
+        assert time.monotonic() < deadline, f"the server at {url} still takes new connections {timeout} s on"
+        time.sleep(0.05)
 
 
 def settled(client: httpx.Client, timeout: float = 30) -> dict:
