@@ -91,9 +91,14 @@ screenshot: index
 test: model
     ns=$(if [ "$(id -u)" = 0 ]; then printf %s --net; else printf %s --user --map-root-user --net; fi); if unshare $ns true 2>/dev/null && command -v ip >/dev/null; then unshare $ns sh -c 'ip link set lo up && RAG_OFFLINE=1 python3 -m pytest -q'; else echo "just test: no network namespace here (unshare $ns, ip): the suite runs with the network" >&2; python3 -m pytest -q; fi
 
-# The unit suite only (hash embedder, no model).
+# The fast loop: the suite but its real-model, slow, real-server, process-battery and reference tests
+# (pyproject's markers; docs/development.md says what each holds). `just test` runs them all.
+[doc("The fast loop (under two minutes): the suite without the models, slow, serve, battery and reference tests.")]
 test-fast:
-    python3 -m pytest -q -m "not model and not slow"
+    python3 -m pytest -q -m "not model and not local and not slow and not serve and not battery and not reference"
+
+# Lint, then the fast loop: what to run before a commit.
+check: lint test-fast
 
 # Needs `pip install -e '.[mutate]'`. Mutation testing of the metrics, top-k and fusion, and the citation check, in a temporary copy of the tree: results/mutation.json and its table in docs/development.md.
 mutate:

@@ -58,7 +58,11 @@ from ragline.vectorcache import Cache
 STAGE = "rag-embed"
 DEFAULT_MODEL = options.default("model", "embed")
 WINDOW = 2048  # records read ahead for length-sorted batching; bounds memory
-CACHE_COMMIT = 128  # texts embedded between two commits of the vector cache: what an interrupt can lose
+# What an interrupt can lose: the texts embedded since the last commit of the vector cache, at most CACHE_COMMIT
+# texts and at most COMMIT_CHARS characters (128 texts of 500, the mean length of a handbook's chunks and
+# passages). Counted in texts alone, the first part, its longest texts, held 3.5 times the mean part's characters.
+CACHE_COMMIT = 128
+COMMIT_CHARS = 64_000
 HASH_DIM = 384
 BATCH_SIZE = options.default("batch_size")  # texts per model call (its declaration says what chose it)
 STRIDE = 32  # tokens shared by consecutive windows of a long text (long="windows")
@@ -424,10 +428,13 @@ def record_text(record: dict[str, Any], where: ragline.records.Line, text_field:
 def embed_texts(embedder: Embedder, texts: list[str], *, query: bool, cache: Cache | None = None) -> np.ndarray:
     """Vectors for texts, through the cache where there is one.
 
-    The texts the cache lacks are embedded CACHE_COMMIT at a time, longest first (so
-    each model call still pads little), and each part is committed to the cache as soon
-    as it is embedded: an interrupted run keeps all but the part in flight, and the next
-    run resumes from there.
+    The texts the cache lacks are embedded in parts, longest first (so each model call
+    still pads little), and each part is committed to the cache as soon as it is
+    embedded: an interrupted run keeps all but the part in flight, and the next run
+    resumes from there. A part is at most CACHE_COMMIT texts and COMMIT_CHARS characters
+    (a longer text is a part of its own), so long texts first do not put off the first
+    commit. Which texts share a part moves a vector by a few float32 units in the last
+    place at most (its batch's padding), as a cache hit or a resumed run already did.
     """
     if cache is None:
         return embedder.embed(texts, query=query)
@@ -435,8 +442,7 @@ def embed_texts(embedder: Embedder, texts: list[str], *, query: bool, cache: Cac
     found = cache.get(keys)
     todo = sorted((i for i, k in enumerate(keys) if k not in found), key=lambda i: -len(texts[i]))
     out = np.empty((len(texts), embedder.dim), dtype=np.float32)
-    for start in range(0, len(todo), CACHE_COMMIT):
-        part = todo[start : start + CACHE_COMMIT]
+    for part in _commit_parts(todo, texts):
         fresh = embedder.embed([texts[i] for i in part], query=query)
         out[part] = fresh
         cache.put((keys[i], fresh[j]) for j, i in enumerate(part))
@@ -444,6 +450,21 @@ def embed_texts(embedder: Embedder, texts: list[str], *, query: bool, cache: Cac
         if k in found:
             out[i] = found[k]
     return out
+
+
+def _commit_parts(todo: list[int], texts: list[str]) -> Iterator[list[int]]:
+    """`todo` (indices into texts) cut in order into runs of at most CACHE_COMMIT texts and
+    COMMIT_CHARS characters; a text longer than that is a run of its own."""
+    part: list[int] = []
+    size = 0
+    for i in todo:
+        if part and (len(part) == CACHE_COMMIT or size + len(texts[i]) > COMMIT_CHARS):
+            yield part
+            part, size = [], 0
+        part.append(i)
+        size += len(texts[i])
+    if part:
+        yield part
 
 
 def chunk_sentences(text: str) -> list[str]:

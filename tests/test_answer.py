@@ -337,8 +337,9 @@ class TestLlm:
 
     def test_a_slow_steady_stream_is_timed_per_piece_not_per_reply(self, llm_server):
         url, replies = llm_server
-        replies.append(Stream(["The sweep ", "runs ", "at 23:40 ", "IST [1]."], pause=0.3))  # 1.2 s in all, 0.3 s a piece
-        assert OpenAIChat(url=url, timeout=0.8).generate("when", [ContextBlock(1, self.BLOCKS[0])]) == "The sweep runs at 23:40 IST [1]."
+        # 1.8 s in all, past the timeout; 0.3 s a piece, 1.2 s inside it (room for a busy machine's late thread)
+        replies.append(Stream(["The ", "sweep ", "runs ", "at ", "23:40 ", "IST [1]."], pause=0.3))
+        assert OpenAIChat(url=url, timeout=1.5).generate("when", [ContextBlock(1, self.BLOCKS[0])]) == "The sweep runs at 23:40 IST [1]."
 
     def test_a_stalled_stream_times_out_and_says_what_to_raise(self, llm_server):
         url, replies = llm_server

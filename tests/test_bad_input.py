@@ -95,6 +95,7 @@ def changed(before: dict[str, str], after: dict[str, str]) -> list[str]:
     return sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
 
 
+@pytest.mark.battery
 @pytest.mark.parametrize(
     "case",
     [pytest.param(c, id=c.name, marks=[pytest.mark.xfail(strict=True, reason=c.bug)] if c.bug else []) for c in CASES],
@@ -326,6 +327,7 @@ def cited_only_what_was_sent(record: dict, sent: int) -> list[int]:
     return markers
 
 
+@pytest.mark.battery
 @pytest.mark.parametrize("context", [1, 5])
 def test_hostile_chunk_extractive(hostile, context):
     done = run_stage("rag-answer", "--index", "idx", "--threshold", "0", "--context", str(context), "--json", ASK, cwd=hostile)
@@ -336,6 +338,7 @@ def test_hostile_chunk_extractive(hostile, context):
     assert "\\[9]" in record["answer"] or "\\[7]" in record["answer"], "the chunk's own markers are quoted, inert"
 
 
+@pytest.mark.battery
 def test_hostile_chunk_llm_through_the_pipe(hostile, llm_server):
     url, replies = llm_server
     hits = check(run_stage("rag-search", "--index", "idx", stdin=jl({"id": "q", "question": ASK}), cwd=hostile))

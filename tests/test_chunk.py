@@ -286,6 +286,7 @@ def whole(data: bytes, window: int) -> list[dict] | str:
     return outcome(lambda: chunk_document(Doc("d", "d.md", markdown.decode(data, "d.md")), window))
 
 
+@pytest.mark.slow  # 300 documents streamed in pieces: 10 s at load 3 on two cores
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(awkward_markdown(), st.sampled_from([15, 40, 180]), st.integers(1, 96))
 def test_streaming_a_file_gives_the_whole_document_s_chunks(data, window, piece):

@@ -32,6 +32,8 @@ import rag_index
 from ragline import models
 from ragline.records import StageError
 
+pytestmark = pytest.mark.battery
+
 RECORDS = 4000  # ~0.5-1 s of rag-index: four at once overlap on two cores
 
 
@@ -59,6 +61,19 @@ def index_entries(idx: Path) -> list[str]:
 
 
 # --------------------------------------------------------------------------- two writers
+
+
+def waiting_for_a_lock(proc: subprocess.Popen, timeout: float = 60) -> None:
+    """Wait until `proc` is blocked on a lock another process holds: a `->` line of /proc/locks names its pid."""
+    deadline = time.monotonic() + timeout
+    while True:
+        for line in Path("/proc/locks").read_text().splitlines():
+            fields = line.split()
+            if "->" in fields and fields[fields.index("->") + 4] == str(proc.pid):
+                return
+        assert proc.poll() is None, f"it ended (exit {proc.returncode}) instead of waiting for the lock"
+        assert time.monotonic() < deadline, f"it was not waiting for the lock {timeout} s on"
+        time.sleep(0.02)
 
 
 def test_concurrent_writers_take_turns(tmp_path, corpus):
@@ -103,8 +118,7 @@ def test_a_writer_waits_for_the_one_holding_the_lock_and_names_it(tmp_path, corp
         )
         line = proc.stderr.readline().decode()
         assert line == f"rag-index: {idx}: another rag-index (pid {os.getpid()}) is writing this index; waiting for it to finish\n"
-        time.sleep(0.5)
-        assert proc.poll() is None, "it waits while the lock is held"
+        waiting_for_a_lock(proc)  # it waits while the lock is held
         assert (idx / "CURRENT").read_text() == before
         fcntl.flock(lock, fcntl.LOCK_UN)
     assert proc.wait(timeout=120) == 0
@@ -122,8 +136,7 @@ def test_quiet_waits_without_a_word(tmp_path, corpus):
         proc = subprocess.Popen(
             [*command("rag-index"), "--quiet", "--out", str(idx), str(corpus[0])], env=stage_env(), stderr=subprocess.PIPE
         )
-        time.sleep(1.0)
-        assert proc.poll() is None
+        waiting_for_a_lock(proc)
     assert proc.wait(timeout=120) == 0 and proc.stderr.read() == b""
     proc.stderr.close()
 

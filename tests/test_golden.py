@@ -163,6 +163,7 @@ def test_results_hold_every_run_on_every_corpus_scored_against_its_golden_file()
     assert [c["name"] for c in sweep["corpora"]] == [c.name for c in evalruns.CORPORA]
 
 
+@pytest.mark.slow  # rag-eval table over every result file, paired tests included: 7-10 s at load 3 on two cores
 def test_evaluation_tables_match_the_results():
     """`just tables-check`'s first half: docs/evaluation.md's result tables are what results/ renders."""
     results = [*sorted(str(p) for p in (ROOT / "results").glob("*/*.json")), str(ROOT / "results" / "abstain-sweep.json")]

@@ -25,6 +25,8 @@ from stagecli import ROOT, command, copy_workspace, lines, live_generation, meas
 
 import rag_chunk
 
+pytestmark = pytest.mark.battery
+
 
 @pytest.fixture(scope="module")
 def ws(tmp_path_factory) -> Path:
@@ -235,9 +237,9 @@ def test_chunking_is_linear_in_the_document():
     document chunks in seconds (both were quadratic: about a minute for 5 MB, hours for 50 MB)."""
     text = "".join(f"## Part {n}\n\nThe sweep closes batch {n}. Payouts follow.\n\n" for n in range(20_000))
     text = "# Handbook\n\n" + text + "".join(f"# Appendix {n}\n\n## Part {n}\n\nSame slug, other parent.\n\n" for n in range(2000))
-    start = time.perf_counter()
+    start = time.thread_time()  # CPU time, which other processes on a busy machine do not stretch as they do the wall clock
     records = rag_chunk.chunk_document(rag_chunk.Doc("h", "h.md", text), 180)
-    elapsed = time.perf_counter() - start
+    elapsed = time.thread_time() - start
     assert len(records) == 22_000 and len({r["id"] for r in records}) == 22_000
     assert [records[i]["id"] for i in (0, 1999, 2000, -1)] == [
         "h#handbook--part-0",
@@ -246,7 +248,7 @@ def test_chunking_is_linear_in_the_document():
         "h#appendix-1999--part-1999",
     ]
     assert records[-1]["start_line"] == text.count("\n") - 5 and records[-1]["end_line"] == text.count("\n") - 1
-    assert elapsed < 20, f"{elapsed:.1f} s"
+    assert elapsed < 20, f"{elapsed:.1f} s of CPU"
 
 
 def test_measure_large_script_runs(tmp_path):

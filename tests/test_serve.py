@@ -10,13 +10,12 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import orjson
 import pytest
 from corpora import TINY, build_index
-from serving import Server, httpx, rebuild, serving, settled, slow_llm
+from serving import Server, httpx, rebuild, refuses_connections, serving, settled, slow_llm
 from stagecli import command, run, stage_env
 
 import rag_index
@@ -295,17 +294,17 @@ def _in_flight(server: Server, question: str, out: list) -> threading.Thread:
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "Ctrl-C"])
 def test_signal_finishes_requests_in_flight_and_exits_cleanly(index: Path, sig: int) -> None:
-    with slow_llm(delay=3.0) as (url, asked):
+    release = threading.Event()
+    with slow_llm(held=release) as (url, asked):
         server = Server.start(index, "--llm", "openai", env=stage_env(RAG_LLM_URL=url))
         try:
             got: list = []
             thread = _in_flight(server, SWEEP, got)
-            assert asked.wait(30)  # the request is with the slow generator now
+            assert asked.wait(30)  # the request is with the slow generator now, held there until released
             server.proc.send_signal(sig)
-            time.sleep(0.3)
-            with pytest.raises(httpx.ConnectError):  # no new connection once stopping
-                httpx.get(server.url + "/health", timeout=5)
-            assert thread.is_alive()  # still in flight
+            refuses_connections(server.url)  # no new connection once stopping
+            assert thread.is_alive() and server.proc.poll() is None  # the request still in flight, and the server waits for it
+            release.set()
             thread.join(30)
             code = server.proc.wait(30)
         finally:
@@ -320,19 +319,21 @@ def test_rebuild_while_serving_swaps_generation(tmp_path: Path) -> None:
     index = build_index(tmp_path)
     corpus = tmp_path / "corpus"
     old = (index / "CURRENT").read_text().strip()
-    with slow_llm(delay=8.0) as (url, asked):
+    release = threading.Event()
+    with slow_llm(held=release) as (url, asked):
         server = Server.start(index, "--llm", "openai", env=stage_env(RAG_LLM_URL=url))
         try:
             with server.client() as c:
                 assert c.get("/health").json()["generation"] == old
             got: list = []
-            thread = _in_flight(server, SWEEP, got)  # on the old generation, running through the whole rebuild
+            thread = _in_flight(server, SWEEP, got)  # on the old generation, held in flight through the whole rebuild
             assert asked.wait(30)
             (corpus / "settlement.md").write_text(TINY["settlement"].replace("23:40", "22:15"))
             rebuild(corpus, index)
             new = (index / "CURRENT").read_text().strip()
             assert new != old and not (index / old).exists()  # the old generation's files are gone from the directory
             assert thread.is_alive()  # and the request that started on it is still running
+            release.set()
             thread.join(30)
             with server.client() as c:
                 after = c.post("/answer", json={"question": SWEEP}).json()  # a request swaps before it runs

@@ -9,12 +9,11 @@ import os
 import signal
 import socket
 import threading
-import time
 from pathlib import Path
 
 import pytest
 from corpora import TINY, build_index
-from serving import Server, httpx, rebuild, serving, settled, slow_llm
+from serving import Server, httpx, rebuild, refuses_connections, serving, settled, slow_llm
 from stagecli import run, stage_env
 
 pytestmark = pytest.mark.serve
@@ -120,7 +119,8 @@ def test_a_second_server_on_the_workers_port_is_refused(index: Path) -> None:
 def test_a_signal_to_the_server_finishes_requests_in_flight(index: Path, sig: int) -> None:
     """The signal reaches the parent; each worker stops taking connections, finishes its request and exits;
     the parent exits 0 with the requests of all workers summed, and no worker is left behind."""
-    with slow_llm(delay=3.0) as (url, asked):
+    release = threading.Event()
+    with slow_llm(held=release) as (url, asked):
         server = Server.start(index, "--llm", "openai", "--workers", "2", env=stage_env(RAG_LLM_URL=url))
         try:
             pids = workers_of(server)
@@ -134,12 +134,11 @@ def test_a_signal_to_the_server_finishes_requests_in_flight(index: Path, sig: in
 
             thread = threading.Thread(target=ask)
             thread.start()
-            assert asked.wait(30)
+            assert asked.wait(30)  # with the generator, held there until released
             server.proc.send_signal(sig)
-            time.sleep(0.5)
-            with pytest.raises(httpx.ConnectError):
-                httpx.get(server.url + "/health", timeout=5)
-            assert thread.is_alive()
+            refuses_connections(server.url)  # neither worker takes a new connection
+            assert thread.is_alive() and server.proc.poll() is None  # the request still in flight, and the server waits for it
+            release.set()
             thread.join(30)
             code = server.proc.wait(30)
         finally:

@@ -72,7 +72,8 @@ def llm_server():
             pass
 
     server = HTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    # polled every 50 ms, not serve_forever's 500: shutdown() waits for the next poll, at each test's teardown
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     yield f"http://127.0.0.1:{server.server_port}/v1", replies
     server.shutdown()

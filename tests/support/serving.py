@@ -4,7 +4,8 @@
 its "serving ... at URL" line on stderr and knows its URL; `stop` sends a signal and waits.
 Every run uses the `hash` embedder's indexes, with RAG_MODEL_HOME pointing nowhere.
 A slow stand-in for an OpenAI-protocol server (`slow_llm`) keeps a request in flight for as
-long as a test needs, to test what happens to it meanwhile.
+long as a test needs, to test what happens to it meanwhile: `held=` an event, its reply waits
+until the test sets it, so the request is in flight for certain however busy the machine is.
 """
 
 from __future__ import annotations
@@ -98,9 +99,12 @@ def serving(index: Path, *flags: str, env: dict[str, str] | None = None, files: 
         server.stop()
 
 
+HELD_AT_MOST = 120  # seconds a held reply waits for its event: a test that fails before setting it does not hang
+
+
 class SlowLLM(BaseHTTPRequestHandler):
-    """An OpenAI-protocol chat server that takes `delay` seconds (or, with a `gate`, until it is set), then quotes
-    the time block [1] names; `calls` counts the requests it was sent."""
+    """An OpenAI-protocol chat server that takes `delay` seconds (or, with a `gate`, waits until it is set),
+    then quotes the time block [1] names; `calls` counts the requests it was sent."""
 
     delay = 1.5
     asked: threading.Event
@@ -111,10 +115,10 @@ class SlowLLM(BaseHTTPRequestHandler):
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         self.calls.append(1)
         self.asked.set()
-        if self.gate is not None:
-            self.gate.wait(120)
-        else:
+        if self.gate is None:
             time.sleep(self.delay)
+        else:
+            self.gate.wait(HELD_AT_MOST)
         prompt = body["messages"][-1]["content"]
         found = re.search(r"\[1\][^\[]*?(\d\d:\d\d)", prompt, re.S)
         send_chat_reply(self, f"The sweep runs at {found.group(1)} [1]." if found else "I could not find that in the handbook.")
@@ -127,20 +131,24 @@ class SlowLLM(BaseHTTPRequestHandler):
 def _llm(**attributes: object) -> Iterator[str]:
     handler = type("Slow", (SlowLLM,), attributes)
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)  # a quick shutdown()
     thread.start()
     try:
         yield f"http://127.0.0.1:{httpd.server_address[1]}/v1"
     finally:
+        gate = attributes.get("gate")
+        if isinstance(gate, threading.Event):
+            gate.set()  # set on the way out, should the test not
         httpd.shutdown()
         httpd.server_close()
 
 
 @contextmanager
-def slow_llm(delay: float = 1.5) -> Iterator[tuple[str, threading.Event]]:
-    """The URL of a SlowLLM on loopback, for RAG_LLM_URL, and an event set when it is first asked."""
+def slow_llm(delay: float = 1.5, held: threading.Event | None = None) -> Iterator[tuple[str, threading.Event]]:
+    """The URL of a SlowLLM on loopback, for RAG_LLM_URL, and an event set when it is first asked.
+    With `held`, every reply waits until that event is set (set on the way out, should the test not)."""
     asked = threading.Event()
-    with _llm(delay=delay, asked=asked, calls=[]) as url:
+    with _llm(delay=delay, asked=asked, gate=held, calls=[]) as url:
         yield url, asked
 
 
@@ -149,10 +157,7 @@ def gated_llm() -> Iterator[tuple[str, threading.Event, threading.Event, list[in
     """A SlowLLM that answers each request once `release` is set: (URL, asked, release, calls so far)."""
     asked, release, calls = threading.Event(), threading.Event(), []
     with _llm(asked=asked, gate=release, calls=calls) as url:
-        try:
-            yield url, asked, release, calls
-        finally:
-            release.set()
+        yield url, asked, release, calls
 
 
 def rebuild(corpus: Path, index: Path) -> None:
@@ -166,6 +171,21 @@ def rebuild(corpus: Path, index: Path) -> None:
     done = subprocess.run([*command("rag-index"), "--out", str(index), "--quiet"], stdin=embed.stdout, capture_output=True, env=stage_env())
     embed.stdout.close()
     assert chunk.wait() == 0 and embed.wait() == 0 and done.returncode == 0, done.stderr.decode()
+
+
+def refuses_connections(url: str, timeout: float = 30) -> None:
+    """Wait until a new connection to the server at `url` is refused: it has stopped listening.
+    Until then a probe may be answered, or cut while the listener closes; past `timeout`, an AssertionError."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            httpx.get(url + "/health", timeout=5)
+        except httpx.ConnectError:
+            return
+        except httpx.TransportError:  # accepted just before the listener closed, then dropped: not yet refused
+            pass
+        assert time.monotonic() < deadline, f"the server at {url} still takes new connections {timeout} s on"
+        time.sleep(0.05)
 
 
 def settled(client: httpx.Client, timeout: float = 30) -> dict:

@@ -51,9 +51,21 @@ def command(stage: str) -> list[str]:
     return [sys.executable, str(ROOT / f"{stage.replace('-', '_')}.py")]
 
 
+def environment() -> dict[str, str]:
+    """A copy of os.environ, whole. The bad-input battery starts its cases from worker threads while
+    pytest's own thread sets and deletes PYTEST_CURRENT_TEST at every step; a copy taken meanwhile
+    met a key listed and then gone (KeyError, under load: 14 in 20,000 copies beside such a thread),
+    or a dict that changed size (RuntimeError). Such a copy is taken again."""
+    while True:
+        try:
+            return dict(os.environ)
+        except (KeyError, RuntimeError):
+            continue
+
+
 def stage_env(**extra: str) -> dict[str, str]:
     """The environment without any RAG_* setting of the caller's, models pointed nowhere."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RAG_")}
+    env = {k: v for k, v in environment().items() if not k.startswith("RAG_")}
     env["RAG_MODEL_HOME"] = NO_MODELS
     env.update(extra)
     return env
