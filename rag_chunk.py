@@ -379,13 +379,17 @@ _ATX_LINE = re.compile(r"^( {0,3}#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
 
 def _shown(doc: Doc, spans: list[Block | Unit], begin: int) -> str:
     """A chunk's text as its page shows it: each heading, block or run of sentences by `markup.shown`,
-    the white space between them as it is, a part that shows nothing left out with the space before it.
-    A heading that was nothing but a template expression shows the title it took (`clean_headings`)."""
+    the white space between them as it is, a part that shows nothing left out with one of the spaces
+    beside it, the one of more line breaks (the one before it, where they tie): a paragraph or a line
+    that follows it does not join the text before it. A heading that was nothing but a template
+    expression shows the title it took (`clean_headings`)."""
     out: list[str] = []
     gap: str | None = None
     at = begin
     for span in spans:
-        gap = doc.slice(at, span.start) if gap is None else gap
+        space = doc.slice(at, span.start)
+        if gap is None or space.count("\n") > gap.count("\n"):
+            gap = space
         at = span.end
         source = doc.slice(span.start, span.end)
         text = markup.shown(span.kind, source, doc.mdx)

@@ -218,8 +218,22 @@ _SETEXT = re.compile(r"^ {0,3}(=+|-+)[ \t]*$")
 _THEMATIC = re.compile(r"^ {0,3}([-*_])(?:[ \t]*\1){2,}[ \t]*$")
 _TABLE_DELIM = re.compile(r"^ {0,3}\|?[ \t]*:?-+:?[ \t]*(\|[ \t]*:?-+:?[ \t]*)*\|?[ \t]*$")
 _LIST_ITEM = re.compile(r"^( {0,3})([-*+]|\d{1,9}[.)])([ \t]+|$)")
-_HTML_OPEN = re.compile(r"^ {0,3}<(?:!--|/?[A-Za-z][A-Za-z0-9-]*(?:[\s/>]|$))")
+# CommonMark's HTML blocks (spec 4.6) by their start conditions. Kinds 1 (`<script`, `<pre`, `<style`, `<textarea`),
+# 2 (a comment) and 6 (a tag of a block-level element, by name) interrupt a paragraph. Kind 7, one complete tag of any
+# other name alone on its line, starts a block only where no paragraph goes on: `<b>.`, or `<b> Note` going on in words,
+# is text, in a paragraph (inline HTML). In MDX, kind 7 is JSX's flow: a line of JSX tags alone (the last may go on to
+# the next line), which does interrupt a paragraph (micromark's JSX flow). Kinds 3-5 (`<?`, `<!X`, `<![CDATA[`) are
+# text here, as `markup` reads them.
+_HTML_BLOCK_NAMES = """address article aside base basefont blockquote body caption center col colgroup dd details dialog dir div dl dt
+    fieldset figcaption figure footer form frame frameset h1 h2 h3 h4 h5 h6 head header hr html iframe legend li link main menu
+    menuitem nav noframes ol optgroup option p param search section summary table tbody td tfoot th thead title tr track ul""".split()
 _HTML_RAW = re.compile(r"^ {0,3}<(script|pre|style|textarea)(?:[\s>]|$)", re.IGNORECASE)
+_HTML_INTERRUPTS = re.compile(
+    rf"^ {{0,3}}<(?:!--|(?:script|pre|style|textarea)(?:[\s>]|$)|/?(?:{'|'.join(_HTML_BLOCK_NAMES)})(?:[\s>]|/>|$))", re.IGNORECASE
+)
+_HTML_TAG_LINE = re.compile(rf"^ {{0,3}}(?!</?(?:script|pre|style|textarea)[\s/>])(?:{markup.OPEN_TAG}|{markup.CLOSING_TAG})[ \t]*$")
+_JSX_TAGS = rf"{markup.JSX_OPEN_TAG}|{markup.JSX_CLOSING_TAG}"
+_JSX_LINE = re.compile(rf"^ {{0,3}}(?:(?:{_JSX_TAGS})[ \t]*)*(?:{_JSX_TAGS}|{markup.JSX_OPEN_START}[ \t]*)$")
 _ANCHOR = re.compile(r"\s*\{#([^}\s]+)\}\s*$")
 _ESM = re.compile(r"^(?:import|export)(?=[\s{*])")  # MDX: an ES module statement, up to the next blank line
 
@@ -239,10 +253,20 @@ def _starts_block(doc: Doc, i: int) -> bool:
         or _ATX.match(line)
         or _THEMATIC.match(line)
         or _LIST_ITEM.match(line)
-        or _HTML_OPEN.match(line)
+        or _html_start(doc, line, interrupting=True)
         or line.lstrip().startswith(">")
         or _is_table_start(doc, i)
     )
+
+
+def _html_start(doc: Doc, line: str, interrupting: bool = False) -> bool:
+    """Does `line` open an HTML block (CommonMark's kinds: see _HTML_INTERRUPTS), where it would
+    `interrupt` a paragraph or where none goes on?"""
+    if _HTML_INTERRUPTS.match(line):
+        return True
+    if doc.mdx:
+        return bool(_JSX_LINE.match(line))
+    return not interrupting and bool(_HTML_TAG_LINE.match(line))
 
 
 def _is_table_start(doc: Doc, i: int) -> bool:
@@ -334,7 +358,7 @@ def _scan(doc: Doc, start: int) -> Iterator[Block]:
             yield doc.span("table", i, j)
             i = j + 1
             continue
-        if _HTML_OPEN.match(line):
+        if _html_start(doc, line):
             j = _html_end(doc, i)
             yield doc.span("html", i, j)
             i = j + 1

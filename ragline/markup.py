@@ -37,10 +37,15 @@ _JSX_ATTRIBUTE = rf"""\s+[A-Za-z_:][\w.:-]*(?:\s*=\s*(?:{_BRACES}|[^\s"'=<>`{{}}
 # unclosed one costs a scan to the next, not to the text's end: a page of 50,000 of them is one pass.
 _COMMENT = r"<!--(?:-?>|(?:(?!<!--).)*?-->)"
 _RAW = r"<(script|style)\b[^>]*>(?:(?!<(?:script|style)\b).)*?</\1\s*>"
-_TAG = re.compile(rf"(?<!\\)(?:{_RAW}|{_COMMENT}|<[A-Za-z][A-Za-z0-9-]*(?:{_ATTRIBUTE})*\s*/?>|</[A-Za-z][A-Za-z0-9-]*\s*>)", re.S | re.I)
-_JSX_TAG = re.compile(
-    rf"(?<!\\)(?:{_RAW}|{_COMMENT}|<[A-Za-z][\w.:-]*(?:{_JSX_ATTRIBUTE})*\s*/?>|</[A-Za-z][\w.:-]*\s*>|</?>)", re.S | re.I
-)
+# One open or closing tag, whole (patterns, for `markdown`'s HTML block starts too); JSX_OPEN_START: an open tag's
+# name and attributes with no `>` yet, as a JSX tag that goes on to the next line begins.
+OPEN_TAG = rf"<[A-Za-z][A-Za-z0-9-]*(?:{_ATTRIBUTE})*\s*/?>"
+CLOSING_TAG = r"</[A-Za-z][A-Za-z0-9-]*\s*>"
+JSX_OPEN_START = rf"<[A-Za-z][\w.:-]*(?:{_JSX_ATTRIBUTE})*"
+JSX_OPEN_TAG = rf"{JSX_OPEN_START}\s*/?>"
+JSX_CLOSING_TAG = r"</[A-Za-z][\w.:-]*\s*>|</?>"  # </?>: a fragment
+_TAG = re.compile(rf"(?<!\\)(?:{_RAW}|{_COMMENT}|{OPEN_TAG}|{CLOSING_TAG})", re.S | re.I)
+_JSX_TAG = re.compile(rf"(?<!\\)(?:{_RAW}|{_COMMENT}|{JSX_OPEN_TAG}|{JSX_CLOSING_TAG})", re.S | re.I)
 _ALT = re.compile(r"""\salt\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s"'=<>`]+))""", re.I)
 _REFERENCE = re.compile(r"&(?:#[0-9]{1,7}|#[xX][0-9A-Fa-f]{1,6}|[A-Za-z][A-Za-z0-9]{1,31});")
 _EXPRESSION = re.compile(rf"(?<!\\){_BRACES}", re.S)
@@ -48,6 +53,9 @@ _STRING = re.compile(r"""\s*(?:"((?:[^"\\]|\\.)*)"|'((?:[^'\\]|\\.)*)'|`([^`$]*)
 _JSX_VALUE = re.compile(rf"=\s*{_BRACES}")  # an attribute's value in braces, for the HTML parser
 _TICKS = re.compile(r"`+")
 _BLANK_LINE = re.compile(r"\n[ \t]*\n")
+# Lines within a paragraph that show nothing (a tag alone; a paragraph has no blank line of its own). Not its first or
+# last line: a run of a paragraph's sentences may begin or end inside a line that goes on in the next run.
+_SHOWS_NOTHING = re.compile(r"\n(?:[ \t]*\n)+")
 _FENCE = re.compile(r"^[ \t>]*(`{3,}|~{3,})(.*)$")
 
 
@@ -313,7 +321,8 @@ def shown(kind: str, text: str, mdx: bool = False) -> str:
     """One block of a page (a `markdown.Block` kind, or a run of a paragraph's sentences) as its
     site shows it: code as it is, MDX's `esm` lines as nothing, an HTML block by `html_block`,
     anything else (prose, headings, items, quotes, tables) by `inline_html` outside its code,
-    template tags rendered first (`strip_templates`) in both."""
+    template tags rendered first (`strip_templates`) in both. A line within a paragraph that shows
+    nothing is left out, so it makes no paragraph break."""
     if kind in ("fence", "code"):
         return text
     if kind == "esm":
@@ -321,6 +330,8 @@ def shown(kind: str, text: str, mdx: bool = False) -> str:
     text = strip_templates(text)
     if kind == "html":
         return html_block(text, mdx)
-    if "<" not in text and "&" not in text and not (mdx and "{" in text):
-        return text
-    return outside_code(text, lambda prose: inline_html(prose, mdx))
+    if "<" in text or "&" in text or (mdx and "{" in text):
+        text = outside_code(text, lambda prose: inline_html(prose, mdx))
+    if kind == "paragraph":
+        text = _SHOWS_NOTHING.sub("\n", text)
+    return text
