@@ -9,6 +9,7 @@ import os
 import signal
 import socket
 import threading
+import time
 from pathlib import Path
 
 import pytest
