@@ -128,6 +128,11 @@ eval *only: model
 
 # The local reader's runs of `rag-eval plan` (RUNS labelled local-*: the model judging, or writing; hours on two cores), then the tables; `just eval-llm local-judge`: only that one. Needs `just llm-model` (a run on the 1.5B model fetches it).
 eval-llm *only: model llm-model
+    #!/usr/bin/env bash
+    set -euo pipefail
+    # a question the model has not finished in RAG_LOCAL_TIMEOUT is a refusal: here ten minutes, so the numbers are
+    # the model's, not the machine's load (each record keeps its seconds; the tables show them)
+    export RAG_LOCAL_TIMEOUT="${RAG_LOCAL_TIMEOUT:-600}"
     mkdir -p build/eval
     runs="{{only}}"; if [ -z "$runs" ]; then runs="$(python3 -c 'from ragline.eval import runs; print(" ".join(runs.LOCAL_RUNS))')"; fi; rag-eval plan $runs > build/eval/plan-llm.tsv
     if grep -q 'qwen2.5-coder-1.5b-instruct' build/eval/plan-llm.tsv; then rag-answer --fetch-local-model qwen2.5-coder-1.5b-instruct; fi

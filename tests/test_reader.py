@@ -263,3 +263,17 @@ def test_garbage_from_the_model_is_a_refusal_with_its_reason(reply, reason):
     out = answer(record("How often are keys rotated?", MARKDOWN), LocalWriter(FakeModel(reply=reply)), 0.0)
     assert out["refused"] and out["answer"] == REFUSAL and out["citations"] == []
     assert out["reason"] == reason
+
+
+def test_a_build_that_dies_in_its_first_decode_is_one_line(monkeypatch, tmp_path):
+    """runs_here tries the model in a child: a signal there (AMX on a VM that does not give it) is a message."""
+    from ragline.answer import local
+
+    model = tmp_path / "model.gguf"
+    monkeypatch.setattr(local, "_PROBE", "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)")
+    why = local.runs_here(model)
+    assert why is not None and "died by SIGSEGV" in why and "model.gguf" in why and "\n" not in why
+    monkeypatch.setattr(local, "_PROBE", "import sys; sys.exit('rag-answer: cannot load it')")
+    assert local.runs_here(model) == "rag-answer: cannot load it"
+    monkeypatch.setattr(local, "_PROBE", "pass")
+    assert local.runs_here(model) is None
