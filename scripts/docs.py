@@ -136,12 +136,17 @@ def answer_fit() -> str:
     for corpus in fit["corpora"]:
         mine, hand, out = fit["chosen"]["per_corpus"][corpus], fit["hand"][corpus], fit["leave_one_corpus_out"][corpus]
         other = out["chosen_on_the_others"]
-        differs = {k: v for k, v in other["weights"].items() if weights[k] != v}
         lines.append(
             f"| {corpus} | {mine['answer_ok']:.2f} | {mine['words_p50']:.0f} / {mine['words_p90']:.0f} | {hand['answer_ok']:.2f} "
-            f"| {other['answer_ok']:.2f} | " + (", ".join(f"`{k}` {v:g}" for k, v in differs.items()) if differs else "the same") + " |"
+            f"| {other['answer_ok']:.2f} | {_differs(weights, other['weights'])} |"
         )
     return "\n".join(lines)
+
+
+def _differs(chosen: dict[str, float], other: dict[str, float]) -> str:
+    """A point chosen with a corpus left out, by where it differs from the one chosen on all."""
+    differs = {k: v for k, v in other.items() if chosen[k] != v}
+    return ", ".join(f"`{k}` {v:g}" for k, v in differs.items()) if differs else "the same"
 
 
 def judge_fit() -> str:
@@ -166,12 +171,10 @@ def judge_fit() -> str:
         for corpus in fit["corpora"]:
             mine, alone, left = fit["chosen"]["per_corpus"][corpus], fit["extractive"][corpus], fit["leave_one_corpus_out"][corpus]
             other = left["chosen_on_the_others"]
-            differs = {k: v for k, v in other["weights"].items() if weights[k] != v}
             out.append(
                 f"| {corpus} | {mine['answer_ok']:.2f} | {mine['answer_ok_answerable']:.2f} | {mine['refused_when_unanswerable']:.2f} / "
                 f"{mine['refused_when_answerable']:.2f} | {alone['answer_ok']:.2f}, {alone['answer_ok_answerable']:.2f} | {other['answer_ok']:.2f} | "
-                + (", ".join(f"`{k}` {v:g}" for k, v in differs.items()) if differs else "the same")
-                + " |"
+                f"{_differs(weights, other['weights'])} |"
             )
         out.append("")
     return "\n".join(out).rstrip()
