@@ -654,7 +654,7 @@ def test_a_response_nobody_reads_is_cut_off(index: Path) -> None:
             sock.close()
 
 
-def test_batches_weigh_their_questions_in_the_queue_too() -> None:
+def test_batches_weigh_their_questions_in_the_queue_too(work) -> None:
     """D2: nine POST /answer of 64 questions (k=100, context=50: about 5 s each) were all let in, because nine
     requests fit in the room always kept (WORKERS + QUEUE), and ran one after another: the last waited 41 s. That
     room is counted in questions: the first batch runs, and the next would wait 5 s, past MAX_WAIT: a 429."""
@@ -663,7 +663,7 @@ def test_batches_weigh_their_questions_in_the_queue_too() -> None:
     async def scenario() -> list[str]:
         pool = policy.Pool(max_wait=policy.MAX_WAIT)
         pool.mean_seconds = 0.078  # a question's time in the issue's batches (5 s / 64)
-        return await asyncio.gather(*(_attempt(pool, 0.05, 64) for _ in range(9)))
+        return await asyncio.gather(*(_attempt(pool, work(0.05), 64) for _ in range(9)))
 
     assert asyncio.run(scenario()) == ["ran"] + ["busy"] * 8
 
