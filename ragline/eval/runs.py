@@ -157,7 +157,7 @@ RUNS: dict[str, dict[str, Any]] = {
     **{f"answer-no-{f}": _variant(features=_without(f)) for f in FEATURES},
     # the local reader (`just eval-llm`): the model judging the extractive reader's best pieces, or writing the answer
     "local-judge": _variant(llm="local", local_mode="judge"),
-    "local-write": _variant(llm="local", local_mode="write"),
+    "local-write": _variant(llm="local", local_mode="write", features=[]),  # the writer uses none of the extractive features
 }
 
 # The runs of the local reader: minutes to hours where the others take seconds, and a model of ~0.5-1.1 GB
@@ -202,10 +202,15 @@ def _same(key: str, a: Any, b: Any) -> bool:
 def run_flags(config: dict[str, Any]) -> dict[str, list[str]]:
     """Each stage's flags (STAGES) for a configuration: the flags of every key whose value
     differs from DEFAULT_RUN's, since the stages' defaults are DEFAULT_RUN. A key the
-    configuration lacks takes its `absent` value."""
+    configuration lacks takes its `absent` value. A reader that writes (`local_mode` write, or
+    the OpenAI protocol) uses none of the extractive features and its records show none: no
+    `--off` flags say so."""
     flags: dict[str, list[str]] = {stage: [] for stage in STAGES}
+    writes = config.get("llm") == "openai" or (config.get("llm") == "local" and config.get("local_mode") == "write")
     for key in CONFIG_KEYS:
         value = _value(config, key)
+        if key.name == "features" and writes:
+            continue
         if not _same(key.name, value, DEFAULT_RUN[key.name]):
             for stage in key.stages:
                 flags[stage] += key.flags(value)
