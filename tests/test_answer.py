@@ -296,13 +296,18 @@ class TestLlm:
         url, replies = llm_server
         replies.append("The sweep runs at 23:40 IST [1]. It can be run by hand [5]. Nobody knows why.")
         out = answer(hits_record("when", *self.BLOCKS), OpenAIChat(url=url), 0.0)
-        assert out["answer"] == "The sweep runs at 23:40 IST [1]." and out["dropped"] == 2
+        # [5] was not sent; block 1 supports the sentence, so it is cited to it (recited); the rest is dropped
+        assert out["answer"] == "The sweep runs at 23:40 IST [1].\nIt can be run by hand [1]." and out["dropped"] == 1
+        assert out["recited"] == 1
 
-    def test_reply_without_citations_is_a_refusal(self, llm_server):
+    def test_reply_without_citations_is_cited_where_a_block_supports_it(self, llm_server):
         url, replies = llm_server
         replies.append("The sweep runs at night.")
         out = answer(hits_record("when", *self.BLOCKS), OpenAIChat(url=url), 0.0)
-        assert out["refused"] and out["dropped"] == 1
+        assert out["answer"] == "The sweep runs at night [1]." and out["recited"] == 1 and out["dropped"] == 0
+        replies.append("Chargebacks are disputed by fax.")
+        out = answer(hits_record("when", *self.BLOCKS), OpenAIChat(url=url), 0.0)
+        assert out["refused"] and out["dropped"] == 1 and out["dropped_sentences"][0]["why"] == "cites nothing"
 
     def test_model_refusal(self, llm_server):
         url, replies = llm_server

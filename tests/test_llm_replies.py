@@ -82,7 +82,8 @@ def test_the_check_keeps_less_than_a_valid_marker_alone_would() -> None:
         for row in ROWS
         for sentence in split_sentences(row["raw"])
     )
-    kept = sum(len(checked(row).kept) for row in ROWS)
+    frame = llm.OpenAIChat("http://127.0.0.1:9/v1").frame
+    kept = sum(len(check_citations(row["raw"], sources(row), frame(row["question"])).kept) for row in ROWS)  # no attribution
     assert marked > kept
 
 
@@ -111,7 +112,7 @@ def test_the_answer_record_follows_the_check(row: dict) -> None:
         return
     assert out["dropped"] == len(result.dropped)
     if result.kept:
-        assert not out["refused"] and out["answer"] == "\n".join(result.kept)
-        assert [c["n"] for c in out["citations"]] == result.cited
+        assert not out["refused"] and out["answer"] == rag_answer.renumber("\n".join(result.kept), result.cited)
+        assert [c["rank"] for c in out["citations"]] == result.cited and [c["n"] for c in out["citations"]] == list(range(1, len(result.cited) + 1))
     else:
         assert out["refused"] and out["reason"] == "no sentence survived the citation check" and out["citations"] == []

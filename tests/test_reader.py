@@ -166,9 +166,24 @@ def test_a_sentence_without_a_marker_takes_its_paragraphs():
     checked = check_citations("Deploys need two approvals. That is the rule [1].", SOURCES, written=True)
     assert checked.kept == ["Deploys need two approvals [1]."]
     assert checked.dropped == [("That is the rule [1].", "the cited block holds 0 of its 1 terms")]
-    assert check_citations("Deploys need two approvals.", SOURCES, written=True).dropped == [
-        ("Deploys need two approvals.", "cites nothing")
-    ]
+    assert (
+        check_citations("Deploys need two approvals. That is the rule [1].", SOURCES).dropped[0][1] == "cites nothing"
+    )  # not written: no attribution
+
+
+def test_a_written_sentence_with_no_marker_is_cited_to_the_block_that_supports_it():
+    """The 0.5B model writes the right sentence and no marker (northwind, local-write: 26 of 42
+    questions refused for "no sentence survived", the right sentence dropped as "cites nothing")."""
+    checked = check_citations("Refunds take 5 days to settle.", SOURCES, written=True)
+    assert checked.kept == ["Refunds take 5 days to settle [2]."] and checked.cited == [2]
+    assert checked.recited == [("Refunds take 5 days to settle.", [], 2)]
+    checked = check_citations("Refunds take 9 days to settle. Deploys need two approvals [7].", SOURCES, written=True)
+    assert checked.kept == ["Deploys need two approvals [1]."]  # a marker of no block sent: cited to the one that supports it
+    assert checked.dropped == [("Refunds take 9 days to settle.", "cites nothing")]  # an invented fact: no block supports it
+    assert check_citations("Refunds take 5 days to settle.", SOURCES).dropped == [("Refunds take 5 days to settle.", "cites nothing")]
+
+
+def test_a_quoted_answer_is_not_attributed():
     assert (
         check_citations("Deploys need two approvals. That is the rule [1].", SOURCES).dropped[0][1] == "cites nothing"
     )  # not written: no attribution

@@ -176,8 +176,9 @@ def check_citations(answer: str, sources: Sequence[Source], prompt: Sequence[str
 
     A `written` answer (a model's) is attributed before anything is dropped: a sentence with
     no marker takes the markers of its paragraph (the next marked sentence on its line, else
-    the last one before it), and a sentence its blocks do not support but another block sent
-    does is cited to that block instead (`Checked.recited`); a fragment (fewer than
+    the last one before it), a sentence still without a marker of a block sent is cited to the
+    first block sent that supports it, and a sentence its blocks do not support but another block
+    sent does is cited to that block instead (both in `Checked.recited`); a fragment (fewer than
     MIN_WORDS words, or a heading-like run of capitalised words) is dropped as such. An
     invented fact is still dropped: no block sent supports it.
     """
@@ -192,6 +193,9 @@ def check_citations(answer: str, sources: Sequence[Source], prompt: Sequence[str
         if written and (why := _fragment(sentence)) is not None:
             out.dropped.append((sentence, why))
             continue
+        if not valid and written and (other := _supporter(sentence, sources, prompt)) is not None:
+            out.recited.append((sentence, [], other))  # a written sentence with no marker of a block sent, which one supports
+            sentence, valid = _cite_to(sentence, other), [other]
         if not valid:
             out.dropped.append((sentence, "cites no block that was sent" if numbers else "cites nothing"))
             continue
@@ -200,9 +204,7 @@ def check_citations(answer: str, sources: Sequence[Source], prompt: Sequence[str
             sentence = re.sub(r"\s{2,}", " ", sentence).strip()
         why = unsupported(sentence, sources, valid, prompt)
         if why is not None and written:
-            other = next(
-                (n for n in range(1, n_blocks + 1) if n not in valid and unsupported(sentence, sources, [n], prompt) is None), None
-            )
+            other = _supporter(sentence, sources, prompt, valid)
             if other is not None:
                 out.recited.append((sentence, valid, other))
                 sentence, valid, why = _cite_to(sentence, other), [other], None
@@ -212,6 +214,11 @@ def check_citations(answer: str, sources: Sequence[Source], prompt: Sequence[str
         out.kept.append(sentence)
         out.cited.extend(n for n in valid if n not in out.cited)
     return out
+
+
+def _supporter(sentence: str, sources: Sequence[Source], prompt: Sequence[str], besides: Sequence[int] = ()) -> int | None:
+    """The first block sent (in rank order), other than `besides`, that supports `sentence` alone; None if none does."""
+    return next((n for n in range(1, len(sources) + 1) if n not in besides and unsupported(sentence, sources, [n], prompt) is None), None)
 
 
 MIN_WORDS = 3  # a written sentence of fewer words is a fragment ("[3] Sandbox Accounts"), not an answer
