@@ -113,6 +113,8 @@ def test_the_answer_record_follows_the_check(row: dict) -> None:
     assert out["dropped"] == len(result.dropped)
     if result.kept:
         assert not out["refused"] and out["answer"] == rag_answer.renumber("\n".join(result.kept), result.cited)
-        assert [c["rank"] for c in out["citations"]] == result.cited and [c["n"] for c in out["citations"]] == list(range(1, len(result.cited) + 1))
+        assert [c["rank"] for c in out["citations"]] == result.cited and [c["n"] for c in out["citations"]] == list(
+            range(1, len(result.cited) + 1)
+        )
     else:
         assert out["refused"] and out["reason"] == "no sentence survived the citation check" and out["citations"] == []

@@ -179,7 +179,11 @@ def test_a_written_sentence_with_no_marker_is_cited_to_the_block_that_supports_i
     assert checked.recited == [("Refunds take 5 days to settle.", [], 2)]
     checked = check_citations("Refunds take 9 days to settle. Deploys need two approvals [7].", SOURCES, written=True)
     assert checked.kept == ["Deploys need two approvals [1]."]  # a marker of no block sent: cited to the one that supports it
-    assert checked.dropped == [("Refunds take 9 days to settle.", "cites nothing")]  # an invented fact: no block supports it
+    # an invented fact: it takes its paragraph's marker ([7]) and no block supports it
+    assert checked.dropped == [("Refunds take 9 days to settle [7].", "cites no block that was sent")]
+    assert check_citations("Refunds take 9 days to settle.", SOURCES, written=True).dropped == [
+        ("Refunds take 9 days to settle.", "cites nothing")
+    ]
     assert check_citations("Refunds take 5 days to settle.", SOURCES).dropped == [("Refunds take 5 days to settle.", "cites nothing")]
 
 
