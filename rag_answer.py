@@ -9,7 +9,7 @@ Reads hits records (from rag-search) and writes each back with:
     citations   [{n, chunk_id, doc, path, start_line, end_line, headings}] actually cited
     refused     true when the handbook does not cover the question (or nothing survived)
     reason      why it refused, else null
-    dropped     sentences the citation check removed
+    dropped     sentences the citation check removed (dropped_sentences: each and why)
     generator   {"name", "features", "threshold", "context"}: what generated the answer, the
                 abstain threshold it ran under and how many hits it read
     answer_ms   time spent here
