@@ -4,8 +4,8 @@
     python3 scripts/mutate.py --keep    # also leave the temporary copy, to `mutmut show NAME` in it
 
 Scope: all of ragline/eval/metrics.py; in ragline/ranking.py `topk`, `rrf`, `score_fusion`
-and `dense_scores`; in ragline/answer/citations.py `check_citations`, `escape_markers` and
-the `CITATION` pattern; all of ragline/answer/choice.py (the extractive selection rule). mutmut generates mutants for every function of those files; only the scoped
+and `dense_scores`; in ragline/answer/citations.py `check_citations`, `escape_markers`, the
+written answer's attribution (`_attributed`, `_supporter`) and the `CITATION` pattern; all of ragline/answer/choice.py (the extractive selection rule). mutmut generates mutants for every function of those files; only the scoped
 functions' mutants are run and counted (`mutmut run` with their names).
 
 mutmut rewrites the files it mutates, so it never runs in this tree (others run tests
@@ -48,11 +48,11 @@ ROOT = Path(__file__).resolve().parent.parent
 SCOPE: dict[str, tuple[str, ...] | None] = {  # file -> functions (None: the whole module)
     "ragline/eval/metrics.py": None,
     "ragline/ranking.py": ("topk", "rrf", "score_fusion", "dense_scores"),
-    "ragline/answer/citations.py": ("check_citations", "escape_markers"),
+    "ragline/answer/citations.py": ("check_citations", "escape_markers", "_attributed", "_supporter"),
     "ragline/answer/choice.py": None,
 }
 CONSTANTS = {"ragline/answer/citations.py": ("CITATION",)}  # module-level names, mutated outside mutmut
-TESTS = ["tests/test_metrics.py", "tests/test_search.py", "tests/test_answer.py", "tests/test_choice.py"]
+TESTS = ["tests/test_metrics.py", "tests/test_search.py", "tests/test_answer.py", "tests/test_choice.py", "tests/test_reader.py"]
 CONSTANT_TESTS = {"ragline/answer/citations.py": ["tests/test_answer.py"]}
 PYTEST_ARGS = [
     "-m",
