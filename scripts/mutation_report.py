@@ -198,6 +198,27 @@ LEFT: dict[tuple[str, str], tuple[str, str]] = {
         "equivalent",
         "with k = n the k-th best score is the lowest, so every row survives, as in the other branch",
     ),
+    **{
+        ("ragline/answer/citations.py:check_citations", f"if any(not 1 <= n <= n_blocks for n in numbers):  ->  {new}"): (
+            "harmless",
+            "the branch keeps every marker of a block sent and removes only the others, so entering it where no marker is out of "
+            "range changes nothing but runs of spaces, which a written sentence does not hold",
+        )
+        for new in (
+            "if any(1 <= n <= n_blocks for n in numbers):",
+            "if any(not 2 <= n <= n_blocks for n in numbers):",
+            "if any(not 1 < n <= n_blocks for n in numbers):",
+            "if any(not 1 <= n < n_blocks for n in numbers):",
+        )
+    },
+    (
+        "ragline/answer/citations.py:check_citations",
+        "other = _supporter(sentence, sources, prompt, valid)  ->  other = _supporter(sentence, sources, prompt, )",
+    ): (
+        "equivalent",
+        "the blocks in `valid` together do not support the sentence, and one of them alone holds fewer of its terms and facts "
+        "than all of them, so none of them alone supports it: leaving them out of the search changes nothing",
+    ),
 }
 
 

@@ -296,3 +296,44 @@ def test_a_build_that_dies_in_its_first_decode_is_one_line(monkeypatch, tmp_path
     assert local.runs_here(model) == "rag-answer: cannot load it"
     monkeypatch.setattr(local, "_PROBE", "pass")
     assert local.runs_here(model) is None
+
+
+THREE = [*SOURCES, Source("Deploys need two approvals and refunds take 5 days to settle.", ("Both",))]
+
+
+@pytest.mark.parametrize(
+    ("reply", "kept"),
+    [
+        # the next marked sentence on its line gives its markers, before the last one before it
+        (
+            "Refunds take 5 days to settle [2]. Deploys need two approvals. Refunds take 5 days to settle [3].",
+            "Deploys need two approvals [3].",
+        ),
+        # else the last marked sentence before it on the line
+        (
+            "Refunds take 5 days to settle [2]. Deploys need two approvals [1]. Refunds take 5 days to settle [3]. Deploys need two approvals.",
+            "Deploys need two approvals [3].",
+        ),
+        # never a sentence of another line: there, the first block that supports it
+        ("Deploys need two approvals [3].\nRefunds take 5 days to settle.", "Refunds take 5 days to settle [2]."),
+        # nor a marked sentence of a later line
+        (
+            "Refunds take 5 days to settle.\nDeploys need two approvals and refunds take 5 days to settle [3].",
+            "Refunds take 5 days to settle [2].",
+        ),
+        # every marker of the donor, as it wrote them
+        (
+            "Deploys need two approvals. Deploys need two approvals and refunds take 5 days to settle [1][3].",
+            "Deploys need two approvals [1][3].",
+        ),
+    ],
+)
+def test_a_sentence_takes_the_markers_of_its_paragraph(reply, kept):
+    assert kept in check_citations(reply, THREE, written=True).kept
+
+
+def test_a_sentence_that_repeats_the_prompt_is_cited_to_no_block():
+    guide = [Source("Write the answer to each question from the blocks you were sent.", ("Guide",))]
+    checked = check_citations("Answer the question from the blocks.", guide, ("Answer the question from the blocks below.",), written=True)
+    assert checked.kept == [] and checked.dropped == [("Answer the question from the blocks.", "cites nothing")]
+    assert check_citations("Answer the question from the blocks.", guide, written=True).kept  # no prompt: the block supports it
