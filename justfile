@@ -120,13 +120,13 @@ fmt:
 eval *only: model
     rm -rf build/eval && mkdir -p build/eval
     rag-eval plan {{only}} > build/eval/plan.tsv
-    total=$(wc -l < build/eval/plan.tsv); n=0; start=$SECONDS; tr '\t' '\037' < build/eval/plan.tsv | while IFS=$'\037' read -r corpus label docs golden chunk embed index search answer; do n=$((n + 1)); echo "just eval: run $n of $total: $label on $corpus ($((SECONDS - start)) s so far)" >&2; just _run "$corpus" "$label" "$docs" "$golden" "$chunk" "$embed" "$index" "$search" "$answer" < /dev/null; done
+    just _runs build/eval/plan.tsv eval
     if [ -z "{{only}}" ]; then just eval-qint8; fi
     rag-eval sweep results/*/threshold-0.json --out results/abstain-sweep.json --plot results/abstain-sweep.png
     if [ -d build/eval/eng-practices/default/idx ]; then just examples; fi
     just tables
 
-# The local reader's runs of `rag-eval plan` (RUNS labelled local-*: the model judging, or writing; hours on two cores), then the tables; `just eval-llm local-judge`: only that one. Needs `just llm-model` (a run on the 1.5B model fetches it).
+# The local reader's runs of `rag-eval plan` (RUNS labelled local-*: the model judging, or writing; hours on two cores), then the tables; `just eval-llm local-judge`: only that one. Needs `just llm-model`.
 eval-llm *only: model llm-model
     #!/usr/bin/env bash
     set -euo pipefail
@@ -135,13 +135,17 @@ eval-llm *only: model llm-model
     export RAG_LOCAL_TIMEOUT="${RAG_LOCAL_TIMEOUT:-600}"
     mkdir -p build/eval
     runs="{{only}}"; if [ -z "$runs" ]; then runs="$(python3 -c 'from ragline.eval import runs; print(" ".join(runs.LOCAL_RUNS))')"; fi; rag-eval plan $runs > build/eval/plan-llm.tsv
-    if grep -q 'qwen2.5-coder-1.5b-instruct' build/eval/plan-llm.tsv; then rag-answer --fetch-local-model qwen2.5-coder-1.5b-instruct; fi
-    total=$(wc -l < build/eval/plan-llm.tsv); n=0; start=$SECONDS; tr '\t' '\037' < build/eval/plan-llm.tsv | while IFS=$'\037' read -r corpus label docs golden chunk embed index search answer; do n=$((n + 1)); echo "just eval-llm: run $n of $total: $label on $corpus ($((SECONDS - start)) s so far)" >&2; just _run "$corpus" "$label" "$docs" "$golden" "$chunk" "$embed" "$index" "$search" "$answer" < /dev/null; done
+    just _runs build/eval/plan-llm.tsv eval-llm
     just tables
 
 [doc("The default configuration on the int8-arithmetic model file (RAG_MODEL_WEIGHTS=qint8), labelled qint8: a row of docs/evaluation.md's tables, paired-tested against default.")]
 eval-qint8: model
     rag-eval plan default | tr '\t' '\037' | while IFS=$'\037' read -r corpus label docs golden chunk embed index search answer; do RAG_MODEL_WEIGHTS=qint8 just _run "$corpus" qint8 "$docs" "$golden" "$chunk" "$embed" "$index" "$search" "$answer" < /dev/null; done
+
+# Each run of a plan file (`rag-eval plan`'s TSV), one after another, saying which (as `just NAME`).
+[private]
+_runs plan name:
+    total=$(wc -l < "{{plan}}"); n=0; start=$SECONDS; tr '\t' '\037' < "{{plan}}" | while IFS=$'\037' read -r corpus label docs golden chunk embed index search answer; do n=$((n + 1)); echo "just {{name}}: run $n of $total: $label on $corpus ($((SECONDS - start)) s so far)" >&2; just _run "$corpus" "$label" "$docs" "$golden" "$chunk" "$embed" "$index" "$search" "$answer" < /dev/null; done
 
 # One run (a line of `rag-eval plan`): chunk, embed, index into WORK/CORPUS/LABEL, search, answer, score into OUT/CORPUS/LABEL.json.
 _run corpus label docs golden chunk="" embed="" index="" search="" answer="" out="results" work="build/eval":
