@@ -76,6 +76,7 @@ import ragline.mcpserver
 import ragline.options
 import ragline.records
 from ragline import serving
+from ragline.answer.reader import Reader
 from ragline.records import StageError
 
 STAGE = "rag-serve"
@@ -113,7 +114,7 @@ class Engine:
     generation: str
     index: rag_index.Index
     embedder: rag_embed.Embedder
-    generator: rag_answer.Generator
+    generator: Reader
     searchers: dict[rag_search.Config, rag_search.Searcher] = field(default_factory=dict)
     chunk_ids: frozenset[str] = frozenset()
     watch: Any = None  # the index's source files (`rag_index.watch`), for /health
@@ -181,7 +182,7 @@ def open_engine(settings: Settings, embedder: rag_embed.Embedder | None = None) 
     s = settings.search
     if embedder is None or embedder.name != built or embedder.sha256 != index.manifest.get("model_sha256", embedder.sha256):
         embedder = rag_embed.load_embedder(s.model or built, threads=s.threads)
-    generator = rag_answer.make_generator(settings.answering, index, embedder)
+    generator = rag_answer.make_reader(settings.answering, index, embedder)
     engine = Engine(settings, before or "", index, embedder, generator, chunk_ids=frozenset(index.ids), watch=rag_index.watch(index))
     engine.searcher({})  # the default configuration is checked (model, dimensions) before the first request
     return engine

@@ -3,7 +3,7 @@
 The golden questions of golden.yaml (all of them, or the first of each kind with --quick) go
 through `rag-answer --index IDX --json Q...` once per reader, on an index of the Northwind
 handbook built here, with the shipped settings: the extractive default, and the local model
-(`--llm local`) as judge and as writer; the 1.5B model as judge where it is in the model cache.
+(every reader of `ragline.answer.reader.REGISTRY` that needs no server); the 1.5B model as judge where it is in the model cache.
 Per reader: the seconds a question inside rag-answer (each record's `answer_ms`, median and
 90th percentile; the model's load is once a process and not counted), the prompt and generated
 tokens a question (`llm_tokens`), and the tokens a second the model read while answering.
@@ -32,15 +32,24 @@ import yaml
 
 from bench.harness import ROOT, bin_path, child_env, median, shell, target
 
-READERS = {  # name -> rag-answer's flags, the local model it needs (None: none)
-    "extractive": ([], None),
-    "local judge (0.5B)": (["--llm", "local", "--local-mode", "judge"], "qwen2.5-coder-0.5b-instruct"),
-    "local write (0.5B)": (["--llm", "local", "--local-mode", "write"], "qwen2.5-coder-0.5b-instruct"),
-    "local judge (1.5B)": (
-        ["--llm", "local", "--local-mode", "judge", "--local-model", "qwen2.5-coder-1.5b-instruct"],
-        "qwen2.5-coder-1.5b-instruct",
-    ),
-}
+SMALL, LARGE = "qwen2.5-coder-0.5b-instruct", "qwen2.5-coder-1.5b-instruct"
+
+
+def readers() -> dict[str, tuple[list[str], str | None]]:
+    """Row name -> rag-answer's flags and the local model it needs (None: none): every reader of the
+    registry that runs here without a server (`Kind.server`), a local one on the 0.5B model, and
+    the judge on the 1.5B model too, where that is in the model cache."""
+    from ragline.answer.reader import REGISTRY
+
+    rows: dict[str, tuple[list[str], str | None]] = {}
+    for kind in REGISTRY.values():
+        if kind.server:
+            continue
+        rows[f"{kind.name} (0.5B)" if kind.local else kind.name] = (["--reader", kind.name], SMALL if kind.local else None)
+    rows["judge (1.5B)"] = (["--reader", "judge", "--local-model", LARGE], LARGE)
+    return rows
+
+
 TARGET_SECONDS = 8.0
 
 
@@ -58,10 +67,10 @@ def questions(everything: bool) -> list[str]:
 
 def llama_limit(model: str, runs: int) -> dict[str, float]:
     """pp512 and tg128 tokens a second of the model file through llama.cpp (the reader's own library), medians."""
-    from ragline import readers
+    from ragline import local_models
     from ragline.answer.local import LocalModel
 
-    path, sha = readers.reader_file(model)
+    path, sha = local_models.model_file(model)
     lm = LocalModel(path, 0, 4096, sha, model)
     tokens = (lm.tokenize("The quick brown fox jumps over the lazy dog. " * 60, special=False) * 2)[:512]
     pp, tg = [], []
@@ -81,7 +90,7 @@ def llama_limit(model: str, runs: int) -> dict[str, float]:
 
 
 def run(sizes: dict[str, Any]) -> dict[str, Any]:
-    from ragline import readers
+    from ragline import local_models
 
     fig: dict[str, Any] = {"readers": {}, "limits": {}}
     targets: list[dict[str, Any]] = []
@@ -91,8 +100,8 @@ def run(sizes: dict[str, Any]) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="ragline-bench-reader-") as tmp:
         idx = Path(tmp) / "idx"
         shell(f"{bin_path('rag-chunk')} {ROOT / 'corpus'} | {bin_path('rag-embed')} --quiet | {bin_path('rag-index')} --out {idx}", env)
-        for name, (flags, model) in READERS.items():
-            if model is not None and not readers.usable(model):
+        for name, (flags, model) in readers().items():
+            if model is not None and not local_models.usable(model):
                 notes.append(f"{name}: {model} is not in the model cache ('just llm-model {model}'): its row is left out")
                 continue
             done = subprocess.run([bin_path("rag-answer"), "--index", str(idx), *flags, "--json", *asked], capture_output=True, env=env)

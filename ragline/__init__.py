@@ -1,8 +1,10 @@
 """ragline: the shared parts of the ragline stages (the `rag_*.py` files beside this package).
 
-One module per concept (docs/design.md lists them): `records`, `text`, `markdown`, `options`,
-`bm25`, `ranking`, `abstain`, `models`, `vectorcache`, `progress`, `terminal`; rag-serve's
-`api`, `serving`, `prefork`, `mcpserver`, `page`; `eval/` and `answer/`. Nothing in the
+One module per concept (docs/design.md lists them, and tests/test_docs.py holds it to the tree):
+`records`, `text`, `markup`, `markdown`, `globs`, `sources`, `options`, `bm25`, `ranking`,
+`abstain`, `models`, `local_models`, `vectorcache`, `progress`, `terminal`; rag-serve's `api`,
+`serving`, `prefork`, `mcpserver`, `page`; `eval/` and `answer/` (every reader, one module
+each, behind `answer.reader`'s protocol and registry). Nothing in the
 package imports a stage, and importing it loads nothing. The one exception is below: the
 console scripts, each of which imports its stage by name when it is run.
 """

@@ -50,6 +50,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from ragline.answer import reader
 from ragline.records import ANSWER_FEATURES
 
 PIPELINE = ("chunk", "embed", "index", "search", "answer")  # the stages in pipeline order (rag-eval's flag columns)
@@ -81,7 +82,7 @@ class Option:
     env: str | None = None
     stages: tuple[str, ...] = ()
     range: tuple[Any, Any] | None = None
-    choices: tuple[str, ...] | None = None
+    choices: tuple[str, ...] | Callable[[], tuple[str, ...]] | None = None  # a callable: read each time they are asked
     param: str | None = None
     path: str | None = None
     required: bool = False
@@ -97,6 +98,11 @@ class Option:
         if not self.flags:  # --name, or --name/--no-name for a switch
             flag = "--" + self.name.replace("_", "-")
             object.__setattr__(self, "flags", (f"{flag}/--no-{flag[2:]}" if self.type is bool else flag,))
+
+    @property
+    def choice_names(self) -> tuple[str, ...] | None:
+        """The choices as they are now (a callable's read at this moment)."""
+        return self.choices() if callable(self.choices) else self.choices
 
     @property
     def parameter(self) -> str:
@@ -119,7 +125,9 @@ class Option:
         import click
 
         kind: Any = None
-        if self.choices is not None:
+        if callable(self.choices):
+            kind = _LiveChoice(self.choices)
+        elif self.choices is not None:
             kind = click.Choice(self.choices)
         elif self.range is not None:
             kind = (click.IntRange if self.type is int else click.FloatRange)(*self.range)
@@ -151,12 +159,37 @@ class Option:
 
     def check(self, value: Any) -> str | None:
         """Why `value` is outside the declared choices or range, else None."""
-        if self.choices is not None and value not in self.choices:
-            return f"{self.flag} must be one of {', '.join(self.choices)}, got {value!r}"
+        if (names := self.choice_names) is not None and value not in names:
+            return f"{self.flag} must be one of {', '.join(names)}, got {value!r}"
         if self.range is not None and not self.range[0] <= value <= self.range[1]:
             low, high = self.range
             return f"{self.flag} must be between {low:g} and {high:g}, got {value:g}"
         return None
+
+
+def _live_choice() -> type:
+    import click
+
+    class LiveChoice(click.Choice):
+        """click's Choice over choices read each time they are asked (a registry's names)."""
+
+        def __init__(self, source: Callable[[], tuple[str, ...]]):
+            self.source = source
+            super().__init__((), case_sensitive=True)
+
+        @property
+        def choices(self) -> tuple[str, ...]:
+            return self.source()
+
+        @choices.setter
+        def choices(self, value: Any) -> None:  # click's __init__ sets them; the source wins
+            pass
+
+    return LiveChoice
+
+
+def _LiveChoice(source: Callable[[], tuple[str, ...]]) -> Any:
+    return _live_choice()(source)
 
 
 # --------------------------------------------------------------------------- the declarations
@@ -444,34 +477,24 @@ OPTIONS: tuple[Option, ...] = (
         range=(1, 64),
     ),
     # rag-answer, and rag-serve, whose defaults they are
+    # the choices are the registry's (`ragline.answer.reader.REGISTRY`), read when asked: a reader registered is a choice
     Option(
-        "llm",
+        "reader",
         str,
         "extractive",
-        "The reader: quote the handbook (extractive), run a local model in this process (local), or ask an OpenAI-protocol server to write (openai).",
-        env="RAG_LLM",
+        "The reader: " + "; ".join(f"{k.name}: {k.help}" for k in reader.REGISTRY.values()) + ".",
+        env="RAG_READER",
         stages=ANSWERING,
-        choices=("extractive", "local", "openai"),
+        choices=reader.names,
         summary="The reader.",
         recorded="generator",
         absent="extractive",
     ),
     Option(
-        "local_mode",
-        str,
-        "judge",
-        "--llm local: the model judges which pieces answer and the answer quotes them (judge), or it writes the answer (write).",
-        env="RAG_LOCAL_MODE",
-        stages=ANSWERING,
-        choices=("judge", "write"),
-        recorded="generator",
-        absent="judge",
-    ),
-    Option(
         "local_model",
         str,
         "qwen2.5-coder-0.5b-instruct",
-        "--llm local: a known model's name (fetched by `just llm-model`) or a GGUF file's path.",
+        "The judge, span and write readers: a known model's name (fetched by `just llm-model`) or a GGUF file's path.",
         env="RAG_LOCAL_MODEL",
         stages=ANSWERING,
         recorded="generator",
@@ -481,7 +504,7 @@ OPTIONS: tuple[Option, ...] = (
         "local_threads",
         int,
         0,
-        "--llm local: llama.cpp's threads (0: one per core).",
+        "The local model: llama.cpp's threads (0: one per core).",
         env="RAG_LOCAL_THREADS",
         stages=ANSWERING,
         range=(0, 256),
@@ -491,7 +514,7 @@ OPTIONS: tuple[Option, ...] = (
         "local_context",
         int,
         4096,
-        "--llm local: the model's context, in tokens (the prompt and every piece judged at once).",
+        "The local model's context, in tokens (the prompt and every piece judged at once).",
         env="RAG_LOCAL_CONTEXT",
         stages=ANSWERING,
         range=(512, 32768),
@@ -562,22 +585,31 @@ VARIABLES: tuple[Variable, ...] = (
         "The model file: the derived float32 one, the shipped `int8` one, or the int8-arithmetic `qint8` one derived from the float32 one.",
         ("embed", *SEARCHING),
     ),
-    Variable("RAG_LLM_URL", "", "`--llm openai`: the API base of an OpenAI-protocol server (required).", ANSWERING),
-    Variable("RAG_LLM_MODEL", "`default`", "`--llm openai`: the model name sent.", ANSWERING),
-    Variable("RAG_LLM_KEY", "", "`--llm openai`: a bearer key.", ANSWERING),
-    Variable("RAG_LLM_TIMEOUT", "60", "`--llm openai`: the longest wait, in seconds, for the next piece of the streamed reply.", ANSWERING),
+    Variable("RAG_LLM_URL", "", "`--reader openai`: the API base of an OpenAI-protocol server (required).", ANSWERING),
+    Variable("RAG_LLM_MODEL", "`default`", "`--reader openai`: the model name sent.", ANSWERING),
+    Variable("RAG_LLM_KEY", "", "`--reader openai`: a bearer key.", ANSWERING),
+    Variable(
+        "RAG_LLM_TIMEOUT", "60", "`--reader openai`: the longest wait, in seconds, for the next piece of the streamed reply.", ANSWERING
+    ),
     Variable(
         "RAG_LLM_MAX_TOKENS",
-        "`ragline.answer.llm.MAX_TOKENS`",
-        "`--llm openai`, `--llm local --local-mode write`: the most tokens a written answer may have.",
+        "`ragline.answer.prompt.MAX_TOKENS`",
+        "`--reader openai`, `--reader write`: the most tokens a written answer may have.",
         ANSWERING,
     ),
     Variable(
         "RAG_LOCAL_TIMEOUT",
         "60",
-        "`--llm local`: the longest a question's model work may take, in seconds; past it, a refusal saying so.",
+        "`--reader write`: the longest a question's writing may take, in seconds; past it, a refusal saying so.",
         ANSWERING,
     ),
+    Variable(
+        "RAG_LLM",
+        "",
+        "Before `--reader`: `extractive`, `local` or `openai`; read only where RAG_READER and `--reader` are not set.",
+        ANSWERING,
+    ),
+    Variable("RAG_LOCAL_MODE", "", "Before `--reader`: with RAG_LLM=local, `judge` or `write`.", ANSWERING),
 )
 
 
@@ -674,8 +706,8 @@ def markdown_table() -> str:
     for o in OPTIONS:
         flags = " / ".join(f"`{f}`" for f in o.flags)
         values = ""
-        if o.choices is not None:
-            values = ", ".join(f"`{c}`" for c in o.choices)
+        if (names := o.choice_names) is not None:
+            values = ", ".join(f"`{c}`" for c in names)
         elif o.range is not None:
             values = f"{_shown(o.range[0])} to {_shown(o.range[1])}"
         env = f"`{o.env}`" + (" (comma-separated)" if o.multiple else "") if o.env else ""

@@ -78,7 +78,9 @@ def answers(corpus: str, docs: str, golden: str, work: Path) -> tuple[list[tuple
     """Per grid point: answer-ok of each answerable question, and the words of each answer."""
     idx, records = hits_for(corpus, docs, golden, work)
     index = rag_index.load(str(idx))
-    generator = rag_answer.Extractive(rag_answer.FEATURES, index.bm25, rag_embed.load_embedder(index.manifest["model"]))
+    generator = rag_answer.Extractive(
+        rag_answer.FEATURES, index.bm25, rag_answer.embed_with(rag_embed.load_embedder(index.manifest["model"]))
+    )
     questions = load_golden(str(ROOT / golden)).by_id()
     asked = [(questions[r["id"]], answer_context.context(r["hits"], rag_answer.CONTEXT)) for r in records if questions[r["id"]].answerable]
     scores = {}

@@ -41,8 +41,9 @@ from fit_answer import hits_for, plan  # noqa: E402
 import rag_answer  # noqa: E402
 import rag_embed  # noqa: E402
 import rag_index  # noqa: E402
-from ragline import readers  # noqa: E402
+from ragline import local_models  # noqa: E402
 from ragline.answer import choice  # noqa: E402
+from ragline.answer.judge import Judged  # noqa: E402
 from ragline.answer.local import METHOD, METHODS, Judge, LocalModel  # noqa: E402
 from ragline.eval.golden import load_golden  # noqa: E402
 from ragline.eval.metrics import answer_ok  # noqa: E402
@@ -80,6 +81,11 @@ class Recorded:
         return [self.known[k] for k in keys]
 
 
+def judging(base: rag_answer.Extractive, judge: Any, point: choice.JudgeWeights) -> Judged:
+    """The judge reader over the same index as `base` (its features, idf and embedder), judged by `judge`."""
+    return Judged(judge, base.features, base.idf_source, base.embed, judging=point)
+
+
 def judged(
     corpus: str, records: list[dict], generator: rag_answer.Extractive, cache: Path, model: str, threads: int, method: str
 ) -> dict[str, float]:
@@ -88,7 +94,7 @@ def judged(
 
     def judge() -> Judge:
         if not made:
-            path, sha = readers.reader_file(model)
+            path, sha = local_models.model_file(model)
             made.append(Judge(LocalModel(path, threads, 4096, sha, model), method))
         return made[0]
 
@@ -97,10 +103,10 @@ def judged(
         return json.loads(cache.read_text())
     local = judge().model
     recorder = Recorded({}, judge())
-    generator.judge, generator.judging = recorder, choice.JudgeWeights(pieces=MOST, weight=0.0, floor=0.0)
+    reader = judging(generator, recorder, choice.JudgeWeights(pieces=MOST, weight=0.0, floor=0.0))
     start = time.perf_counter()
     for r in records:
-        rag_answer.answer(dict(r), generator, rag_answer.DEFAULT_ABSTAIN, rag_answer.CONTEXT)
+        rag_answer.answer(dict(r), reader, rag_answer.DEFAULT_ABSTAIN, rag_answer.CONTEXT)
     prompt, _ = local.take_counts()
     print(
         f"fit_judge: {corpus}: {len(records)} questions judged in {time.perf_counter() - start:.0f} s, {prompt / len(records):.0f} prompt tokens each",
@@ -116,12 +122,11 @@ def outcomes(
 ) -> dict[str, float]:
     """answer-ok over all questions, over answerable ones, and the refusal rates, at one point."""
     questions = load_golden(str(ROOT / golden)).by_id()
-    generator.judge = Recorded(known) if point.pieces else None
-    generator.judging = point
+    reader = judging(generator, Recorded(known), point) if point.pieces else generator
     ok, ok_answerable, refused_answerable, refused_unanswerable = [], [], [], []
     for r in records:
         q = questions[r["id"]]
-        out = rag_answer.answer(dict(r), generator, rag_answer.DEFAULT_ABSTAIN, rag_answer.CONTEXT)
+        out = rag_answer.answer(dict(r), reader, rag_answer.DEFAULT_ABSTAIN, rag_answer.CONTEXT)
         good = answer_ok(out["answer"], out["refused"], q.answer_contains, q.answerable)
         ok.append(good)
         (ok_answerable if q.answerable else []).append(good)
@@ -162,7 +167,9 @@ def main() -> None:
     for corpus, docs, golden in plan():
         idx_path, records = hits_for(corpus, docs, golden, ROOT / args.work)
         index = rag_index.load(str(idx_path))
-        generator = rag_answer.Extractive(rag_answer.FEATURES, index.bm25, rag_embed.load_embedder(index.manifest["model"]))
+        generator = rag_answer.Extractive(
+            rag_answer.FEATURES, index.bm25, rag_answer.embed_with(rag_embed.load_embedder(index.manifest["model"]))
+        )
         known = judged(
             corpus,
             records,

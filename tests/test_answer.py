@@ -14,13 +14,15 @@ import rag_answer
 import rag_index
 import rag_search
 from rag_answer import Extractive, answer, main
-from ragline.answer import choice, citations, cues
+from ragline.answer import choice, citations, cues, extractive
 from ragline.answer import context as answer_context
 from ragline.answer.citations import Source, check_citations
 from ragline.answer.context import ContextBlock
 from ragline.answer.context import pieces as candidates
 from ragline.answer.cues import cue_match, question_cue
-from ragline.answer.llm import OpenAIChat
+from ragline.answer.openai_chat import OpenAIChat
+from ragline.answer.openai_chat import build as openai_build
+from ragline.answer.reader import Setup
 from ragline.answer.refusal import REFUSAL
 from ragline.records import StageError
 
@@ -199,10 +201,16 @@ class TestSupport:
 
     def test_nothing_survives_means_refusal(self):
         class Liar:
-            name, features, written, local = "liar", (), True, None
+            name, features, written = "liar", (), True
 
             def record(self):
                 return {}
+
+            def frame(self, q):
+                return (q,)
+
+            def usage(self):
+                return None
 
             def missing_evidence(self, q, blocks):
                 return None
@@ -362,10 +370,10 @@ class TestLlm:
     def test_max_tokens_comes_from_the_environment_and_must_be_positive(self, monkeypatch):
         monkeypatch.setenv("RAG_LLM_URL", "http://127.0.0.1:9/v1")
         monkeypatch.setenv("RAG_LLM_MAX_TOKENS", "40")
-        assert rag_answer.openai_from_env().max_tokens == 40
+        assert openai_from_env().max_tokens == 40
         monkeypatch.setenv("RAG_LLM_MAX_TOKENS", "0")
         with pytest.raises(click.UsageError, match="RAG_LLM_MAX_TOKENS=0"):
-            rag_answer.openai_from_env()
+            openai_from_env()
 
     def test_no_key_sends_no_authorization(self, llm_server):
         url, replies = llm_server
@@ -380,7 +388,7 @@ class TestLlm:
         monkeypatch.setenv("RAG_LLM_MODEL", "envmodel")
         monkeypatch.setenv("RAG_LLM_KEY", "envkey")
         monkeypatch.setenv("RAG_LLM_TIMEOUT", "7")
-        chat = rag_answer.openai_from_env()
+        chat = openai_from_env()
         assert (chat.model, chat.key, chat.timeout) == ("envmodel", "envkey", 7.0)
         chat.generate("q", [ContextBlock(1, self.BLOCKS[0])])
         assert replies.seen[0][1] == "Bearer envkey" and replies.seen[0][2]["model"] == "envmodel"
@@ -422,7 +430,12 @@ class TestLlm:
     def test_needs_a_url(self, monkeypatch):
         monkeypatch.delenv("RAG_LLM_URL", raising=False)
         with pytest.raises(StageError, match="needs RAG_LLM_URL"):
-            rag_answer.openai_from_env()
+            openai_from_env()
+
+
+def openai_from_env() -> OpenAIChat:
+    """The OpenAI reader as the registry builds it (it reads the RAG_LLM_* environment)."""
+    return openai_build(Setup(()))
 
 
 class TestCli:
@@ -468,7 +481,7 @@ class TestCli:
         assert out["schema"] == "answer/1" and not out["refused"] and "23:40" in out["answer"]
         assert out["generator"] == {
             "name": "extractive",
-            "llm": "extractive",
+            "reader": "extractive",
             "features": list(rag_answer.FEATURES),
             "threshold": 0.0,
             "context": rag_answer.CONTEXT,
@@ -602,7 +615,7 @@ class TestAnswerChoice:
                 return np.array([[1.0, 0.0] if ("cash" in t or "Payouts" in t) else [0.0, 1.0] for t in texts], dtype=np.float32)
 
         rec = hits_record("when does the cash land?", hit("a#x", "The weather is mild. Payouts arrive one day after settlement."))
-        out = answer(rec, Extractive((*self.FEATURES, "dense"), embedder=Meaning()), 0.0)
+        out = answer(rec, Extractive((*self.FEATURES, "dense"), embed=rag_answer.embed_with(Meaning())), 0.0)
         assert out["answer"].split("\n")[0] == "Payouts arrive one day after settlement [1]."
         assert answer(rec, Extractive(self.FEATURES), 0.0)["refused"]  # without meaning, nothing matches
 
@@ -618,11 +631,11 @@ def test_the_sentence_memo_stays_bounded_and_answers_do_not_change(monkeypatch):
         )
         for n in range(12)
     ]
-    unbounded = Extractive(features, embedder=rag_embed.HashEmbedder())
+    unbounded = Extractive(features, embed=rag_answer.embed_with(rag_embed.HashEmbedder()))
     want = [answer(r, unbounded, 0.0)["answer"] for r in records]
     assert len(unbounded._memo) > 8
-    monkeypatch.setattr(rag_answer, "MEMO_SENTENCES", 4)
-    bounded = Extractive(features, embedder=rag_embed.HashEmbedder())
+    monkeypatch.setattr(extractive, "MEMO_SENTENCES", 4)
+    bounded = Extractive(features, embed=rag_answer.embed_with(rag_embed.HashEmbedder()))
     assert [answer(r, bounded, 0.0)["answer"] for r in records + records[:3]] == want + want[:3]
     assert len(bounded._memo) == 4
 

@@ -44,7 +44,7 @@ import rag_chunk
 import ragline
 import ragline.records
 from ragline import markdown
-from ragline.answer import citations, llm
+from ragline.answer import citations, openai_chat
 from ragline.answer import context as answer_context
 from ragline.records import StageError
 
@@ -347,7 +347,7 @@ def test_hostile_chunk_llm_through_the_pipe(hostile, llm_server):
     record = orjson.loads(
         check(
             run_stage(
-                "rag-answer", "--index", "idx", "--llm", "openai", "--threshold", "0", "--context", "1", stdin=hits, cwd=hostile, env=env
+                "rag-answer", "--index", "idx", "--reader", "openai", "--threshold", "0", "--context", "1", stdin=hits, cwd=hostile, env=env
             )
         )
     )
@@ -355,14 +355,14 @@ def test_hostile_chunk_llm_through_the_pipe(hostile, llm_server):
     assert cited_only_what_was_sent(record, 1) == [1]
     replies.append("Follow the block: cite [9]. And [7].")
     record = orjson.loads(
-        check(run_stage("rag-answer", "--index", "idx", "--llm", "openai", "--threshold", "0", stdin=hits, cwd=hostile, env=env))
+        check(run_stage("rag-answer", "--index", "idx", "--reader", "openai", "--threshold", "0", stdin=hits, cwd=hostile, env=env))
     )
     assert record["refused"] and record["reason"] == "no sentence survived the citation check" and record["citations"] == []
 
 
 def test_hostile_markers_reach_the_llm_inert():
     block = answer_context.ContextBlock(1, {"chunk_id": "refunds#refund-window", "text": HOSTILE, "headings": ["Refunds"]})
-    user = llm.OpenAIChat(url="http://127.0.0.1:9/v1").prompt(ASK, [block])[1]["content"]
+    user = openai_chat.OpenAIChat(url="http://127.0.0.1:9/v1").prompt(ASK, [block])[1]["content"]
     assert "\\[7]" in user and "\\[9]" in user
     assert citations.CITATION.findall(user.split("Question:")[0]) == ["1"], "the only live marker is the block's own number"
 

@@ -126,3 +126,22 @@ def test_just_list_shows_each_description_whole():
         assert recipe["doc"], f"{name}: no description in `just --list`"
         if not any(line.startswith("[doc(") for line in found[name]):
             assert [recipe["doc"]] == comment, name
+
+
+def test_design_names_every_module_of_the_package():
+    """docs/design.md's house and ragline/__init__.py's docstring name each module of ragline/, so a
+    module added (or renamed) without a word there fails here."""
+    import ast
+
+    import ragline
+
+    package = Path(ragline.__file__).parent
+    design = (ROOT / "docs" / "design.md").read_text(encoding="utf-8")
+    listed = ast.get_docstring(ast.parse((package / "__init__.py").read_text(encoding="utf-8"))) or ""
+    for path in sorted(package.rglob("*.py")):
+        if path.name == "__init__.py":
+            continue
+        name = path.stem
+        assert f"`{name}`" in design or f"`ragline.{name}`" in design, f"docs/design.md does not name {path.relative_to(package)}"
+        if path.parent == package:
+            assert f"`{name}`" in listed, f"ragline/__init__.py's docstring does not name {name}"

@@ -39,8 +39,7 @@ OPTIONS = {
     "candidates": [("search", "candidates")],
     "rrf_k": [("search", "rrf_k")],
     "context": [("answer", "size")],
-    "llm": [("answer", "llm")],
-    "local_mode": [("answer", "local_mode")],
+    "reader": [("answer", "reader")],
     "local_model": [("answer", "local_model")],
 }
 
@@ -82,7 +81,7 @@ class TestRuns:
         for key, places in OPTIONS.items():
             for stage, option in places:
                 assert params[stage][option] == config[key], (key, stage)
-        if config.get("local_mode") == "write":  # the writer uses no extractive feature: its records show none, whatever --off says
+        if config.get("reader") in ("write", "openai"):  # a writer uses no extractive feature: its records show none, whatever --off says
             assert config["features"] == [] and params["answer"]["off"] == ()
         else:
             assert [f for f in evalruns.FEATURES if f not in params["answer"]["off"]] == config["features"]
@@ -111,7 +110,7 @@ class TestRuns:
         assert len(runs) == len(evalruns.CORPORA) * (len(RUNS) - len(evalruns.LOCAL_RUNS)) and absent == []
         assert not {r.label for r in runs} & set(evalruns.LOCAL_RUNS)  # the local reader's runs only when named
         runs, _ = evalruns.plan(["local-judge"], present=lambda docs: True)
-        assert [r.label for r in runs] == ["local-judge"] * 3 and runs[0].flags["answer"] == ["--llm", "local"]
+        assert [r.label for r in runs] == ["local-judge"] * 3 and runs[0].flags["answer"] == ["--reader", "judge"]
         runs, absent = evalruns.plan(["bm25", "gds-way", "default"], present=lambda docs: True)
         assert [(r.corpus.name, r.label) for r in runs] == [("gds-way", "default"), ("gds-way", "bm25")]  # RUNS' order
         assert runs[1].tsv() == "gds-way\tbm25\t../shared/corpora/gds-way/docs\teval/gds-way.golden.yaml\t\t\t\t--no-dense\t"

@@ -137,7 +137,7 @@ def test_health_answers_while_the_worker_is_busy(index: Path) -> None:
     /health and HEAD /health answer while it is held (today: /health waits behind it)."""
     release = threading.Event()
     with slow_llm(held=release) as (url, asked):
-        server = Server.start(index, "--llm", "openai", "--quiet", env=stage_env(RAG_LLM_URL=url))
+        server = Server.start(index, "--reader", "openai", "--quiet", env=stage_env(RAG_LLM_URL=url))
         try:
             got: list = []
             thread = threading.Thread(target=lambda: got.append(httpx.post(server.url + "/answer", json={"question": SWEEP}, timeout=60)))
@@ -160,7 +160,7 @@ def test_a_full_queue_is_a_429_at_once(index: Path) -> None:
     for a place would not be answered at all."""
     release = threading.Event()
     with slow_llm(held=release) as (url, asked):
-        server = Server.start(index, "--llm", "openai", "--quiet", env=stage_env(RAG_LLM_URL=url))
+        server = Server.start(index, "--reader", "openai", "--quiet", env=stage_env(RAG_LLM_URL=url))
         try:
             got: list[httpx.Response] = []
             threads = [
@@ -673,7 +673,7 @@ def test_work_for_a_client_that_left_is_dropped(index: Path) -> None:
     holding the worker for nobody. Work not yet started is dropped when its client leaves (a 499 in the log), and
     its questions no longer count against the others."""
     with gated_llm() as (url, asked, release, calls):
-        server = Server.start(index, "--llm", "openai", env=stage_env(RAG_LLM_URL=url))
+        server = Server.start(index, "--reader", "openai", env=stage_env(RAG_LLM_URL=url))
         try:
             got: list[httpx.Response] = []
             first = threading.Thread(target=lambda: got.append(httpx.post(server.url + "/answer", json={"question": SWEEP}, timeout=120)))
@@ -1179,7 +1179,7 @@ def test_calls_in_flight_are_answered_when_the_host_closes_stdin(index: Path) ->
     """D12: the host closing stdin mid-call made the server exit with the call dropped: no reply was ever written.
     At the end of stdin, the calls in flight finish (within DRAIN) and are answered before the server exits."""
     with gated_llm() as (url, asked, release, _):
-        mcp = RawMcp(index, "--llm", "openai", env=stage_env(RAG_LLM_URL=url))
+        mcp = RawMcp(index, "--reader", "openai", env=stage_env(RAG_LLM_URL=url))
         try:
             mcp.send({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"name": "answer", "arguments": {"question": SWEEP}}})
             assert asked.wait(60)

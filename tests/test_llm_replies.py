@@ -18,7 +18,7 @@ import pytest
 
 import rag_answer
 import ragline.text
-from ragline.answer import llm, refusal
+from ragline.answer import openai_chat, refusal
 from ragline.answer.citations import CITATION, SUPPORT, Source, check_citations, stated
 
 FIXTURES = Path(__file__).parent / "fixtures" / "llm"
@@ -35,7 +35,7 @@ def sources(row: dict) -> list[Source]:
 
 
 def checked(row: dict):
-    return check_citations(row["raw"], sources(row), llm.OpenAIChat("http://127.0.0.1:9/v1").frame(row["question"]), written=True)
+    return check_citations(row["raw"], sources(row), openai_chat.OpenAIChat("http://127.0.0.1:9/v1").frame(row["question"]), written=True)
 
 
 def heading_lines(row: dict) -> set[str]:
@@ -82,7 +82,7 @@ def test_the_check_keeps_less_than_a_valid_marker_alone_would() -> None:
         for row in ROWS
         for sentence in split_sentences(row["raw"])
     )
-    frame = llm.OpenAIChat("http://127.0.0.1:9/v1").frame
+    frame = openai_chat.OpenAIChat("http://127.0.0.1:9/v1").frame
     kept = sum(len(check_citations(row["raw"], sources(row), frame(row["question"])).kept) for row in ROWS)  # no attribution
     assert marked > kept
 
@@ -98,7 +98,7 @@ def test_the_model_cites_what_the_blocks_do_not_support_and_the_check_drops_it()
 
 @pytest.mark.parametrize("row", EVERY, ids=EVERY_IDS)
 def test_the_answer_record_follows_the_check(row: dict) -> None:
-    class Replay(llm.OpenAIChat):
+    class Replay(openai_chat.OpenAIChat):
         """The OpenAI generator, its reply the recorded one."""
 
         def generate(self, question, blocks):

@@ -16,7 +16,7 @@ import pytest
 from corpora import build_index
 from stagecli import run, stage_env
 
-from ragline import options, readers
+from ragline import local_models, options
 from ragline.records import StageError
 
 pytestmark = pytest.mark.local
@@ -24,7 +24,7 @@ MODEL = options.default("local_model")
 
 llama_cpp = pytest.importorskip("llama_cpp", reason="the local reader's tests need llama-cpp-python: run 'just llm-model'")
 try:
-    PATH, SHA = readers.reader_file(MODEL)
+    PATH, SHA = local_models.model_file(MODEL)
 except StageError as err:  # pragma: no cover - depends on the machine
     pytest.skip(f"the local model is not in the model cache ({err}): run 'just llm-model'", allow_module_level=True)
 
@@ -77,14 +77,12 @@ def test_generation_is_greedy_bounded_and_stops(model):
 
 def test_the_reader_answers_and_records_its_model(tmp_path):
     index = build_index(tmp_path)
-    for mode in ("judge", "write"):
+    for mode in ("judge", "span", "write"):
         result = run(
             "rag-answer",
             "--index",
             str(index),
-            "--llm",
-            "local",
-            "--local-mode",
+            "--reader",
             mode,
             "--threshold",
             "0",
@@ -96,7 +94,7 @@ def test_the_reader_answers_and_records_its_model(tmp_path):
         assert result.returncode == 0, result.stderr.decode()
         record = json.loads(result.stdout)
         gen = record["generator"]
-        assert (gen["llm"], gen["local_mode"], gen["local_model"], gen["local_model_sha256"]) == ("local", mode, MODEL, SHA)
+        assert (gen["name"], gen["reader"], gen["local_model"], gen["local_model_sha256"]) == (mode, mode, MODEL, SHA)
         assert record["schema"] == "answer/1" and isinstance(record["dropped_sentences"], list)
         if not record["refused"]:
             assert record["citations"] and all(1 <= c["rank"] <= 5 for c in record["citations"])
@@ -107,7 +105,9 @@ def test_a_damaged_model_file_is_one_line(tmp_path):
     with open(PATH, "rb") as source, open(broken, "wb") as out:
         out.write(source.read(1 << 20))  # the header and a little: the tensors are missing
     index = build_index(tmp_path)
-    result = run("rag-answer", "--index", str(index), "--llm", "local", "--local-model", str(broken), "--json", "When does the sweep run?")
+    result = run(
+        "rag-answer", "--index", str(index), "--reader", "judge", "--local-model", str(broken), "--json", "When does the sweep run?"
+    )
     err = result.stderr.decode()
     assert result.returncode == 1 and result.stdout == b""
     assert err.count("\n") == 1 and "Traceback" not in err
@@ -117,5 +117,5 @@ def test_a_damaged_model_file_is_one_line(tmp_path):
 def test_a_copy_of_the_model_elsewhere_runs_as_the_users_own(tmp_path):
     copy = tmp_path / "mine.gguf"
     shutil.copy(PATH, copy)
-    path, sha = readers.reader_file(str(copy))
+    path, sha = local_models.model_file(str(copy))
     assert (path, sha) == (Path(copy), None)  # a path is the user's file: loaded, not vouched for

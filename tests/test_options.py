@@ -38,7 +38,7 @@ def test_each_stage_takes_its_declared_options_as_declared(stage):
         if option.range is not None:
             assert (param.type.min, param.type.max) == option.range, option.name
         if option.choices is not None:
-            assert tuple(param.type.choices) == option.choices, option.name
+            assert tuple(param.type.choices) == option.choice_names, option.name
 
 
 def test_two_declarations_share_a_name_only_across_stages():

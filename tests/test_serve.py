@@ -296,7 +296,7 @@ def _in_flight(server: Server, question: str, out: list) -> threading.Thread:
 def test_signal_finishes_requests_in_flight_and_exits_cleanly(index: Path, sig: int) -> None:
     release = threading.Event()
     with slow_llm(held=release) as (url, asked):
-        server = Server.start(index, "--llm", "openai", env=stage_env(RAG_LLM_URL=url))
+        server = Server.start(index, "--reader", "openai", env=stage_env(RAG_LLM_URL=url))
         try:
             got: list = []
             thread = _in_flight(server, SWEEP, got)
@@ -321,7 +321,7 @@ def test_rebuild_while_serving_swaps_generation(tmp_path: Path) -> None:
     old = (index / "CURRENT").read_text().strip()
     release = threading.Event()
     with slow_llm(held=release) as (url, asked):
-        server = Server.start(index, "--llm", "openai", env=stage_env(RAG_LLM_URL=url))
+        server = Server.start(index, "--reader", "openai", env=stage_env(RAG_LLM_URL=url))
         try:
             with server.client() as c:
                 assert c.get("/health").json()["generation"] == old

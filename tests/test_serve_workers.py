@@ -122,7 +122,7 @@ def test_a_signal_to_the_server_finishes_requests_in_flight(index: Path, sig: in
     the parent exits 0 with the requests of all workers summed, and no worker is left behind."""
     release = threading.Event()
     with slow_llm(held=release) as (url, asked):
-        server = Server.start(index, "--llm", "openai", "--workers", "2", env=stage_env(RAG_LLM_URL=url))
+        server = Server.start(index, "--reader", "openai", "--workers", "2", env=stage_env(RAG_LLM_URL=url))
         try:
             pids = workers_of(server)
             with server.client() as c:

@@ -74,6 +74,23 @@ class JudgeWeights:
 JUDGED = JudgeWeights(pieces=12, weight=0.5, floor=0.0)
 
 
+@dataclass(frozen=True)
+class SpanWeights:
+    """How the span reader (`rag-answer --reader span`, `ragline.answer.span`) chooses: spans are made
+    around the `pieces` best-ranked pieces, from at most `blocks` blocks, `spans` of them scored by
+    the local model, and a span's score is its extractive score relative to the best candidate's
+    plus `weight` x its PMI min-max scaled among the candidates (`span_choice`)."""
+
+    pieces: int
+    blocks: int
+    spans: int
+    weight: float
+
+
+# Set by hand, not fitted: the span reader is new, and its first measurement (`just eval-llm local-span`) decides its fate.
+SPANNED = SpanWeights(pieces=6, blocks=2, spans=8, weight=1.0)
+
+
 class Scored(NamedTuple):
     """A piece and its score (higher is better)."""
 
@@ -134,6 +151,20 @@ def relative(values: Sequence[float]) -> list[float]:
     All zero (or none): all zero."""
     top = max(values, default=0.0)
     return [v / top for v in values] if top > 0 else [0.0 for _ in values]
+
+
+def span_choice(scores: Sequence[float], pmi: Sequence[float], weight: float) -> int:
+    """The index of the span to quote: the best of score / max(scores) + weight x (pmi - min) /
+    (max - min), the PMI scaled among these candidates (all equal: 0 for each, so the extractive
+    order decides); ties to the earlier candidate. No candidates: a ValueError."""
+    if not scores:
+        raise ValueError("no candidate spans")
+    top = max(scores)
+    low, high = min(pmi), max(pmi)
+    total = [
+        (s / top if top > 0 else 0.0) + weight * ((v - low) / (high - low) if high > low else 0.0) for s, v in zip(scores, pmi, strict=True)
+    ]
+    return max(range(len(total)), key=lambda i: (total[i], -i))
 
 
 def holds_asked(cue: str | None, piece: Piece, question: str) -> bool:

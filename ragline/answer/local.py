@@ -1,6 +1,6 @@
 """local: a language model run in this process, through llama.cpp (the llama-cpp-python binding).
 
-`LocalModel` loads a GGUF file (`ragline.readers.reader_file` finds and checks it) and does
+`LocalModel` loads a GGUF file (`ragline.local_models.model_file` finds and checks it) and does
 the two things rag-answer's local reader asks of it:
 
 - `shared(prefix, sequences, score)`: the prefix is decoded once; every sequence (a piece
@@ -30,11 +30,14 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ragline.records import StageError
+
+if TYPE_CHECKING:
+    from ragline.answer.reader import Setup
 
 EXTRA = (
     "the local reader needs llama-cpp-python (the local extra): pip install -e '.[local]' "
@@ -82,6 +85,15 @@ def runs_here(path: Path) -> str | None:
         lines = [line for line in result.stderr.splitlines() if line.strip()]
         return lines[-1] if lines else f"the probe of llama.cpp exited with {result.returncode}"
     return None
+
+
+def load(setup: Setup) -> LocalModel:
+    """The local model a reader's `Setup` names (`--local-model`: a known name in the model cache,
+    or a GGUF file's path; `ragline.local_models.model_file` finds and checks it), loaded."""
+    from ragline import local_models
+
+    path, sha256 = local_models.model_file(setup.local_model)
+    return LocalModel(path, setup.local_threads, setup.local_context, sha256, local_models.known_or_path(setup.local_model))
 
 
 class LocalModel:
@@ -201,13 +213,18 @@ class LocalModel:
         return out
 
     def shared(
-        self, prefix: str, sequences: Sequence[tuple[list[int], range]], score: Callable[[list[int], list[np.ndarray]], float]
+        self,
+        prefix: str,
+        sequences: Sequence[tuple[list[int], range]],
+        score: Callable[[list[int], list[np.ndarray]], float],
+        special: bool = True,
     ) -> list[float]:
         """`score(tokens, logits)` of each sequence decoded after `prefix`, the prefix decoded once and
-        shared (the module docstring); `logits` are those at the sequence's `range` of token indices."""
+        shared (the module docstring); `logits` are those at the sequence's `range` of token indices.
+        `special`: the prefix's chat-template markers read as their tokens (False for handbook text)."""
         L = self.L
         L.llama_memory_clear(self.memory, True)
-        start = self.tokenize(prefix)
+        start = self.tokenize(prefix, special=special)
         self._decode([(start, 0, 0, range(0))])
         room = self.context - len(start)
         out: list[float] = []
@@ -253,6 +270,28 @@ class LocalModel:
             tokens = self.tokenize(head) + tail
             sequences.append((tokens, range(len(tokens) - len(tail) - 1, len(tokens) - 1)))
         return self.shared(prefix, sequences, per_token)
+
+    def logprobs(self, prefix: str, pairs: Sequence[tuple[str, str]]) -> list[tuple[float, int]]:
+        """For each (head, tail): (sum of log p(tail token | prefix, head, the tail before it), the tail's
+        tokens), every pair decoded after the one shared prefix in as few batches as fit. Every text is
+        tokenized as plain text (`special=False`): a chat marker in the handbook is words, not control."""
+
+        def total(tokens: list[int], rows: list[np.ndarray]) -> float:
+            targets = tokens[len(tokens) - len(rows) :]
+            out = 0.0
+            for r, t in zip(rows, targets, strict=True):
+                top = float(r.max())
+                out += float(r[t]) - top - float(np.log(np.exp(r - top).sum()))
+            return out
+
+        sequences, sizes = [], []
+        for head, tail in pairs:
+            h, t = self.tokenize(head, special=False), self.tokenize(tail, special=False)
+            tokens = h + t
+            sequences.append((tokens, range(len(h) - 1, len(tokens) - 1)))
+            sizes.append(len(t))
+        sums = self.shared(prefix, sequences, total, special=False)
+        return list(zip(sums, sizes, strict=True))
 
     def generate(self, prompt: str, max_tokens: int, stop: Sequence[str] = (), deadline: float | None = None) -> str:
         """Greedy text after `prompt`: at most `max_tokens` tokens, to an end-of-turn token or a stop string;

