@@ -9,9 +9,9 @@
    format named (ChatML: the model's own) and `logits_all` off (the server's default computes
    every prompt token's logits over the whole vocabulary).
 3. The first golden question of each kind goes through `rag-eval questions | rag-search |
-   rag-answer`, four times: `--reader openai` (the server writes), `--reader judge`,
-   `--reader span` and `--reader write` (the same model in process); `rag-eval score` scores each
-   as a run of its own: results/llm-eval-{openai,judge,span,write}.json, and results/llm-eval.md
+   rag-answer`, three times: `--reader openai` (the server writes), `--reader judge`
+   and `--reader write` (the same model in process); `rag-eval score` scores each
+   as a run of its own: results/llm-eval-{openai,judge,write}.json, and results/llm-eval.md
    (their tables, seconds a question, and what the citation check dropped and why).
 4. Each run is checked for structure, never for the model's words: every stage exits 0, every
    record is an answer/1 of the generator asked for, every kept sentence cites a block that
@@ -55,7 +55,6 @@ MODEL_ALIAS = MODEL
 RUNS = {  # label -> rag-answer's reader flags, and the generator its records must name
     "openai": (["--reader", "openai"], "openai"),
     "judge": (["--reader", "judge"], "judge"),
-    "span": (["--reader", "span"], "span"),
     "write": (["--reader", "write"], "write"),
 }
 
@@ -254,7 +253,7 @@ def main() -> None:
         replies = record_replies(hits, Path(args.record), url, float(env["RAG_LLM_TIMEOUT"])) if args.record else []
     finally:
         stop(server)
-    for label in ("judge", "write"):
+    for label in (label for label in RUNS if label != "openai"):  # the in-process readers, after the server stops
         done[label] = answer(hits, index, env, work, label)
     runs: dict[str, tuple[list[dict], float, str]] = {}
     for label, (path, seconds) in done.items():
