@@ -92,13 +92,16 @@ test: model
     ns=$(if [ "$(id -u)" = 0 ]; then printf %s --net; else printf %s --user --map-root-user --net; fi); if unshare $ns true 2>/dev/null && command -v ip >/dev/null; then unshare $ns sh -c 'ip link set lo up && RAG_OFFLINE=1 python3 -m pytest -q'; else echo "just test: no network namespace here (unshare $ns, ip): the suite runs with the network" >&2; python3 -m pytest -q; fi
 
 # The fast loop: the suite but its real-model, slow, real-server, process-battery and reference tests
-# (pyproject's markers; docs/development.md says what each holds). `just test` runs them all.
+# (pyproject's markers; docs/development.md says what each holds), each property test on at most 20 examples
+# (tests/conftest.py's hypothesis profile "fast"). `just test` runs them all, each property test on its own count.
 [doc("The fast loop (under two minutes): the suite without the models, slow, serve, battery and reference tests.")]
 test-fast:
-    python3 -m pytest -q -m "not model and not local and not slow and not serve and not battery and not reference"
+    python3 -m pytest -q --hypothesis-profile=fast -m "not model and not local and not slow and not serve and not battery and not reference"
 
-# Lint, then the fast loop: what to run before a commit.
-check: lint test-fast
+# What to run before a commit: lint, the subjects of the commits since 222e682 (at most 72 characters; scripts/subjects.py), then the fast loop.
+check: lint
+    python3 scripts/subjects.py
+    just test-fast
 
 # Needs `pip install -e '.[mutate]'`. Mutation testing of the metrics, top-k and fusion, and the citation check, in a temporary copy of the tree: results/mutation.json and its table in docs/development.md.
 mutate:
@@ -140,26 +143,28 @@ eval-llm *only: model llm-model
 
 [doc("The default configuration on the int8-arithmetic model file (RAG_MODEL_WEIGHTS=qint8), labelled qint8: a row of docs/evaluation.md's tables, paired-tested against default.")]
 eval-qint8: model
-    rag-eval plan default | tr '\t' '\037' | while IFS=$'\037' read -r corpus label docs golden chunk embed index search answer; do RAG_MODEL_WEIGHTS=qint8 just _run "$corpus" qint8 "$docs" "$golden" "$chunk" "$embed" "$index" "$search" "$answer" < /dev/null; done
+    rag-eval plan default | tr '\t' '\037' | while IFS=$'\037' read -r corpus label docs golden chunk expand embed index search answer; do RAG_MODEL_WEIGHTS=qint8 just _run "$corpus" qint8 "$docs" "$golden" "$chunk" "$expand" "$embed" "$index" "$search" "$answer" < /dev/null; done
 
 # Each run of a plan file (`rag-eval plan`'s TSV), one after another, saying which (as `just NAME`).
 [private]
 _runs plan name:
-    total=$(wc -l < "{{plan}}"); n=0; start=$SECONDS; tr '\t' '\037' < "{{plan}}" | while IFS=$'\037' read -r corpus label docs golden chunk embed index search answer; do n=$((n + 1)); echo "just {{name}}: run $n of $total: $label on $corpus ($((SECONDS - start)) s so far)" >&2; just _run "$corpus" "$label" "$docs" "$golden" "$chunk" "$embed" "$index" "$search" "$answer" < /dev/null; done
+    total=$(wc -l < "{{plan}}"); n=0; start=$SECONDS; tr '\t' '\037' < "{{plan}}" | while IFS=$'\037' read -r corpus label docs golden chunk expand embed index search answer; do n=$((n + 1)); echo "just {{name}}: run $n of $total: $label on $corpus ($((SECONDS - start)) s so far)" >&2; just _run "$corpus" "$label" "$docs" "$golden" "$chunk" "$expand" "$embed" "$index" "$search" "$answer" < /dev/null; done
 
-# One run (a line of `rag-eval plan`): chunk, embed, index into WORK/CORPUS/LABEL, search, answer, score into OUT/CORPUS/LABEL.json.
-_run corpus label docs golden chunk="" embed="" index="" search="" answer="" out="results" work="build/eval":
+# One run (a line of `rag-eval plan`): chunk (then rag-expand, where the run has flags for it), embed, index into
+# WORK/CORPUS/LABEL, search, answer, score into OUT/CORPUS/LABEL.json (the default run also its failure report,
+# OUT/CORPUS/failures.md: the wrong answers with the gold block ranked first).
+_run corpus label docs golden chunk="" expand="" embed="" index="" search="" answer="" out="results" work="build/eval":
     mkdir -p "{{work}}/{{corpus}}/{{label}}" "{{out}}/{{corpus}}"
-    rag-chunk {{chunk}} "{{docs}}" > "{{work}}/{{corpus}}/{{label}}/chunks.jsonl"
+    rag-chunk {{chunk}} "{{docs}}" | if [ -n {{quote(expand)}} ]; then rag-expand --quiet {{expand}}; else cat; fi > "{{work}}/{{corpus}}/{{label}}/chunks.jsonl"
     rag-embed --quiet {{embed}} --cache "{{cache}}" < "{{work}}/{{corpus}}/{{label}}/chunks.jsonl" | rag-index {{index}} --out "{{work}}/{{corpus}}/{{label}}/idx"
-    rag-eval questions "{{golden}}" | rag-search --index "{{work}}/{{corpus}}/{{label}}/idx" {{search}} | rag-answer --index "{{work}}/{{corpus}}/{{label}}/idx" {{answer}} | rag-eval score --golden "{{golden}}" --corpus "{{corpus}}" --label "{{label}}" --corpus-chunks "{{work}}/{{corpus}}/{{label}}/chunks.jsonl" --out "{{out}}/{{corpus}}/{{label}}.json"
+    rag-eval questions "{{golden}}" | rag-search --index "{{work}}/{{corpus}}/{{label}}/idx" {{search}} | rag-answer --index "{{work}}/{{corpus}}/{{label}}/idx" {{answer}} | rag-eval score --golden "{{golden}}" --corpus "{{corpus}}" --label "{{label}}" --corpus-chunks "{{work}}/{{corpus}}/{{label}}/chunks.jsonl" --out "{{out}}/{{corpus}}/{{label}}.json" {{ if label == "default" { "--failures " + quote(out / corpus / "failures.md") } else { "" } }}
 
 # The default configuration on any handbook with its own golden file: OUT/NAME/default.json (NAME: the golden file's name
-# without .golden.yaml), its index and its vector cache under OUT, its tables on stdout. Nothing else is written (but the
-# model, fetched once into the model cache).
+# without .golden.yaml) and its failure report OUT/NAME/failures.md, its index and its vector cache under OUT, its tables
+# on stdout. Nothing else is written (but the model, fetched once into the model cache).
 [doc("The default configuration on your own handbook and golden file: its tables on stdout, files only under OUT.")]
 eval-corpus dir golden_file out="build/eval-corpus": model
-    RAG_EMBED_CACHE="{{out}}/cache.sqlite" just _run "$(basename "{{golden_file}}" .golden.yaml)" default "{{dir}}" "{{golden_file}}" "" "" "" "" "" "{{out}}" "{{out}}/build"
+    RAG_EMBED_CACHE="{{out}}/cache.sqlite" just _run "$(basename "{{golden_file}}" .golden.yaml)" default "{{dir}}" "{{golden_file}}" "" "" "" "" "" "" "{{out}}" "{{out}}/build"
     rag-eval table "{{out}}/$(basename "{{golden_file}}" .golden.yaml)/default.json"
 
 # Fit the extractive answer's sentence choice on the development corpora (results/answer-fit.json); then set ragline.answer.choice.FITTED to its chosen point.

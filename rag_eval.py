@@ -3,7 +3,8 @@
     rag-eval plan > build/plan.tsv                     # every run on every corpus, with its flags
     rag-eval questions golden.yaml | rag-search --index build/idx | rag-answer > build/default.jsonl
     rag-eval score --golden golden.yaml --corpus northwind --label default \\
-        --corpus-chunks build/chunks.jsonl --out results/northwind/default.json build/default.jsonl
+        --corpus-chunks build/chunks.jsonl --out results/northwind/default.json \\
+        --failures results/northwind/failures.md build/default.jsonl
     rag-eval sweep results/*/default.json --out results/abstain-sweep.json
     rag-eval table results/*/*.json results/abstain-sweep.json --into docs/evaluation.md   # --check in CI
 
@@ -14,7 +15,10 @@ name) on each corpus of CORPORA, with the stages' flags that configuration needs
 records `{"id", "question", "kind"}`. `score` reads answer records (one per question,
 from `rag-search | rag-answer`: `id`, `question`, `hits`, `confidence`, `retrieval`,
 `ms`, `answer`, `citations`, `refused`, `reason`, `generator`, `answer_ms`) and writes one
-result file, `"schema": "eval-result/1"` (its layout is in `score_run`). `sweep` reads
+result file, `"schema": "eval-result/1"` (its layout is in `score_run`), and with
+`--failures` a markdown report of the answerable questions whose gold block ranked first
+and whose answer is still wrong, with the answer's and the block's words
+(`ragline.eval.failures`). `sweep` reads
 one run's result files, one per corpus, and writes the abstain curves and the one
 threshold to ship, `"schema": "abstain-sweep/2"` (layout in `sweep`). `table` reads
 result and sweep files and writes markdown (`ragline.eval.tables`), to stdout or between
@@ -42,6 +46,7 @@ import orjson
 import ragline
 import ragline.answer.citations
 import ragline.records
+from ragline.eval import failures as evalfailures
 from ragline.eval import runs as evalruns
 from ragline.eval.golden import (
     ANSWERABLE_KINDS,
@@ -433,7 +438,8 @@ def main() -> None:
     \b
       rag-eval plan                      # the runs `just eval` makes, with their flags
       rag-eval questions golden.yaml | rag-search --index IDX | rag-answer --index IDX \\
-        | rag-eval score --golden golden.yaml --corpus northwind --label default --out results/northwind/default.json
+        | rag-eval score --golden golden.yaml --corpus northwind --label default --out results/northwind/default.json \\
+          --failures results/northwind/failures.md   # also the wrong answers with the gold block ranked first
       rag-eval sweep results/*/default.json --out results/abstain-sweep.json
       rag-eval table results/*/*.json results/abstain-sweep.json --into docs/evaluation.md
     """
@@ -489,8 +495,24 @@ def questions_command(golden: str) -> None:
     help="The rag-chunk output the index was built from [default: the chunks of the index the records name].",
 )
 @click.option("--corpus", "corpus_name", metavar="NAME", help="The corpus's name, which groups results in the tables (northwind, ...).")
+@click.option(
+    "--failures",
+    "failures_path",
+    metavar="FILE",
+    type=click.Path(dir_okay=False),
+    help="Also write the failure report here (markdown, atomically): the answerable questions whose gold block "
+    "ranked first and whose answer is wrong, with the answer's and the block's words.",
+)
 @ragline.records.stage_main(STAGE)
-def score_command(answers: tuple[str, ...], golden: str, label: str, out: str, corpus_chunks: str | None, corpus_name: str | None) -> None:
+def score_command(
+    answers: tuple[str, ...],
+    golden: str,
+    label: str,
+    out: str,
+    corpus_chunks: str | None,
+    corpus_name: str | None,
+    failures_path: str | None,
+) -> None:
     """Score one run's answer records into a result file.
 
     ANSWERS are answer records (rag-search | rag-answer), from files or stdin. The
@@ -500,7 +522,10 @@ def score_command(answers: tuple[str, ...], golden: str, label: str, out: str, c
     A labelled id those chunks lack is found again through its evidence and scored; under
     the default window each such id is named on stderr with the id found (a label to fix).
     A run that is incomplete, empty, mixes configurations or searched another handbook
-    is an error, not a row of zeros.
+    is an error, not a row of zeros. --failures also writes, from the same records, the
+    questions retrieval got right and the answer got wrong (gold block ranked first,
+    answer check failed), each with its answer and the gold block's text, under counts
+    by kind (`just eval` keeps it for the default run: results/CORPUS/failures.md).
     """
     gold = load_golden(golden)
     records: Iterable[tuple[ragline.records.Line, dict[str, Any]]] = ragline.records.read_records(
@@ -512,9 +537,17 @@ def score_command(answers: tuple[str, ...], golden: str, label: str, out: str, c
         records, chunking = index_chunking(records)
     if chunking is not None:
         gold = cut_labels(gold, chunking.texts)
+    kept: list[tuple[Line, dict[str, Any]]] = []
+    records = _keeping(records, kept) if failures_path else records
     result = score_run(gold, records, label, chunking, inputs=", ".join(answers) or ragline.records.STDIN, corpus=corpus_name)
+    if failures_path:
+        texts = chunking.texts if chunking is not None else None
+        failures = evalfailures.report(gold, result, {r["id"]: r for _, r in kept}, texts)
     with ragline.records.atomic_file(out) as handle:
         handle.write(dump_json(result))
+    if failures_path:
+        with ragline.records.atomic_file(failures_path) as handle:
+            handle.write(failures.encode("utf-8"))
     if label not in RUNS and (same := matching_labels(result["actual"])):
         ragline.records.note(f"{STAGE}: '{label}' is a label of your own; this run's configuration is the built-in '{same[0]}' run's")
     if chunking is not None and _labels_chunking(chunking):
@@ -529,6 +562,16 @@ def score_command(answers: tuple[str, ...], golden: str, label: str, out: str, c
     if sys.stderr.isatty():
         o = result["aggregates"]["overall"]
         ragline.records.note(f"{STAGE}: {label}: MRR {o['mrr']:.3f}, answer ok {o['answer_ok']:.3f} -> {out}")
+
+
+def _keeping(
+    records: Iterable[tuple[Line, dict[str, Any]]], into: list[tuple[Line, dict[str, Any]]]
+) -> Iterable[tuple[Line, dict[str, Any]]]:
+    """The records as they pass, each also appended to `into` (the failure report reads them
+    after scoring; read lazily, the records keep their errors in line order)."""
+    for item in records:
+        into.append(item)
+        yield item
 
 
 def _labels_chunking(chunking: Chunking) -> bool:

@@ -101,7 +101,7 @@ LOAD_ATTEMPTS = 3  # a load follows CURRENT when a rebuild swapped it under the 
 POINTER_MAX = 256  # bytes of CURRENT read, at most (a generation's name is about 40)
 MANIFEST_MAX = 16 << 20  # bytes of a manifest read, at most (one of 100,000 chunks is a few KB)
 DEAD_BOUND = 1  # dead generations beside the live one, at most, after any number of killed builds
-CHUNK_FIELDS = ("id", "doc", "path", "headings", "text", "start_line", "end_line", "words", "title")
+CHUNK_FIELDS = ("id", "doc", "path", "headings", "text", "start_line", "end_line", "words", "title", "questions")
 CHUNK_TYPES = {"doc": str, "path": str, "title": str, "start_line": int, "end_line": int, "words": int}  # checked when present
 MAX_ID = 1000  # characters of a chunk id
 
@@ -160,6 +160,9 @@ def check_chunk(record: dict[str, Any], at: str) -> str:
     path = record.get("headings")
     if path is not None and not (isinstance(path, list) and all(isinstance(h, str) for h in path)):
         raise StageError("field 'headings' must be an array of strings", at)
+    asked = record.get("questions")
+    if asked is not None and not (isinstance(asked, list) and all(isinstance(q, str) for q in asked)):
+        raise StageError("field 'questions' must be an array of strings (rag-expand's)", at)
     return cid
 
 
@@ -237,6 +240,9 @@ def collect(records: Iterable[tuple[ragline.records.Line, dict[str, Any]]]) -> t
                 raise StageError(f"passage vectors have {matrix.shape[1]} values, the stream's first vector has {facts['dim']}", at)
             passages.append(_unit_rows(matrix))
             owners.extend([len(chunks)] * len(matrix))
+        if isinstance(record.get("expand"), dict) and record.get("embed_questions"):
+            facts.setdefault("expand", record["expand"])
+            facts["questions"] = facts.get("questions", 0) + int(record["embed_questions"])
         if record.get("source") is not None:
             sources.gather(files, str(record.get("path") or record.get("doc") or cid), record["source"], at)
         rows.append(row)
@@ -352,6 +358,7 @@ def _write_generation(out: Path, chunks: list[dict[str, Any]], vectors: np.ndarr
             "embed_headings": headings,
             "embed_long": facts.get("long", "truncate"),
             "embed_passages": facts.get("embed_passages", False),
+            "expand": facts.get("expand"),  # rag-expand's model and questions a chunk, where its questions were embedded
             "chunking": {"window": facts.get("window")},
             "bm25": {
                 "k1": bm25.k1,
@@ -365,6 +372,7 @@ def _write_generation(out: Path, chunks: list[dict[str, Any]], vectors: np.ndarr
                 "terms": len(bm25.terms),
                 "postings": len(bm25.docs),
                 "passages": 0 if passages is None else len(passages),
+                "questions": facts.get("questions", 0),  # of the passages, those that are rag-expand's questions
             },
             "corpus_digest": corpus_digest(chunks),
             "sources": sources.anchor(facts.get("sources") or {}, out),

@@ -177,8 +177,9 @@ def explain(index: Index, question: str, chunk_id: str) -> dict[str, Any]:
 
 def explain_dense(searcher: Searcher, question: str, chunk_id: str) -> dict[str, Any]:
     """The dense side of one chunk for a question: the cosine of its vector with the
-    question's, its best passage's (where the index has passage vectors), and its
-    sentence closest to the question with that sentence's cosine."""
+    question's, its best passage's (where the index has passage vectors), the closest of
+    the questions rag-expand wrote for it (where it has them), and its sentence closest
+    to the question with that sentence's cosine."""
     index = searcher.index
     try:
         row = index.ids.index(chunk_id)
@@ -189,7 +190,12 @@ def explain_dense(searcher: Searcher, question: str, chunk_id: str) -> dict[str,
     if index.passages is not None and index.passage_rows is not None:
         mine = np.flatnonzero(index.passage_rows == row)
         if mine.size:
-            out["passage_cosine"] = round(float((np.asarray(index.passages[mine]) @ query).max()), 6)
+            cosines = np.asarray(index.passages[mine]) @ query
+            out["passage_cosine"] = round(float(cosines.max()), 6)
+            asked = index.chunks[row].get("questions") or []
+            if asked and len(asked) <= len(mine):  # rag-expand's questions: the chunk's last passages (`rag_embed.question_texts`)
+                tail = cosines[len(mine) - len(asked) :]
+                out |= {"question": asked[int(tail.argmax())], "question_cosine": round(float(tail.max()), 6)}
     sentences = rag_embed.chunk_sentences(index.chunks[row]["text"])
     if sentences:
         cosines = rag_embed.embed_texts(searcher.embedder, sentences, query=False, cache=searcher.cache) @ query
@@ -265,6 +271,11 @@ class Searcher:
             }
             | asdict(self.config)
             | {"passages": self.config.passages and bool(m.get("embed_passages") or m.get("counts", {}).get("passages"))}
+            | {
+                "questions": (m.get("expand") or {}).get("questions", 0)
+                if self.config.passages and m.get("counts", {}).get("questions")
+                else 0
+            }
         )
 
     def search(self, questions: list[str]) -> list[dict[str, Any]]:

@@ -213,7 +213,6 @@ class Live:
         self.policy: serving.Policy | None = None  # the connection policy, for /health's counts
         self._lock = threading.Lock()
         self._reloading = False
-        self._flag = threading.Lock()
 
     def pointer(self) -> str | None:
         """The generation CURRENT names, None when none; a damaged pointer is recorded in `failed` (once) and read as None."""

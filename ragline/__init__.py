@@ -2,7 +2,7 @@
 
 One module per concept (docs/design.md lists them, and tests/test_docs.py holds it to the tree):
 `records`, `text`, `markup`, `markdown`, `globs`, `sources`, `options`, `bm25`, `ranking`,
-`abstain`, `models`, `local_models`, `vectorcache`, `progress`, `terminal`; rag-serve's `api`,
+`abstain`, `models`, `local_models`, `expand`, `vectorcache`, `progress`, `terminal`; rag-serve's `api`,
 `serving`, `prefork`, `mcpserver`, `page`; `eval/` and `answer/` (every reader, one module
 each, behind `answer.reader`'s protocol and registry). Nothing in the
 package imports a stage, and importing it loads nothing. The one exception is below: the
@@ -24,6 +24,10 @@ def _launch(module: str, name: str) -> None:
 # turns a Ctrl-C during start-up into exit 130 and one line.
 def rag_chunk() -> None:
     _launch("rag_chunk", "rag-chunk")
+
+
+def rag_expand() -> None:
+    _launch("rag_expand", "rag-expand")
 
 
 def rag_embed() -> None:

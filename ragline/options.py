@@ -53,7 +53,7 @@ from typing import Any
 from ragline.answer import reader
 from ragline.records import ANSWER_FEATURES
 
-PIPELINE = ("chunk", "embed", "index", "search", "answer")  # the stages in pipeline order (rag-eval's flag columns)
+PIPELINE = ("chunk", "expand", "embed", "index", "search", "answer")  # the stages in pipeline order (rag-eval's flag columns)
 STAGES = (*PIPELINE, "serve")
 SEARCHING = ("search", "answer", "serve")  # rag-answer and rag-serve search with rag-search's options
 ANSWERING = ("answer", "serve")  # rag-serve answers with rag-answer's options, its defaults
@@ -259,6 +259,15 @@ OPTIONS: tuple[Option, ...] = (
         recorded="retrieval",
         absent=False,
     ),
+    Option(
+        "embed_questions",
+        bool,
+        True,
+        "Embed the questions rag-expand wrote for a chunk as passage vectors of it, where the records have them.",
+        flags=("--questions/--no-questions",),
+        env="RAG_EMBED_QUESTIONS",
+        stages=("embed",),
+    ),
     # Texts per model call. With batches sorted by length, smaller batches pad less:
     # the batch-size ablation in results/bench.json (`just bench`) is what chose it.
     Option("batch_size", int, 8, "Texts per model call.", env="RAG_BATCH_SIZE", stages=("embed",), range=(1, 4096)),
@@ -292,6 +301,47 @@ OPTIONS: tuple[Option, ...] = (
         flags=("--cache",),
         env="RAG_EMBED_CACHE",
         stages=("embed",),
+        path="file",
+    ),
+    # rag-expand
+    Option(
+        "questions",
+        int,
+        4,
+        "Questions the local model writes for each chunk (0: pass the records through).",
+        env="RAG_EXPAND_QUESTIONS",
+        stages=("expand",),
+        range=(0, 20),
+    ),
+    Option(
+        "local_model",
+        str,
+        "qwen2.5-coder-0.5b-instruct",
+        "The model that writes the questions: a known model's name (fetched by `just llm-model`) or a GGUF file's path.",
+        env="RAG_LOCAL_MODEL",
+        stages=("expand",),
+    ),
+    Option(
+        "local_threads",
+        int,
+        0,
+        "llama.cpp's threads (0: one per core).",
+        env="RAG_LOCAL_THREADS",
+        stages=("expand",),
+        range=(0, 256),
+        show_default=False,
+    ),
+    Option(
+        "local_context", int, 2048, "The local model's context, in tokens.", env="RAG_LOCAL_CONTEXT", stages=("expand",), range=(512, 32768)
+    ),
+    Option(
+        "expand_cache",
+        str,
+        None,
+        "The question cache file (sqlite): a chunk whose text, model and prompt are unchanged is not asked again [default: $XDG_CACHE_HOME/ragline/expand.sqlite].",
+        flags=("--cache",),
+        env="RAG_EXPAND_CACHE",
+        stages=("expand",),
         path="file",
     ),
     # rag-index

@@ -437,8 +437,6 @@ def loop_errors(note: Callable[[str], None], every: float = LOOP_NOTE_EVERY) -> 
     lock = threading.Lock()
 
     def handle(loop: Any, context: dict[str, Any]) -> None:
-        from ragline.records import one_line, printable
-
         err = context.get("exception")
         message = str(context.get("message") or "event loop error")
         what = f"{message}: {err.strerror if isinstance(err, OSError) and err.strerror else err}" if err else message
@@ -450,7 +448,7 @@ def loop_errors(note: Callable[[str], None], every: float = LOOP_NOTE_EVERY) -> 
                 return
             last[message] = (now, 0)
         more = f" ({hidden} more like it not shown)" if hidden else ""
-        note(f"{STAGE}: {printable(one_line(what))}{more}")
+        note(f"{STAGE}: {ragline.records.printable(ragline.records.one_line(what))}{more}")
 
     return handle
 

@@ -1,8 +1,9 @@
-"""vectorcache: the vector cache that rag-embed, rag-search and rag-answer share.
+"""vectorcache: the vector cache that rag-embed, rag-search and rag-answer share, and the store under it.
 
 A library, not a stage (rag_embed owns it and re-exports `Cache`; `rag_embed.cache_for`
 names the cache of an embedder): an sqlite file of vectors keyed by the sha256 of the
-model's id, the kind of text (document or query) and the text.
+model's id, the kind of text (document or query) and the text. `Store`, the sqlite table
+of blobs under it, also holds rag-expand's questions (`ragline.expand.QuestionCache`).
 """
 
 from __future__ import annotations
@@ -18,18 +19,22 @@ import ragline.records
 from ragline.records import StageError
 
 
-class Cache:
-    """A content-addressed store of vectors: key = sha256(model id, kind, text).
+class Store:
+    """A content-addressed sqlite store of blobs, keyed by sha256: the vector cache (`Cache`)
+    and rag-expand's question cache (`ragline.expand.QuestionCache`) are each one table of it.
 
-    Re-embedding unchanged text is wasted work; with a cache, a second run over
-    the same corpus embeds only what changed. sqlite in WAL mode, one file, shared
-    by rag-embed, rag-search and rag-answer (each waits for another's write).
-
-    A file that is not an sqlite database, or a damaged one, is a StageError naming
-    it and saying what to do; the file is never deleted or moved aside (`--cache`
-    may name a file that is not a cache at all). A full disk is a ragline.records.DiskFull:
-    the failed write is rolled back and the cache keeps what it held.
+    sqlite in WAL mode, one file, shared by the processes that use it (each waits for
+    another's write). A file that is not an sqlite database, or a damaged one, is a
+    StageError naming it and saying what to do; the file is never deleted or moved aside
+    (`--cache` may name a file that is not a cache at all). A full disk is a
+    ragline.records.DiskFull: the failed write is rolled back and the store keeps what it held.
     """
+
+    TABLE = "vectors"
+    COLUMN = "vec"
+    WHAT = "vector cache"  # its name in messages
+    HOLDS = "vectors"  # what it holds, which are computed again when it is deleted
+    OPTION = "--cache or RAG_EMBED_CACHE"
 
     def __init__(self, path: Path, model_id: str):
         import sqlite3  # here, not at the top: a run without a cache (rag-search QUESTION) does not load it
@@ -39,7 +44,7 @@ class Cache:
         try:
             self.db = sqlite3.connect(str(path), timeout=120)
             self.db.execute("PRAGMA journal_mode=WAL")
-            self.db.execute("CREATE TABLE IF NOT EXISTS vectors (key BLOB PRIMARY KEY, vec BLOB NOT NULL)")
+            self.db.execute(f"CREATE TABLE IF NOT EXISTS {self.TABLE} (key BLOB PRIMARY KEY, {self.COLUMN} BLOB NOT NULL)")
         except sqlite3.Error as err:
             raise self.error(err) from None
         self.model_id = model_id.encode()
@@ -50,41 +55,58 @@ class Cache:
         name, where = getattr(err, "sqlite_errorname", ""), str(self.path)
         if name == "SQLITE_NOTADB":
             return StageError(
-                "not a vector cache (not an sqlite database): if it was one, delete it and run again; otherwise name another file with --cache or RAG_EMBED_CACHE",
+                f"not a {self.WHAT} (not an sqlite database): if it was one, delete it and run again; otherwise name another file with {self.OPTION}",
                 where,
             )
         if name == "SQLITE_CORRUPT":
             return StageError(
-                f"the vector cache is damaged ({err}): delete it and run again (it holds only vectors, which are computed again)", where
+                f"the {self.WHAT} is damaged ({err}): delete it and run again (it holds only {self.HOLDS}, which are computed again)", where
             )
         if name == "SQLITE_FULL":
             return ragline.records.DiskFull(where, "the cache is untouched")
-        return StageError(f"cannot use the vector cache: {ragline.records.one_line(str(err))}", where)
+        return StageError(f"cannot use the {self.WHAT}: {ragline.records.one_line(str(err))}", where)
 
-    def key(self, text: str, query: bool) -> bytes:
-        return hashlib.sha256(self.model_id + (b"\x00q\x00" if query else b"\x00d\x00") + text.encode("utf-8")).digest()
-
-    def get(self, keys: list[bytes]) -> dict[bytes, np.ndarray]:
+    def blobs(self, keys: list[bytes]) -> dict[bytes, bytes]:
+        """The blobs stored under those keys (a key not stored is left out); counted in `hits`."""
         import sqlite3
 
-        found: dict[bytes, np.ndarray] = {}
+        found: dict[bytes, bytes] = {}
         try:
             for start in range(0, len(keys), 500):
                 part = keys[start : start + 500]
                 marks = ",".join("?" * len(part))
-                for key, blob in self.db.execute(f"SELECT key, vec FROM vectors WHERE key IN ({marks})", part):
-                    found[key] = np.frombuffer(blob, dtype=np.float32)
+                for key, blob in self.db.execute(f"SELECT key, {self.COLUMN} FROM {self.TABLE} WHERE key IN ({marks})", part):
+                    found[key] = blob
         except sqlite3.Error as err:
             raise self.error(err) from None
         self.hits += len(found)
         return found
 
-    def put(self, items: Iterable[tuple[bytes, np.ndarray]]) -> None:
-        """Store vectors in one transaction: all of them, or (on any error) none."""
+    def put_blobs(self, items: Iterable[tuple[bytes, bytes]]) -> None:
+        """Store blobs in one transaction: all of them, or (on any error) none."""
         import sqlite3
 
         try:
             with self.db:  # commits, or rolls back on an error
-                self.db.executemany("INSERT OR REPLACE INTO vectors VALUES (?, ?)", ((k, v.astype(np.float32).tobytes()) for k, v in items))
+                self.db.executemany(f"INSERT OR REPLACE INTO {self.TABLE} VALUES (?, ?)", items)
         except sqlite3.Error as err:
             raise self.error(err) from None
+
+
+class Cache(Store):
+    """The vector cache: key = sha256(model id, kind, text).
+
+    Re-embedding unchanged text is wasted work; with a cache, a second run over
+    the same corpus embeds only what changed. Shared by rag-embed, rag-search and
+    rag-answer (`Store` says how a damaged file or a full disk is met).
+    """
+
+    def key(self, text: str, query: bool) -> bytes:
+        return hashlib.sha256(self.model_id + (b"\x00q\x00" if query else b"\x00d\x00") + text.encode("utf-8")).digest()
+
+    def get(self, keys: list[bytes]) -> dict[bytes, np.ndarray]:
+        return {key: np.frombuffer(blob, dtype=np.float32) for key, blob in self.blobs(keys).items()}
+
+    def put(self, items: Iterable[tuple[bytes, np.ndarray]]) -> None:
+        """Store vectors in one transaction: all of them, or (on any error) none."""
+        self.put_blobs((k, v.astype(np.float32).tobytes()) for k, v in items)

@@ -35,7 +35,7 @@ from click.testing import CliRunner
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-COMMANDS = ["rag-chunk", "rag-embed", "rag-index", "rag-search", "rag-answer", "rag-eval", "rag-serve"]
+COMMANDS = ["rag-chunk", "rag-expand", "rag-embed", "rag-index", "rag-search", "rag-answer", "rag-eval", "rag-serve"]
 
 
 def chunk_stats() -> str:

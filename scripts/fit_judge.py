@@ -151,7 +151,7 @@ def row(point: choice.JudgeWeights, figures: dict[str, float]) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--work", default="build/fit", help="where the default indexes and hits are built")
-    parser.add_argument("--model", default=rag_answer.options.default("local_model"), help="the local model judging")
+    parser.add_argument("--model", default=rag_answer.options.default("local_model", "answer"), help="the local model judging")
     parser.add_argument("--threads", type=int, default=0, help="llama.cpp's threads (0: one per core)")
     parser.add_argument("--method", default=METHOD, choices=METHODS, help="how the model judges a piece (ragline.answer.local.Judge)")
     parser.add_argument("--out", default=str(OUT), help="the fit's result file")

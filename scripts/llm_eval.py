@@ -50,7 +50,7 @@ from ragline.answer import context as answer_context  # noqa: E402
 from ragline.answer import openai_chat, refusal  # noqa: E402
 from ragline.answer.citations import CITATION  # noqa: E402
 
-MODEL = options.default("local_model")
+MODEL = options.default("local_model", "answer")
 MODEL_ALIAS = MODEL
 RUNS = {  # label -> rag-answer's reader flags, and the generator its records must name
     "openai": (["--reader", "openai"], "openai"),

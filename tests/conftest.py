@@ -16,12 +16,16 @@ import pytest
 from click.testing import CliRunner
 from corpora import build_index, load_minilm
 from hypothesis import settings
+from properties import FAST
 
 # No per-example deadline for hypothesis (its default is 200 ms): on a busy machine an example that waits
 # for a core is not a failure, and hypothesis reports one that overruns once as flaky. The tests that set
-# their own settings already said deadline=None.
+# their own settings already said deadline=None. "fast" is the same with at most FAST examples a property
+# test, for `just test-fast` (`pytest --hypothesis-profile=fast`, or PYTEST_ADDOPTS=--hypothesis-profile=fast);
+# tests/support/properties.py says how a test's own count follows it.
 settings.register_profile("ragline", deadline=None)
-settings.load_profile("ragline")
+settings.register_profile("fast", settings.get_profile("ragline"), max_examples=FAST)
+settings.load_profile("ragline")  # pytest's --hypothesis-profile, read after this file, loads another
 
 pytest_plugins = ["evalfixtures", "llmserver"]  # the rag-eval tests' fixtures (golden_path, golden, results); llm_server
 

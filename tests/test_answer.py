@@ -645,8 +645,6 @@ class TestUnknownNames:
 
     @pytest.fixture
     def bm25(self, tmp_path):
-        from corpora import build_index
-
         return rag_index.load(build_index(tmp_path, self.DOCS)).bm25
 
     @pytest.mark.parametrize(

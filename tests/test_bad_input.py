@@ -37,6 +37,7 @@ from bad_input_cases import TTY, Case, jl
 from bad_input_query_cases import CASES
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from properties import examples
 from stagecli import ROOT, check, command, copy_workspace, shared_workspace, snapshot, stage_env
 from stagecli import run as run_stage
 
@@ -130,7 +131,7 @@ def test_bad_input(case: Case, outcomes: dict[str, Future[Outcome]]) -> None:
 def test_enough_cases() -> None:
     assert len(CASES) >= 30
     assert len({c.name for c in CASES}) == len(CASES), "case names are unique (they are the test ids)"
-    assert {c.stage for c in CASES} == {"rag-chunk", "rag-embed", "rag-index", "rag-search", "rag-answer", "rag-eval"}
+    assert {c.stage for c in CASES} == {"rag-chunk", "rag-expand", "rag-embed", "rag-index", "rag-search", "rag-answer", "rag-eval"}
 
 
 # --------------------------------------------------------------------------- fuzzing: only StageError, ever
@@ -184,7 +185,7 @@ JSON_OBJECTS = st.dictionaries(
 )
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(st.one_of(st.binary(max_size=3000), JSONISH))
 def test_parse_lines_arbitrary_bytes(data):
     try:
@@ -194,7 +195,7 @@ def test_parse_lines_arbitrary_bytes(data):
         assert str(err).startswith("f:") and "\n" not in str(err)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(JSON_OBJECTS, max_size=5), st.booleans(), st.booleans())
 def test_parse_lines_reads_every_object(objects, bom, last_newline):
     data = b"".join(json.dumps(o).encode() + b"\n" for o in objects)
@@ -275,7 +276,7 @@ MARKDOWN = st.lists(
 ).map("".join)
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(MARKDOWN, st.sampled_from([10, 11, 25, 180]), st.booleans())
 def test_chunk_document_arbitrary_markdown(text, window, front):
     text = ("---\n" + text[:40] + "\n---\n" + text[40:]) if front else text
@@ -288,7 +289,7 @@ def test_chunk_document_arbitrary_markdown(text, window, front):
     assert all(1 <= r["start_line"] <= r["end_line"] <= text.count("\n") + 1 for r in records)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.one_of(st.binary(max_size=500), MARKDOWN.map(lambda t: t.encode("utf-8", "surrogatepass"))))
 def test_decode_then_chunk_arbitrary_bytes(data):
     with contextlib.suppress(StageError):

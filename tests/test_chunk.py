@@ -13,6 +13,7 @@ from corpora import GDS_WAY, SHARED
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from jsonl import parse
+from properties import examples
 
 import rag_chunk
 from rag_chunk import Doc, chunk_document, main, slugify
@@ -197,7 +198,7 @@ def nonblank(text: str) -> list[str]:
     return [line for line in text.split("\n") if line.strip()]
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(markdown_text(), st.sampled_from([15, 40, 180]))
 def test_properties(text, window):
     got = chunks(text, window=window)
@@ -287,7 +288,7 @@ def whole(data: bytes, window: int) -> list[dict] | str:
 
 
 @pytest.mark.slow  # 300 documents streamed in pieces: 10 s at load 3 on two cores
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(awkward_markdown(), st.sampled_from([15, 40, 180]), st.integers(1, 96))
 def test_streaming_a_file_gives_the_whole_document_s_chunks(data, window, piece):
     assert streamed(data, window, piece) == whole(data, window)
@@ -299,7 +300,7 @@ BYTES = st.lists(
 )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(BYTES.map(b"".join), st.integers(1, 64))
 def test_streaming_arbitrary_bytes_gives_the_whole_document_s_chunks_or_error(data, piece):
     assert streamed(data, 20, piece) == whole(data, 20)

@@ -33,6 +33,7 @@ import rag_chunk
 import rag_eval
 import rag_index
 from rag_eval import main
+from ragline.eval import failures as evalfailures
 from ragline.eval import runs as evalruns
 from ragline.eval import sweep as abstain
 from ragline.eval import tables as evaltables
@@ -410,6 +411,106 @@ class TestScore:
             score(golden, records)
 
 
+# --------------------------------------------------------------------------- the failure report
+
+
+def with_texts(records: list[dict]) -> list[dict]:
+    """The records with each hit carrying its chunk's text, as rag-search writes it."""
+    texts = {c["id"]: c["text"] for c in CHUNKS}
+    for r in records:
+        for hit in r["hits"]:
+            hit["text"] = texts[hit["chunk_id"]]
+    return records
+
+
+def failing_run() -> list[dict]:
+    """PERFECT but for two wrong answers: fa-01's with its gold block ranked first (listed), pr-01's
+    with its gold block second (not listed). id-01 and se-01 have gold first and are right."""
+    records = perfect_run()
+    records[3] = record("fa-01", PERFECT["fa-01"][0], ["payouts#how", "misc#other"], "Payouts arrive next week [1].", ["payouts#how"], 0.9)
+    records[3]["citations"][0] |= {"path": "corpus/payouts.md", "start_line": 3, "end_line": 4, "headings": ["Payouts", "How"]}
+    records[2] = record("pr-01", PERFECT["pr-01"][0], ["misc#other", "runbook#steps"], "Wait it out [1].", ["misc#other"], 0.6)
+    return with_texts(records)
+
+
+FA_01 = """\
+## `fa-01` (factual): When do payouts arrive?
+
+Phrases a right answer holds: `T+1` (missing).
+
+The answer (confidence 0.90), 1 citation:
+
+```text
+Payouts arrive next week [1].
+
+[1] payouts#how (gold) :: Payouts > How (corpus/payouts.md:3-4)
+```
+
+The gold block, ranked first: `payouts#how` (corpus/payouts.md:1-5), 5 words:
+
+```text
+Payouts arrive T+1 after settlement.
+```
+"""
+
+
+class TestFailures:
+    def test_only_a_wrong_answer_with_gold_first_is_listed_with_its_words(self, golden):
+        records = failing_run()
+        result = score(golden, records, resamples=10)
+        report = evalfailures.report(golden, result, {r["id"]: r for r in records})
+        assert report.endswith("\n\n" + FA_01)  # the one failure, last, whole
+        assert report.count("\n## ") == 1
+        for right in ("id-01", "se-01", "pr-01", "un-01"):  # right with gold first; wrong, gold second; unanswerable
+            assert f"`{right}`" not in report and PERFECT[right][0] not in report
+        table = report[report.index("| kind |") : report.index("\n\n## ")].splitlines()
+        assert table == [
+            "| kind | answerable | gold first | answer wrong | share |",
+            "| --- | ---: | ---: | ---: | ---: |",
+            "| identifier | 1 | 1 | 0 | 0.00 |",
+            "| semantic | 1 | 1 | 0 | 0.00 |",
+            "| procedural | 1 | 0 | 0 | – |",
+            "| factual | 1 | 1 | 1 | 1.00 |",
+            "| all | 4 | 3 | 1 | 0.33 |",
+        ]
+        assert report.startswith("# Gold block first, answer wrong: golden.yaml\n\nThe `default` run on golden.yaml. Gold first:".replace(
+            "golden.yaml", golden.source))  # fmt: skip
+        assert evalfailures.report(golden, result, {r["id"]: r for r in records}) == report
+
+    def test_a_right_run_lists_none_and_a_refusal_is_wrong(self, golden):
+        records = with_texts(perfect_run())
+        report = evalfailures.report(golden, score(golden, records, resamples=10), {r["id"]: r for r in records})
+        assert report.endswith(
+            "| all | 4 | 3 | 0 | 0.00 |\n\nNone: every answerable question whose gold block ranked first was answered right.\n"
+        )
+        records[1] = with_texts([record("se-01", PERFECT["se-01"][0], ["idem#keys"], "", [], 0.1)])[0]
+        report = evalfailures.report(golden, score(golden, records, resamples=10), {r["id"]: r for r in records})
+        assert "## `se-01` (semantic): How do I make sure a shopper is billed once?" in report
+        assert "Phrases a right answer holds: `idempotency key` (missing).\n\nRefused: the handbook does not cover this.\n\n" in report
+        assert "The answer (confidence 0.10), 0 citations:\n\n```text\n\n```" in report
+        assert "`idem#keys` (corpus/idem.md:1-5), 8 words:\n\n```text\nAn idempotency key is a value you choose.\n```" in report
+
+    def test_a_hit_without_text_shows_the_chunks(self, golden):
+        records = failing_run()
+        del records[3]["hits"][0]["text"]
+        report = evalfailures.report(golden, score(golden, records, resamples=10), {r["id"]: r for r in records}, chunking().texts)
+        assert report.endswith("\n\n" + FA_01)
+
+    def test_a_long_block_is_cut_and_backticks_cannot_close_the_fence(self):
+        text = "Run ```` this.\n\n" + " ".join(f"w{i}" for i in range(500)) + "  \n"
+        assert evalfailures.bounded("a b  \n\n c\n\n") == ("a b\n\n c", 0)
+        cut, dropped = evalfailures.bounded(text, 10)
+        assert (cut, dropped) == ("Run ```` this.\n\nw0 w1 w2 w3 w4 w5 w6", 493)  # 3 words, then w0 ... w6
+        assert evalfailures.fenced(cut) == ["`````text", "Run ```` this.", "", "w0 w1 w2 w3 w4 w5 w6", "`````"]
+        records = failing_run()
+        records[3]["hits"][0]["text"] = text
+        golden = parse_golden(GOLDEN, "golden.yaml")
+        report = evalfailures.report(golden, score(golden, records, resamples=10), {r["id"]: r for r in records})
+        block = report[report.index("The gold block") :]
+        assert block.startswith("The gold block, ranked first: `payouts#how` (corpus/payouts.md:1-5), 503 words:\n\n`````text\nRun")
+        assert "w396\n`````\n\n(cut after 400 words: 103 more words not shown)\n" in block and "w397" not in block
+
+
 # --------------------------------------------------------------------------- the abstain sweep
 
 
@@ -550,6 +651,54 @@ class TestCommands:
 
         result = runner.invoke(main, ["table", str(out)])
         assert result.exit_code == 0 and "| `default` | 0.62 [" in result.stdout
+
+    def test_score_writes_the_failure_report_when_asked(self, runner, golden_path, tmp_path):
+        answers = write_jsonl(tmp_path / "answers.jsonl", failing_run())
+        chunks = write_jsonl(tmp_path / "chunks.jsonl", CHUNKS)
+        out, failures = tmp_path / "results" / "default.json", tmp_path / "results" / "failures.md"
+        args = [
+            "score",
+            "--golden",
+            str(golden_path),
+            "--label",
+            "default",
+            "--corpus",
+            "tiny",
+            "--out",
+            str(out),
+            "--corpus-chunks",
+            str(chunks),
+        ]
+        result = runner.invoke(main, [*args, str(answers)])
+        assert (result.exit_code, result.stdout, result.stderr) == (0, "", "")
+        assert sorted(p.name for p in out.parent.iterdir()) == ["default.json"]  # not asked: not written
+
+        result = runner.invoke(main, [*args, "--failures", str(failures), str(answers)])
+        assert (result.exit_code, result.stdout, result.stderr) == (0, "", "")
+        written = failures.read_bytes()
+        assert written.decode().startswith(f"# Gold block first, answer wrong: tiny\n\nThe `default` run on tiny ({golden_path}). ")
+        assert written.decode().endswith("\n\n" + FA_01) and "`se-01`" not in written.decode()
+        assert "| all | 4 | 3 | 1 | 0.33 |" in written.decode()
+        again = runner.invoke(main, [*args, "--failures", str(failures)], input=answers.read_bytes())  # from stdin: the same bytes
+        assert again.exit_code == 0 and failures.read_bytes() == written
+        assert sorted(p.name for p in out.parent.iterdir()) == ["default.json", "failures.md"]
+
+    def test_a_bad_failures_path_is_one_line(self, runner, golden_path, tmp_path):
+        answers = write_jsonl(tmp_path / "answers.jsonl", failing_run())
+        args = ["score", "--golden", str(golden_path), "--label", "default", "--out", str(tmp_path / "default.json"), str(answers)]
+        result = runner.invoke(main, [*args, "--failures", str(tmp_path)])
+        assert result.exit_code == 2 and "Invalid value for '--failures'" in result.stderr and "is a directory" in result.stderr
+        (tmp_path / "plain").write_text("a file\n")
+        result = runner.invoke(main, [*args, "--failures", str(tmp_path / "plain" / "failures.md")])
+        assert (result.exit_code, result.stdout) == (1, "")
+        assert result.stderr.startswith("rag-eval: ") and result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+        failures = tmp_path / "failures.md"
+        failures.write_text("the old report\n")
+        write_jsonl(answers, [r | {"generator": r["generator"] | {"threshold": 0.0}} for r in failing_run()])
+        result = runner.invoke(main, [*args, "--failures", str(failures)])
+        assert result.exit_code == 1 and result.stderr.startswith(f"rag-eval: {answers}:1: label 'default' expects")
+        assert failures.read_text() == "the old report\n"
+        assert not [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
 
     def test_score_reads_the_chunking_from_the_records_index(self, runner, golden_path, tmp_path, monkeypatch):
         """Without --corpus-chunks the chunks come from the index the records name: gold is

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -48,19 +49,21 @@ def stage_params(flags: dict[str, list[str]]) -> dict[str, dict]:
     """What each stage's command line makes of the flags: its parsed parameters (click, no run)."""
     import rag_answer
     import rag_embed
+    import rag_expand
     import rag_index
     import rag_search
 
-    commands = {"chunk": (rag_chunk, ["x"]), "embed": (rag_embed, []), "index": (rag_index, ["--out", "x"])}
+    commands = {"chunk": (rag_chunk, ["x"]), "expand": (rag_expand, []), "embed": (rag_embed, []), "index": (rag_index, ["--out", "x"])}
     commands |= {"search": (rag_search, ["--index", "x"]), "answer": (rag_answer, ["--index", "x"])}
     return {stage: module.main.make_context(stage, [*base, *flags[stage]]).params for stage, (module, base) in commands.items()}
 
 
 class TestRuns:
     def test_flags_from_the_configuration(self):
-        assert evalruns.run_flags(RUNS["default"]) == {"chunk": [], "embed": [], "index": [], "search": [], "answer": []}
+        assert evalruns.run_flags(RUNS["default"]) == {"chunk": [], "expand": [], "embed": [], "index": [], "search": [], "answer": []}
+        assert evalruns.run_flags(RUNS["expand"])["expand"] == ["--questions", "4"]
         assert evalruns.run_flags(RUNS["hash-dense"]) == {
-            "chunk": [], "embed": ["--model", "hash"], "index": [], "search": ["--no-sparse"], "answer": [],
+            "chunk": [], "expand": [], "embed": ["--model", "hash"], "index": [], "search": ["--no-sparse"], "answer": [],
         }  # fmt: skip
         assert evalruns.run_flags(RUNS["threshold-0"])["answer"] == ["--threshold", "0"]
         assert evalruns.run_flags(RUNS["window-120"])["chunk"] == ["--words", "120"]
@@ -85,7 +88,10 @@ class TestRuns:
             assert config["features"] == [] and params["answer"]["off"] == ()
         else:
             assert [f for f in evalruns.FEATURES if f not in params["answer"]["off"]] == config["features"]
-        assert set(OPTIONS) | {"features"} == {k.name for k in evalruns.CONFIG_KEYS}
+        # rag-expand runs only where a run has flags for it (the justfile's _run): without, a chunk has no questions
+        flags = evalruns.run_flags(config)
+        assert (params["expand"]["questions"] if flags["expand"] else 0) == config["questions"]
+        assert set(OPTIONS) | {"features", "questions"} == {k.name for k in evalruns.CONFIG_KEYS}
 
     def test_a_record_without_a_newer_key_reads_as_its_absent_value(self, golden):
         old = perfect_run(sparse=False)  # written before fusion, dense_weight and passages existed
@@ -113,7 +119,7 @@ class TestRuns:
         assert [r.label for r in runs] == ["local-judge"] * 3 and runs[0].flags["answer"] == ["--reader", "judge"]
         runs, absent = evalruns.plan(["bm25", "gds-way", "default"], present=lambda docs: True)
         assert [(r.corpus.name, r.label) for r in runs] == [("gds-way", "default"), ("gds-way", "bm25")]  # RUNS' order
-        assert runs[1].tsv() == "gds-way\tbm25\t../shared/corpora/gds-way/docs\teval/gds-way.golden.yaml\t\t\t\t--no-dense\t"
+        assert runs[1].tsv() == "gds-way\tbm25\t../shared/corpora/gds-way/docs\teval/gds-way.golden.yaml\t\t\t\t\t--no-dense\t"
         runs, absent = evalruns.plan(["hash"], present=lambda docs: docs == "corpus")
         assert [r.corpus.name for r in runs] == ["northwind"] and [c.name for c in absent] == ["eng-practices", "gds-way"]
         with pytest.raises(ValueError, match="'nope' is neither a run"):
@@ -125,7 +131,7 @@ class TestRuns:
         result = runner.invoke(main, ["plan", "answer-no-idf", "dense"])
         assert result.exit_code == 0, result.output
         assert result.stdout == (
-            "northwind\tdense\tcorpus\tgolden.yaml\t\t\t\t--no-sparse\t\nnorthwind\tanswer-no-idf\tcorpus\tgolden.yaml\t\t\t\t\t--off idf\n"
+            "northwind\tdense\tcorpus\tgolden.yaml\t\t\t\t\t--no-sparse\t\nnorthwind\tanswer-no-idf\tcorpus\tgolden.yaml\t\t\t\t\t\t--off idf\n"
         )
         assert result.stderr == (
             "rag-eval: ../shared/corpora/eng-practices/docs is absent: no runs on eng-practices\n"
@@ -175,6 +181,20 @@ def test_runs_table_and_no_heavy_import():
     assert out.stdout == "[]\n"
 
 
+@pytest.mark.skipif(shutil.which("just") is None, reason="just is not installed (pip install -e '.[just]')")
+def test_only_the_default_run_writes_a_failure_report():
+    """`just _run`'s score line (dry run: nothing runs) asks for OUT/CORPUS/failures.md on the default run only."""
+
+    def score_line(label: str) -> str:
+        args = ["--justfile", str(ROOT / "justfile"), "--dry-run", "_run", "my corpus", label, "corpus", "golden.yaml"]
+        done = subprocess.run([str(shutil.which("just")), *args], capture_output=True, text=True, check=True)
+        return next(line for line in done.stderr.splitlines() if "rag-eval score" in line)
+
+    assert score_line("default").endswith(""" --out "results/my corpus/default.json" --failures 'results/my corpus/failures.md'""")
+    assert score_line("bm25").endswith(""" --out "results/my corpus/bm25.json" """)
+    assert "--failures" not in score_line("my-own")
+
+
 @pytest.mark.model
 def test_eval_corpus_writes_only_under_its_output_folder(tmp_path):
     """`just eval-corpus DIR GOLDEN OUT` on a handbook of one's own: the result, the index
@@ -208,6 +228,7 @@ def test_eval_corpus_writes_only_under_its_output_folder(tmp_path):
     assert result.returncode == 0, result.stderr
     assert "| `default`" in result.stdout
     assert (out / "mine" / "default.json").is_file() and (out / "build" / "mine" / "default" / "idx").is_dir()
+    assert (out / "mine" / "failures.md").read_text(encoding="utf-8").startswith("# Gold block first, answer wrong: mine\n")
     assert (out / "cache.sqlite").is_file()
     since = marker.stat().st_mtime_ns
     written = [

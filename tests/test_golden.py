@@ -214,5 +214,5 @@ def test_the_answer_choice_ships_the_fitted_weights():
     assert fit["chosen"]["weights"] == dataclasses.asdict(choice.FITTED), "rerun 'just fit-answer' and update choice.FITTED"
     judge = json.loads((ROOT / "results" / "judge-fit.json").read_text())
     assert judge["chosen"]["weights"] == dataclasses.asdict(choice.JUDGED), "rerun 'just fit-judge' and update choice.JUDGED"
-    assert (judge["model"], judge["method"]) == (options.default("local_model"), METHOD)  # fitted for what ships
+    assert (judge["model"], judge["method"]) == (options.default("local_model", "answer"), METHOD)  # fitted for what ships
     assert set(fit["leave_one_corpus_out"]) == set(fit["corpora"]) == {"northwind", "eng-practices", "gds-way"}

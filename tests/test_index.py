@@ -13,6 +13,7 @@ from corpora import GDS_WAY, SHARED, build_index
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from jsonl import jsonl
+from properties import examples
 
 import rag_index
 import ragline
@@ -54,9 +55,6 @@ class TestBm25:
     @pytest.mark.reference
     def test_agrees_with_bm25s(self):
         bm25s = pytest.importorskip("bm25s", reason="bm25s is the reference implementation (pip install -e '.[dev]')")
-        import ragline
-        import ragline.text
-
         docs = [
             "The sweep runs nightly at 23:40 IST and closes the batch",
             "Payouts arrive T+1 after settlement; payout retries follow",
@@ -112,7 +110,7 @@ def test_memoised_build_counts_what_tokenize_gives_on_the_corpora():
     assert_same_as_reference(texts)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(st.lists(st.text(alphabet=st.sampled_from(list("ab AB-./:'_9 4000 ÉéİﬁK½ß\n")) | st.characters(), max_size=60), max_size=6))
 def test_memoised_build_counts_what_tokenize_gives_on_any_text(texts):
     assert_same_as_reference(texts)

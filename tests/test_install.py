@@ -9,6 +9,7 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
+import pytest
 from corpora import ROOT
 from packaging.requirements import Requirement
 
@@ -79,6 +80,7 @@ def test_the_recipes_find_the_venv_from_a_plain_shell():
     assert result.stdout.split(":")[0] == str(ROOT / ".venv" / "bin")
 
 
+@pytest.mark.slow  # pip builds the wheel
 def test_the_wheel_installs_the_stages_and_ragline_only(tmp_path):
     """The built wheel's top-level names: the seven rag_* stage modules and the ragline package,
     nothing that could collide with another distribution (no `progress`, no `ranking`)."""
@@ -96,7 +98,7 @@ def test_the_wheel_installs_the_stages_and_ragline_only(tmp_path):
     assert done.returncode == 0, done.stderr
     (wheel,) = (tmp_path / "dist").glob("ragline-*.whl")
     names = {n.split("/")[0].removesuffix(".py") for n in zipfile.ZipFile(wheel).namelist() if not n.split("/")[0].endswith(".dist-info")}
-    assert names == {"rag_chunk", "rag_embed", "rag_index", "rag_search", "rag_answer", "rag_eval", "rag_serve", "ragline"}
+    assert names == {"rag_chunk", "rag_expand", "rag_embed", "rag_index", "rag_search", "rag_answer", "rag_eval", "rag_serve", "ragline"}
     packaged = {n for n in zipfile.ZipFile(wheel).namelist() if n.startswith("ragline/")}
     assert {"ragline/__init__.py", "ragline/eval/metrics.py", "ragline/answer/citations.py", "ragline/options.py"} <= packaged
 

@@ -20,7 +20,7 @@ from ragline import local_models, options
 from ragline.records import StageError
 
 pytestmark = pytest.mark.local
-MODEL = options.default("local_model")
+MODEL = options.default("local_model", "answer")
 
 llama_cpp = pytest.importorskip("llama_cpp", reason="the local reader's tests need llama-cpp-python: run 'just llm-model'")
 try:
@@ -119,3 +119,25 @@ def test_a_copy_of_the_model_elsewhere_runs_as_the_users_own(tmp_path):
     shutil.copy(PATH, copy)
     path, sha = local_models.model_file(str(copy))
     assert (path, sha) == (Path(copy), None)  # a path is the user's file: loaded, not vouched for
+
+
+def test_rag_expand_writes_questions_with_the_real_model_and_a_rerun_reads_the_cache(tmp_path):
+    """rag-expand as a process on the real model: each chunk gets questions (strings ending in "?"),
+    and a rerun gives the same bytes from the cache, writing none afresh (no notice on stderr)."""
+    chunks = b"".join(
+        json.dumps(c).encode() + b"\n"
+        for c in (
+            {"id": "payouts#timing", "text": "## Timing\n\nPayouts reach the bank two working days after settlement.", "headings": ["Payouts", "Timing"]},
+            {"id": "charges#void", "text": "## Voiding\n\nA charge that is not captured can be voided; no money moves.", "headings": ["Charges", "Voiding"]},
+        )
+    )
+    env = stage_env(RAG_MODEL_HOME=str(PATH.parent.parent), RAG_EXPAND_CACHE=str(tmp_path / "q.sqlite"))
+    first = run("rag-expand", "--questions", "3", stdin=chunks, env=env, timeout=600)
+    assert first.returncode == 0, first.stderr
+    records = [json.loads(line) for line in first.stdout.splitlines()]
+    assert [r["id"] for r in records] == ["payouts#timing", "charges#void"]
+    assert all(r["questions"] and all(q.endswith("?") for q in r["questions"]) and len(r["questions"]) <= 3 for r in records)
+    assert records[0]["expand"]["model"] == MODEL and records[0]["expand"]["model_sha256"] == SHA
+    assert b"wrote the questions of 2 of 2 chunks" in first.stderr
+    again = run("rag-expand", "--questions", "3", stdin=chunks, env=env, timeout=600)
+    assert again.returncode == 0 and again.stdout == first.stdout and again.stderr == b""

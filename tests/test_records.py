@@ -214,7 +214,6 @@ def test_every_command_says_its_version(module):
 )
 def test_shell_completion_works_as_the_docs_say(command, typed, offered):
     """The completion recipe of docs/options.md: click's `_RAG_..._COMPLETE` protocol through the console scripts."""
-    import os
     import shutil
     import subprocess
 

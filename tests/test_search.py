@@ -13,6 +13,7 @@ from corpora import build_index
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from jsonl import jsonl, parse
+from properties import examples
 
 import rag_embed
 import rag_index
@@ -38,7 +39,7 @@ class TestRrf:
         assert sorted(fused, key=lambda r: -fused[r]) == [5, 3, 9]
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.lists(st.integers(-3, 3), min_size=1, max_size=60), st.integers(1, 70), st.randoms())
 def test_topk_equals_a_full_sort(values, k, rnd):
     scores = np.array(values, dtype=np.float64)  # small integers: many ties
@@ -354,7 +355,7 @@ def test_exact_lifts_the_chunk_that_holds_the_identifier(tmp_path):
 # --------------------------------------------------------------------------- blocked dense scoring
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(
     n=st.integers(1, 40),
     q=st.integers(1, 4),

@@ -99,7 +99,6 @@ def test_get_answer_is_the_record_post_answer_and_rag_answer_write(client: httpx
 
 
 def test_explain_and_health(client: httpx.Client, index: Path) -> None:
-    import rag_index
     import rag_search
 
     got = client.get("/explain", params={"q": "NW-4021 capture", "chunk_id": "errors#client-errors"})

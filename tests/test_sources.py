@@ -117,6 +117,7 @@ def test_rag_index_refuses_sources_that_disagree() -> None:
         sources.gather(files, "b.md", {"root": "/h"}, "<stdin>:4")
 
 
+@pytest.mark.battery  # eight stage processes
 def test_rag_search_and_rag_answer_say_in_one_line_that_a_page_changed(tmp_path: Path) -> None:
     folder = corpus(tmp_path / "handbook")
     chunks = run("rag-chunk", folder, cwd=tmp_path).stdout
@@ -145,6 +146,7 @@ def test_the_rebuild_command_is_the_pipeline_that_built_the_index(tmp_path: Path
     assert command == f"rag-chunk --words 120 {tmp_path / 'corpus'} | rag-embed --model hash --no-passages | rag-index --out {index}"
 
 
+@pytest.mark.battery  # five stage processes
 def test_an_index_moved_with_its_handbook_is_not_stale(tmp_path: Path) -> None:
     """The manifest keeps its sources relative to the index: built in one folder, moved whole, still fresh."""
     first = tmp_path / "one"

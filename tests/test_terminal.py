@@ -37,6 +37,7 @@ def on_terminal(columns: int, *args: str | Path) -> list[str]:
     return out.decode().replace("\r\n", "\n").split("\n")
 
 
+@pytest.mark.battery
 @pytest.mark.parametrize("stage", ["rag-search", "rag-answer"])
 def test_every_line_fits_an_80_column_terminal(index: Path, stage: str) -> None:
     lines = on_terminal(80, stage, "--index", index, QUESTION)
@@ -47,6 +48,7 @@ def test_every_line_fits_an_80_column_terminal(index: Path, stage: str) -> None:
     assert len(" > ".join(headings)) > 80  # the JSON keeps what the terminal could not show on one line
 
 
+@pytest.mark.battery
 def test_a_wider_terminal_gets_longer_lines(index: Path) -> None:
     narrow, wide = on_terminal(60, "rag-answer", "--index", index, QUESTION), on_terminal(200, "rag-answer", "--index", index, QUESTION)
     assert max(map(len, narrow)) <= 60 < max(map(len, wide))
@@ -118,6 +120,7 @@ def deep_index(tmp_path_factory: pytest.TempPathFactory) -> Path:
 PLACE = re.compile(r"([^\s(]+\.md):(\d+)-(\d+)\)?$")
 
 
+@pytest.mark.battery
 @pytest.mark.parametrize("stage", ["rag-answer", "rag-search"])
 def test_file_and_lines_stay_whole_on_an_80_column_terminal(deep_index: Path, stage: str) -> None:
     lines = on_terminal(80, stage, "--index", deep_index, QUESTION)
@@ -131,6 +134,7 @@ def test_file_and_lines_stay_whole_on_an_80_column_terminal(deep_index: Path, st
     assert f"{first['start_line']}-{first['end_line']}" in places[0].group()
 
 
+@pytest.mark.battery
 @pytest.mark.parametrize("stage", ["rag-answer", "rag-search"])
 def test_text_writes_the_terminal_s_view_to_a_pipe(index: Path, stage: str) -> None:
     piped = run(stage, "--index", index, "--text", QUESTION, env=stage_env(COLUMNS="80"))
@@ -151,6 +155,7 @@ def test_place_shortens_the_path_from_the_left_and_never_the_lines() -> None:
     assert len(long_name) == 30 and long_name.startswith("...") and long_name.endswith("x.md:1-2")
 
 
+@pytest.mark.battery
 def test_text_piped_fits_the_terminal_its_stderr_is_on(index: Path) -> None:
     """`rag-answer --text ... | less`: stdout is a pipe, the terminal less shows on is stderr's."""
     import fcntl

@@ -37,6 +37,7 @@ SEED = 20_240_611
 LEVEL = 0.95  # interval coverage
 
 FEATURES = ANSWER_FEATURES  # the extractive generator's switches, one ablation each
+QUESTIONS = 0  # rag-expand's questions a chunk in the shipped pipeline: none (README's pipeline has no rag-expand)
 STAGES = options.PIPELINE  # rag-chunk ... rag-answer: the plan's flag columns
 
 # --------------------------------------------------------------------------- corpora
@@ -94,7 +95,7 @@ class Key:
 # written; a key not named here follows, in the declarations' order.
 ORDER = (
     "model", "dense", "sparse", "rerank", "embed_headings", "embed_long", "window", "fusion", "dense_weight",
-    "passages", "exact", "k", "candidates", "rrf_k", "features", "threshold", "context",
+    "passages", "questions", "exact", "k", "candidates", "rrf_k", "features", "threshold", "context",
 )  # fmt: skip
 
 
@@ -115,6 +116,8 @@ def _keys() -> tuple[Key, ...]:
         stages = tuple(next(s for s in STAGES if s in o.stages) for o in same)
         keys.append(Key(name, first.default, stages, first.args, first.absent, first.recorded or "retrieval"))
     keys.append(Key("features", list(FEATURES), ("answer",), _features_off, holder="generator"))
+    # rag-expand's questions a chunk (0: the pipeline has no rag-expand, its default); the index records them
+    keys.append(Key("questions", QUESTIONS, ("expand",), lambda n: ["--questions", str(n)], absent=0))
     rank = {name: n for n, name in enumerate(ORDER)}
     return tuple(sorted(keys, key=lambda k: rank.get(k.name, len(ORDER))))
 
@@ -158,13 +161,19 @@ RUNS: dict[str, dict[str, Any]] = {
     **{f"answer-no-{f}": _variant(features=_without(f)) for f in FEATURES},
     # every reader of the registry that runs the local model (`just eval-llm`), as `local-NAME`: the model judging
     # the extractive reader's best pieces, scoring spans, or writing the answer (a writer uses no extractive feature)
+    "expand": _variant(questions=4),  # rag-expand: 4 questions a chunk, written by the local model, embedded as passages
+    "expand-dense": _variant(questions=4, sparse=False),  # the same without BM25: what the questions do for dense alone
     **{f"local-{k.name}": _variant(reader=k.name, **({"features": []} if k.writes else {})) for k in reader.REGISTRY.values() if k.local},
 }
 
-# The runs of the local reader: minutes to hours where the others take seconds, and a model of ~0.5-1.1 GB
-# (`just llm-model`), so the plan leaves them out unless named (`rag-eval plan local-judge`, `just eval-llm`).
+# The runs of the local model: minutes to hours where the others take seconds, and a model of ~0.5-1.1 GB
+# (`just llm-model`), so the plan leaves them out unless named (`rag-eval plan local-judge`, `just eval-llm`):
+# the local readers, and rag-expand's questions written for every chunk (an index's build, once a corpus: cached).
 LOCAL_RUNS: tuple[str, ...] = tuple(
-    label for label, config in RUNS.items() if config.get("reader") in reader.REGISTRY and reader.REGISTRY[config["reader"]].local
+    label
+    for label, config in RUNS.items()
+    if (config.get("reader") in reader.REGISTRY and reader.REGISTRY[config["reader"]].local)
+    or config.get("questions", QUESTIONS) != QUESTIONS
 )
 
 # Runs of the default configuration on another file of the default model, made beside the plan

@@ -47,6 +47,10 @@ class Case:
 # --------------------------------------------------------------------------- input makers
 
 
+def _same_records(out: bytes, given: bytes) -> None:
+    assert [orjson.loads(x) for x in out.splitlines()] == [orjson.loads(x) for x in given.splitlines()]
+
+
 def jl(*records: dict) -> bytes:
     return b"".join(orjson.dumps(r) + b"\n" for r in records)
 
@@ -461,6 +465,80 @@ BUILD_CASES: list[Case] = [
         "rag-chunk: h/key.md: skipped, a symlink out of the tree (…secret.txt)",
         symlinked_out,
         verify=count(1),
+    ),
+    # ------------------------------------------------------------------ rag-expand
+    Case(
+        "expand: invalid JSON",
+        "rag-expand",
+        (),
+        1,
+        "rag-expand: <stdin>:2: not valid JSON: unexpected character… (column 21)",
+        stdin(b'{"id": "a", "text": "x"}\n{"id": "b", "text": }\n'),
+    ),
+    Case(
+        "expand: not a chunk record",
+        "rag-expand",
+        (),
+        1,
+        "rag-expand: <stdin>:1: missing field 'text' (got a hits/1 record)",
+        lambda d: (d / "hits.jsonl").read_bytes(),
+    ),
+    Case(
+        "expand: headings not strings",
+        "rag-expand",
+        (),
+        1,
+        "rag-expand: <stdin>:2: field 'headings' must be an array of strings",
+        stdin(jl({"id": "a", "text": "x"}, {"id": "b", "text": "y", "headings": [1]})),
+    ),
+    Case(
+        "expand: the local model not fetched",
+        "rag-expand",
+        (),
+        1,
+        "rag-expand: /nonexistent/ragline-models/qwen2.5-coder-0.5b-instruct: the local model qwen2.5-coder-0.5b-instruct is not in the model cache: …",
+        lambda d: (d / "chunks.jsonl").read_bytes(),
+    ),
+    Case(
+        "expand: a model path that is not a file",
+        "rag-expand",
+        ("--local-model", "nothere.gguf"),
+        1,
+        "rag-expand: nothere.gguf: no local model 'nothere.gguf': give a known name (…) or the path of a GGUF file",
+        lambda d: (d / "chunks.jsonl").read_bytes(),
+    ),
+    Case(
+        "expand: a model file that is not GGUF",
+        "rag-expand",
+        ("--local-model", "chunks.jsonl"),
+        1,
+        "rag-expand: chunks.jsonl: …",
+        lambda d: (d / "chunks.jsonl").read_bytes(),
+    ),
+    Case(
+        "expand: too many questions",
+        "rag-expand",
+        ("--questions", "21"),
+        2,
+        "Error: Invalid value for '--questions': 21 is not in the range 0<=x<=20.",
+        stdin(b""),
+    ),
+    Case(
+        "expand: --questions 0 passes the records through",
+        "rag-expand",
+        ("--questions", "0"),
+        0,
+        "",
+        lambda d: (d / "chunks.jsonl").read_bytes(),
+        verify=lambda d, out: _same_records(out, (d / "chunks.jsonl").read_bytes()),
+    ),
+    Case(
+        "expand: no input",
+        "rag-expand",
+        (),
+        2,
+        "Error: no input: pipe rag-chunk's records into rag-expand or name a file (see --help)",
+        lambda d: TTY,
     ),
     # ------------------------------------------------------------------ rag-embed
     Case(
