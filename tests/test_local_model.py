@@ -127,8 +127,16 @@ def test_rag_expand_writes_questions_with_the_real_model_and_a_rerun_reads_the_c
     chunks = b"".join(
         json.dumps(c).encode() + b"\n"
         for c in (
-            {"id": "payouts#timing", "text": "## Timing\n\nPayouts reach the bank two working days after settlement.", "headings": ["Payouts", "Timing"]},
-            {"id": "charges#void", "text": "## Voiding\n\nA charge that is not captured can be voided; no money moves.", "headings": ["Charges", "Voiding"]},
+            {
+                "id": "payouts#timing",
+                "text": "## Timing\n\nPayouts reach the bank two working days after settlement.",
+                "headings": ["Payouts", "Timing"],
+            },
+            {
+                "id": "charges#void",
+                "text": "## Voiding\n\nA charge that is not captured can be voided; no money moves.",
+                "headings": ["Charges", "Voiding"],
+            },
         )
     )
     env = stage_env(RAG_MODEL_HOME=str(PATH.parent.parent), RAG_EXPAND_CACHE=str(tmp_path / "q.sqlite"))
