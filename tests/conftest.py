@@ -1,8 +1,8 @@
 """Shared fixtures: a click runner, the tiny index, the real model when present.
 
 The helpers the tests share live in tests/support/, which this puts on sys.path: `from corpora
-import build_index`, `from jsonl import jsonl, parse`, `from stagecli import run`. No test module
-imports another test module (nor this one).
+import build_index`, `from jsonl import jsonl, parse`, `from stagecli import run`, `from properties
+import examples`. No test module imports another test module (nor this one).
 """
 
 from __future__ import annotations
