@@ -71,7 +71,6 @@ STRIDE = 32  # tokens shared by consecutive windows of a long text (long="window
 # it ran slower per token here (the ablation rows of `just bench`), and the session starts sooner without them.
 OPTIMIZATION = "basic"
 SPREADS = ("batches", "operators")  # how OnnxEmbedder spreads its threads: over batches run at once, or within each operator
-QUESTION_LEAD = True  # a question's vector embeds the heading path before it, as a passage's does
 PASSAGE_WORDS = 60  # a passage vector covers about this many words (whole sentences, one shared with the next)
 
 
@@ -508,11 +507,11 @@ def passage_texts(record: dict[str, Any], headings: bool = True, text_field: str
 
 def question_texts(record: dict[str, Any], headings: bool = True) -> list[str]:
     """The questions rag-expand wrote for a chunk (its `questions`: strings), each embedded as a
-    passage of the chunk, with the heading path as the chunk's passages have it (QUESTION_LEAD)."""
+    passage of the chunk, with the heading path before it as the chunk's passages have it."""
     asked = record.get("questions")
     if not isinstance(asked, list):
         return []
-    lead = ragline.text.heading_lead(record, headings) if QUESTION_LEAD else ""
+    lead = ragline.text.heading_lead(record, headings)
     return [lead + q for q in asked if isinstance(q, str) and q.strip()]
 
 
@@ -558,15 +557,14 @@ def _finish(
     cache: Cache | None,
     questions: bool = False,
 ) -> Iterator[dict[str, Any]]:
-    parts = [
-        (passage_texts(r, headings, text_field) if passages else []) + (question_texts(r, headings) if questions else []) for r in batch
-    ]
+    asked = [question_texts(r, headings) if questions else [] for r in batch]
+    parts = [(passage_texts(r, headings, text_field) if passages else []) + qs for r, qs in zip(batch, asked, strict=True)]
     flat = [p for ps in parts for p in ps]
     vectors = embed_texts(embedder, texts + flat, query=query, cache=cache)
     if not np.isfinite(vectors).all():
         raise StageError(f"{embedder.name} produced a non-finite vector")
     start = len(texts)
-    for record, vector, ps in zip(batch, vectors, parts, strict=False):
+    for record, vector, ps, qs in zip(batch, vectors, parts, asked, strict=False):
         record["vector"] = vector
         record["model"] = embedder.name
         if embedder.sha256:
@@ -579,7 +577,7 @@ def _finish(
             record["passage_vectors"] = vectors[start : start + len(ps)]
             start += len(ps)
         if questions:
-            record["embed_questions"] = len(question_texts(record, headings))
+            record["embed_questions"] = len(qs)
         yield record
 
 

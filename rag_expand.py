@@ -32,7 +32,6 @@ import click
 import ragline
 import ragline.records
 from ragline import expand, options, progress
-from ragline.records import StageError
 
 STAGE = "rag-expand"
 
@@ -43,9 +42,7 @@ def checked(records: Any) -> list[dict[str, Any]]:
     for where, record in records:
         ragline.records.require_field(record, "id", str, where)
         ragline.records.require_field(record, "text", str, where)
-        path = record.get("headings")
-        if path is not None and not (isinstance(path, list) and all(isinstance(h, str) for h in path)):
-            raise StageError("field 'headings' must be an array of strings", str(where))
+        ragline.records.check_strings(record, "headings", where)
         out.append(record)
     return out
 
@@ -93,7 +90,7 @@ def main(
 
         return LocalModel(path, local_threads, local_context, sha256, name)
 
-    expander = expand.Expander(load, sha256, questions, cache)
+    expander = expand.Expander(load, questions, cache)
     meter = progress.Progress(STAGE, unit="chunks", total=len(records), quiet=quiet, piped=False)
     start, written, empty = time.monotonic(), 0, 0
     meta = {"model": name, "model_sha256": sha256, "questions": questions, "prompt": expand.PROMPT_VERSION}

@@ -157,12 +157,8 @@ def check_chunk(record: dict[str, Any], at: str) -> str:
     for name, kind in CHUNK_TYPES.items():
         if record.get(name) is not None:
             ragline.records.require_field(record, name, kind, at)
-    path = record.get("headings")
-    if path is not None and not (isinstance(path, list) and all(isinstance(h, str) for h in path)):
-        raise StageError("field 'headings' must be an array of strings", at)
-    asked = record.get("questions")
-    if asked is not None and not (isinstance(asked, list) and all(isinstance(q, str) for q in asked)):
-        raise StageError("field 'questions' must be an array of strings (rag-expand's)", at)
+    ragline.records.check_strings(record, "headings", at)
+    ragline.records.check_strings(record, "questions", at, " (rag-expand's)")
     return cid
 
 

@@ -33,7 +33,6 @@ import ragline.text
 from ragline.vectorcache import Store
 
 PROMPT_VERSION = 2  # bump when SYSTEM or INSTRUCTION change: the cache keys on it
-QUESTIONS = 4  # questions asked of each chunk (rag-expand --questions)
 MAX_WORDS = 350  # words of a chunk shown to the model: its first ones (a chunk is ~180 words; a fence or table may be longer)
 MAX_TOKENS = 160  # tokens the model may write for one chunk's questions
 QUESTION_WORDS = (3, 40)  # a line outside this many words is not a question
@@ -112,8 +111,8 @@ class Expander:
     """Writes a chunk's questions with `model` (a `ragline.answer.local.LocalModel`, loaded on the
     first chunk not in the cache: a rerun over an unchanged handbook never loads it), `n` a chunk."""
 
-    def __init__(self, load: Any, model_id: str, n: int = QUESTIONS, cache: QuestionCache | None = None):
-        self.load, self.model_id, self.n, self.cache = load, model_id, n, cache
+    def __init__(self, load: Any, n: int, cache: QuestionCache | None = None):
+        self.load, self.n, self.cache = load, n, cache
         self.model: Any = None
 
     def questions(self, record: dict[str, Any]) -> Written:
@@ -132,7 +131,6 @@ class Expander:
 
 def default_cache() -> Path:
     """`$XDG_CACHE_HOME/ragline/expand.sqlite` (`~/.cache/...` where unset)."""
-    import os
+    from ragline.models import user_cache
 
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "ragline" / "expand.sqlite"
+    return user_cache() / "expand.sqlite"

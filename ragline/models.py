@@ -116,12 +116,17 @@ KNOWN: dict[str, ModelSpec] = {
 }
 
 
+def user_cache() -> Path:
+    """ragline's per-user cache folder: $XDG_CACHE_HOME/ragline, else ~/.cache/ragline."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "ragline"
+
+
 def model_home() -> Path:
     """The per-user model cache: $RAG_MODEL_HOME, else $XDG_CACHE_HOME/ragline/models."""
     if os.environ.get("RAG_MODEL_HOME"):
         return Path(os.environ["RAG_MODEL_HOME"])
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "ragline" / "models"
+    return user_cache() / "models"
 
 
 def sha256_file(path: str | os.PathLike[str]) -> str:

@@ -313,6 +313,14 @@ def require_field(record: dict[str, Any], name: str, kind: type | tuple[type, ..
     return value
 
 
+def check_strings(record: dict[str, Any], name: str, where: Line | str, whose: str = "") -> None:
+    """A StageError unless record[name], where present (not null), is an array of strings
+    (`whose`, e.g. " (rag-expand's)", ends the message)."""
+    value = record.get(name)
+    if value is not None and not (isinstance(value, list) and all(isinstance(v, str) for v in value)):
+        raise StageError(f"field '{name}' must be an array of strings{whose}", str(where))
+
+
 # --------------------------------------------------------------------------- records out
 
 

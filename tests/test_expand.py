@@ -17,7 +17,7 @@ import rag_embed
 import rag_expand
 import rag_index
 from rag_search import Config, Searcher
-from ragline import expand, ranking
+from ragline import expand, options, ranking
 from ragline.records import Line, StageError
 
 
@@ -81,25 +81,25 @@ class TestExpander:
             return model
 
         cache = expand.QuestionCache(tmp_path / "q.sqlite", "sha-a")
-        first = expand.Expander(load, "sha-a", 2, cache).questions(dict(CHUNK))
+        first = expand.Expander(load, 2, cache).questions(dict(CHUNK))
         assert first == expand.Written(["When do payouts land?", "How long until the money arrives?"], False)
         again = expand.Expander(
-            lambda: pytest.fail("the model was loaded on a warm cache"), "sha-a", 2, expand.QuestionCache(tmp_path / "q.sqlite", "sha-a")
+            lambda: pytest.fail("the model was loaded on a warm cache"), 2, expand.QuestionCache(tmp_path / "q.sqlite", "sha-a")
         )
         assert again.questions(dict(CHUNK)) == expand.Written(first.questions, True)
         assert loads == [1]
 
     def test_an_edit_another_model_or_another_n_asks_again(self, tmp_path):
         path = tmp_path / "q.sqlite"
-        expand.Expander(lambda: Scripted("Is it first?"), "sha-a", 2, expand.QuestionCache(path, "sha-a")).questions(dict(CHUNK))
+        expand.Expander(lambda: Scripted("Is it first?"), 2, expand.QuestionCache(path, "sha-a")).questions(dict(CHUNK))
         edited = dict(CHUNK, text=CHUNK["text"] + " Weekends do not count.")
         for record, sha, n in ((edited, "sha-a", 2), (CHUNK, "sha-b", 2), (CHUNK, "sha-a", 3)):
-            got = expand.Expander(lambda: Scripted("Is it another one?"), sha, n, expand.QuestionCache(path, sha)).questions(dict(record))
+            got = expand.Expander(lambda: Scripted("Is it another one?"), n, expand.QuestionCache(path, sha)).questions(dict(record))
             assert got == expand.Written(["Is it another one?"], False)
 
     def test_no_cache_writes_every_time(self):
         model = Scripted("Is it one?", "Is it two?")
-        e = expand.Expander(lambda: model, "sha", 2, None)
+        e = expand.Expander(lambda: model, 2, None)
         assert [e.questions(dict(CHUNK)).questions for _ in range(2)] == [["Is it one?"], ["Is it two?"]]
 
     def test_a_file_that_is_not_a_cache_is_one_line(self, tmp_path):
@@ -147,7 +147,7 @@ class TestTheStage:
         assert done.value.code == 130
         assert capsysbinary.readouterr().out == b""
         kept = expand.QuestionCache(cache, "sha-x")
-        assert kept.get(kept.key(expand.shown_text(CHUNK), expand.QUESTIONS)) == ["When do payouts land?"]
+        assert kept.get(kept.key(expand.shown_text(CHUNK), options.default("questions", "expand"))) == ["When do payouts land?"]
 
 
 DOCS = {

@@ -159,10 +159,12 @@ RUNS: dict[str, dict[str, Any]] = {
     "window-120": _variant(window=120),
     "window-300": _variant(window=300),
     **{f"answer-no-{f}": _variant(features=_without(f)) for f in FEATURES},
+    # rag-expand at its default count of questions a chunk, written by the local model and embedded as passages;
+    # and the same without BM25: what the questions do for dense alone
+    "expand": _variant(questions=options.default("questions", "expand")),
+    "expand-dense": _variant(questions=options.default("questions", "expand"), sparse=False),
     # every reader of the registry that runs the local model (`just eval-llm`), as `local-NAME`: the model judging
     # the extractive reader's best pieces, scoring spans, or writing the answer (a writer uses no extractive feature)
-    "expand": _variant(questions=4),  # rag-expand: 4 questions a chunk, written by the local model, embedded as passages
-    "expand-dense": _variant(questions=4, sparse=False),  # the same without BM25: what the questions do for dense alone
     **{f"local-{k.name}": _variant(reader=k.name, **({"features": []} if k.writes else {})) for k in reader.REGISTRY.values() if k.local},
 }
 
