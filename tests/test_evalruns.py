@@ -136,13 +136,15 @@ class TestRuns:
         assert result.stderr == (
             "rag-eval: ../shared/corpora/eng-practices/docs is absent: no runs on eng-practices\n"
             "rag-eval: ../shared/corpora/gds-way/docs is absent: no runs on gds-way\n"
+            "rag-eval: eval/corpora/sourcegraph/docs is absent: no runs on sourcegraph\n"
+            "rag-eval: eval/corpora/gitlab/docs is absent: no runs on gitlab\n"
         )
         nothing = runner.invoke(main, ["plan", "gds-way"])
         assert nothing.exit_code == 1 and nothing.stderr.endswith("rag-eval: nothing to run: every corpus named is absent\n")
         assert runner.invoke(main, ["plan", "nope"]).exit_code == 2
 
     def test_every_corpus_has_its_golden_file(self):
-        assert [c.name for c in evalruns.CORPORA] == ["northwind", "eng-practices", "gds-way"]
+        assert [c.name for c in evalruns.CORPORA] == ["northwind", "eng-practices", "gds-way", "sourcegraph", "gitlab"]
         for corpus in evalruns.CORPORA:
             assert load_golden(str(ROOT / corpus.golden)).questions
 

@@ -56,6 +56,8 @@ CORPORA = (
     Corpus("northwind", "corpus", "golden.yaml"),
     Corpus("eng-practices", "../shared/corpora/eng-practices/docs", "eval/eng-practices.golden.yaml"),
     Corpus("gds-way", "../shared/corpora/gds-way/docs", "eval/gds-way.golden.yaml"),
+    Corpus("sourcegraph", "eval/corpora/sourcegraph/docs", "eval/sourcegraph.golden.yaml"),
+    Corpus("gitlab", "eval/corpora/gitlab/docs", "eval/gitlab.golden.yaml"),
 )
 
 
@@ -177,6 +179,11 @@ LOCAL_RUNS: tuple[str, ...] = tuple(
     if (config.get("reader") in reader.REGISTRY and reader.REGISTRY[config["reader"]].local)
     or config.get("questions", QUESTIONS) != QUESTIONS
 )
+
+# The development corpora whose local-reader runs (local-judge, local-write) are not made yet: added after
+# the last `just eval-llm` (hours on two cores), their results hold every other run. The next
+# `just eval-llm` makes them; then the name leaves this tuple (tests/test_golden.py checks both ways).
+LOCAL_PENDING: tuple[str, ...] = ("sourcegraph", "gitlab")
 
 # Runs of the default configuration on another file of the default model, made beside the plan
 # (`just eval-qint8`), each labelled with the RAG_MODEL_WEIGHTS it ran with. Their results record
