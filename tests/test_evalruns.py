@@ -116,12 +116,17 @@ class TestRuns:
         assert len(runs) == len(evalruns.CORPORA) * (len(RUNS) - len(evalruns.LOCAL_RUNS)) and absent == []
         assert not {r.label for r in runs} & set(evalruns.LOCAL_RUNS)  # the local reader's runs only when named
         runs, _ = evalruns.plan(["local-judge"], present=lambda docs: True)
-        assert [r.label for r in runs] == ["local-judge"] * 3 and runs[0].flags["answer"] == ["--reader", "judge"]
+        assert [r.label for r in runs] == ["local-judge"] * len(evalruns.CORPORA) and runs[0].flags["answer"] == ["--reader", "judge"]
         runs, absent = evalruns.plan(["bm25", "gds-way", "default"], present=lambda docs: True)
         assert [(r.corpus.name, r.label) for r in runs] == [("gds-way", "default"), ("gds-way", "bm25")]  # RUNS' order
         assert runs[1].tsv() == "gds-way\tbm25\t../shared/corpora/gds-way/docs\teval/gds-way.golden.yaml\t\t\t\t\t--no-dense\t"
         runs, absent = evalruns.plan(["hash"], present=lambda docs: docs == "corpus")
-        assert [r.corpus.name for r in runs] == ["northwind"] and [c.name for c in absent] == ["eng-practices", "gds-way"]
+        assert [r.corpus.name for r in runs] == ["northwind"] and [c.name for c in absent] == [
+            "eng-practices",
+            "gds-way",
+            "sourcegraph",
+            "gitlab",
+        ]
         with pytest.raises(ValueError, match="'nope' is neither a run"):
             evalruns.plan(["nope"])
 

@@ -180,11 +180,6 @@ LOCAL_RUNS: tuple[str, ...] = tuple(
     or config.get("questions", QUESTIONS) != QUESTIONS
 )
 
-# The development corpora whose local-reader runs (local-judge, local-write) are not made yet: added after
-# the last `just eval-llm` (hours on two cores), their results hold every other run. The next
-# `just eval-llm` makes them; then the name leaves this tuple (tests/test_golden.py checks both ways).
-LOCAL_PENDING: tuple[str, ...] = ("sourcegraph", "gitlab")
-
 # Runs of the default configuration on another file of the default model, made beside the plan
 # (`just eval-qint8`), each labelled with the RAG_MODEL_WEIGHTS it ran with. Their results record
 # the file that ran (`run.model_sha256`); the configuration keys cannot tell them from `default`.
