@@ -75,7 +75,7 @@ import ragline
 import ragline.records
 import ragline.text
 from ragline import markup, options, sources
-from ragline.globs import Glob, compile_all, first_match
+from ragline.globs import Glob, PatternError, compile_all, first_match
 from ragline.markdown import Block, Doc, blocks, check, file_lines, inline_text
 from ragline.records import StageError
 
@@ -706,7 +706,11 @@ def main(
     elif "-" in inputs:
         raise click.UsageError("stdin ('-') cannot be mixed with files")
     skips: list[Skip] = []
-    select = Selection.of(include, exclude)
+    try:
+        select = Selection(compile_all(include, "--include"), compile_all(exclude, "--exclude"))
+    except PatternError as err:  # bad usage, said in one line (click's usage block is three)
+        click.echo(f"{STAGE}: {err}", err=True)
+        raise SystemExit(2) from None
     with tempfile.TemporaryDirectory(prefix="rag-chunk-") as tmp:
         if listing:
             names = "".join(f"{file}\n" for _, file, _ in find_documents(inputs, skips.append, select))

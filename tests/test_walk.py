@@ -171,3 +171,34 @@ def test_globs_read_as_gitignore_lines(pattern: str, path: str, folder: bool, ex
 def test_a_glob_covers_a_folder_only_when_it_takes_all_it_holds() -> None:
     assert Glob("drafts/**").covers("drafts") and Glob("drafts").covers("docs/drafts")
     assert not Glob("drafts/*.md").covers("drafts")
+
+
+@pytest.mark.parametrize(
+    ("pattern", "path"),
+    [
+        ("a*a*a*a*a*b", "a" * 200),  # 12.6 s with the `re` translation (issue 40, item 11)
+        ("**/" * 8 + "x.md", "/".join(["d"] * 24) + "/y.md"),  # 31.8 s for one file
+        ("{a,*}{a,*}{a,*}{a,*}{a,*}b", "a" * 200),
+    ],
+)
+def test_a_glob_reads_a_path_in_steps_linear_in_its_length(pattern: str, path: str) -> None:
+    glob = Glob(pattern)
+    states = len(glob._auto.reads)
+    assert not glob.matches(path)
+    assert glob.steps(path) <= 2 * (len(path) + 1) * states
+    # and twice the path costs twice the steps, not four times
+    assert glob.steps(path * 2) < 3 * glob.steps(path)
+
+
+def test_runs_of_double_stars_are_one() -> None:
+    assert len(Glob("**/" * 8 + "x.md")._auto.reads) == len(Glob("**/x.md")._auto.reads)
+    assert Glob("**/" * 8 + "x.md").matches("/".join(["d"] * 24) + "/x.md")
+    assert Glob("a/**/**/b").matches("a/b") and Glob("a/**/**/b").matches("a/x/y/b")
+
+
+def test_a_bad_pattern_is_one_line_naming_the_stage(runner, tmp_path: Path) -> None:
+    root = handbook(tmp_path / "h")
+    result, lines = run(runner, "--exclude", "[z-a].md", root)
+    assert result.exit_code == 2, result.output
+    assert lines == ["rag-chunk: --exclude '[z-a].md': the range z-a is out of order"]
+    assert result.stdout == ""
