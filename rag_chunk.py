@@ -306,6 +306,11 @@ def _toml_front_matter(doc: Doc, lines: Iterator[str]) -> tuple[int, str | None]
                 raise StageError(
                     f"front matter is not valid TOML: {problem}", ragline.records.place(doc.path, int(at.group(1)) + 1 if at else 1)
                 ) from None
+            except RecursionError:  # tomllib recurses per level: `v = [[[...` 100,000 deep
+                raise StageError(
+                    "front matter is not valid TOML: nested too deep (maximum recursion depth exceeded)",
+                    ragline.records.place(doc.path, 1),
+                ) from None
             return j + 1, meta["title"] if isinstance(meta.get("title"), str) else None
     return 0, None
 

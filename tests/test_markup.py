@@ -172,3 +172,15 @@ def test_the_folder_of_issue_31_chunks_without_markup(runner, tmp_path: Path) ->
     prose = [r["text"].split("```")[0] for r in recs]
     assert not [m for t in prose for m in MARKUP if m in t]
     assert rag_chunk.page_type("deploys.mdx") == ".mdx"
+
+
+def test_deep_toml_front_matter_is_one_line_like_yaml(runner, tmp_path: Path) -> None:
+    """`v = [[[...]]]` 100,000 deep was a RecursionError traceback (issue 40, item 10)."""
+    depth = 100_000
+    (tmp_path / "deep.md").write_text("+++\nv = " + "[" * depth + "]" * depth + "\n+++\n\nText.\n")
+    result = runner.invoke(main, [str(tmp_path / "deep.md")])
+    assert isinstance(result.exception, SystemExit), result.exception
+    assert (result.exit_code, result.stdout) == (1, "")
+    assert result.stderr.splitlines() == [
+        f"rag-chunk: {tmp_path / 'deep.md'}:1: front matter is not valid TOML: nested too deep (maximum recursion depth exceeded)"
+    ]
