@@ -81,6 +81,8 @@ from ragline.records import StageError
 
 STAGE = "rag-chunk"
 DEFAULT_WORDS = options.default("window")
+FRONT_MATTER_MAX = 64 * 1024  # characters; past it a page is read without its front matter
+TITLE_MAX = 200  # characters of a front-matter title, on one line
 ID_MAX = 79  # most characters of a chunk id (`chunk_id`), unless its document's name is itself that long
 MIN_SLUG = 8  # fewest characters of a cut slug
 SUFFIX_ROOM = 3  # characters a cut slug leaves for a part's suffix (`-99`)
@@ -252,67 +254,88 @@ def _section_slugs(all_slugs: list[list[str]]) -> list[str]:
     return out
 
 
-def front_matter(doc: Doc) -> tuple[int, str | None]:
+def front_matter(doc: Doc, told: Callable[[str], None] = lambda notice: None) -> tuple[int, str | None]:
     """(first content line index, title) after a leading `---` YAML block (Jekyll, Middleman,
     Docusaurus) or `+++` TOML block (Hugo), if any.
 
     Read from the document's start whatever its window holds: first to the closing line,
-    then again for the block's lines, so an opening rule never closed holds nothing.
+    then again for the block's lines, so an opening rule never closed holds nothing. A block
+    over FRONT_MATTER_MAX characters is not parsed (YAML costs ~230 times its size: 3.2 MB took
+    136 s and 745 MB): the page is read after it, without a title, and `told` hears of it.
+    The title is one line of at most TITLE_MAX characters (`one_title`).
     """
     lines = doc.all_lines()
     opener = next(lines, "").strip()
-    if opener == "+++":
-        return _toml_front_matter(doc, lines)
-    if opener != "---":
+    if opener not in ("---", "+++"):
         return 0, None
+    closers = ("+++",) if opener == "+++" else ("---", "...")
+    size = 0
     for j, line in enumerate(lines, 1):
-        if line.strip() in ("---", "..."):
-            import yaml
-
-            body = "\n".join(itertools.islice(doc.all_lines(), 1, j))
-            title = None
-            try:
-                meta = yaml.safe_load(body)
-            except yaml.YAMLError as err:
-                mark = getattr(err, "problem_mark", None)
-                at = mark.line + 2 if mark else 1
-                if isinstance(err, yaml.reader.ReaderError):  # a control character: a position, no mark
-                    at = body[: err.position].count("\n") + 2
-                problem = getattr(err, "problem", None) or str(err).splitlines()[0]
-                raise StageError(f"front matter is not valid YAML: {problem}", ragline.records.place(doc.path, at)) from None
-            except Exception as err:  # PyYAML's safe constructors raise more than YAMLError: !!timestamp 2020-99-99, [[[[...
-                raise StageError(
-                    f"front matter is not valid YAML: {ragline.records.one_line(str(err) or type(err).__name__, 200)}",
-                    ragline.records.place(doc.path, 1),
-                ) from None
-            if isinstance(meta, dict) and isinstance(meta.get("title"), str):
-                title = meta["title"]
-            return j + 1, title
+        if line.strip() in closers:
+            if size > FRONT_MATTER_MAX:
+                told(f"{doc.path}: front matter of {size:,} characters is over {FRONT_MATTER_MAX:,}: read without it")
+                return j + 1, None
+            start, title = _toml_front_matter(doc, j) if opener == "+++" else _yaml_front_matter(doc, j)
+            return start, one_title(title)
+        size += len(line) + 1
     return 0, None  # an opening rule with no closing one: not front matter
 
 
-def _toml_front_matter(doc: Doc, lines: Iterator[str]) -> tuple[int, str | None]:
-    """`front_matter` for a `+++` block: TOML, its `title` the title."""
-    for j, line in enumerate(lines, 1):
-        if line.strip() == "+++":
-            import tomllib
+def one_title(title: str | None) -> str | None:
+    """A front-matter title as a heading path holds it: one line (whitespace runs made one space),
+    cut at TITLE_MAX characters (a 2 MB title was copied into each of 50 chunks)."""
+    if title is None:
+        return None
+    line = " ".join(title.split())
+    return line if len(line) <= TITLE_MAX else line[: TITLE_MAX - 1].rstrip() + "…"
 
-            body = "\n".join(itertools.islice(doc.all_lines(), 1, j))
-            try:
-                meta = tomllib.loads(body)
-            except tomllib.TOMLDecodeError as err:
-                at = re.search(r"line (\d+)", str(err))
-                problem = ragline.records.one_line(re.sub(r" \(at .*", "", str(err)), 200)
-                raise StageError(
-                    f"front matter is not valid TOML: {problem}", ragline.records.place(doc.path, int(at.group(1)) + 1 if at else 1)
-                ) from None
-            except RecursionError:  # tomllib recurses per level: `v = [[[...` 100,000 deep
-                raise StageError(
-                    "front matter is not valid TOML: nested too deep (maximum recursion depth exceeded)",
-                    ragline.records.place(doc.path, 1),
-                ) from None
-            return j + 1, meta["title"] if isinstance(meta.get("title"), str) else None
-    return 0, None
+
+def _yaml_front_matter(doc: Doc, j: int) -> tuple[int, str | None]:
+    """`front_matter` for a `---` block closed on line index `j`: YAML (the C loader where
+    PyYAML has libyaml), its `title` the title."""
+    import yaml
+
+    body = "\n".join(itertools.islice(doc.all_lines(), 1, j))
+    title = None
+    try:
+        libyaml = getattr(yaml, "__with_libyaml__", False)  # the C loader: many times faster
+        meta = yaml.load(body, Loader=yaml.CSafeLoader) if libyaml else yaml.safe_load(body)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        at = mark.line + 2 if mark else 1
+        if isinstance(err, yaml.reader.ReaderError):  # a control character: a position, no mark
+            at = body[: err.position].count("\n") + 2
+        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        raise StageError(f"front matter is not valid YAML: {problem}", ragline.records.place(doc.path, at)) from None
+    except Exception as err:  # PyYAML's safe constructors raise more than YAMLError: !!timestamp 2020-99-99, [[[[...
+        raise StageError(
+            f"front matter is not valid YAML: {ragline.records.one_line(str(err) or type(err).__name__, 200)}",
+            ragline.records.place(doc.path, 1),
+        ) from None
+    if isinstance(meta, dict) and isinstance(meta.get("title"), str):
+        title = meta["title"]
+    return j + 1, title
+
+
+def _toml_front_matter(doc: Doc, j: int) -> tuple[int, str | None]:
+    """`front_matter` for a `+++` block closed on line index `j`: TOML, its `title` the title."""
+    import tomllib
+
+    body = "\n".join(itertools.islice(doc.all_lines(), 1, j))
+    try:
+        meta = tomllib.loads(body)
+    except tomllib.TOMLDecodeError as err:
+        at = re.search(r"line (\d+)", str(err))
+        problem = ragline.records.one_line(re.sub(r" \(at .*", "", str(err)), 200)
+        raise StageError(
+            f"front matter is not valid TOML: {problem}", ragline.records.place(doc.path, int(at.group(1)) + 1 if at else 1)
+        ) from None
+    except RecursionError:  # tomllib recurses per level: `v = [[[...` 100,000 deep
+        raise StageError(
+            "front matter is not valid TOML: nested too deep (maximum recursion depth exceeded)",
+            ragline.records.place(doc.path, 1),
+        ) from None
+    return j + 1, meta["title"] if isinstance(meta.get("title"), str) else None
 
 
 def clean_headings(doc: Doc, blocks: Iterable[Block], title: str | None) -> Iterator[Block]:
@@ -333,7 +356,9 @@ def clean_headings(doc: Doc, blocks: Iterable[Block], title: str | None) -> Iter
         yield block
 
 
-def _parts(doc: Doc, window: int, paths: list[list[str]]) -> Iterator[tuple[int, int, dict[str, Any]]]:
+def _parts(
+    doc: Doc, window: int, paths: list[list[str]], told: Callable[[str], None] = lambda notice: None
+) -> Iterator[tuple[int, int, dict[str, Any]]]:
     """(section number, part, record) for each chunk, in order, its `id` still empty: the
     id needs the slugs of every section (`_section_slugs`), which `paths` collects.
 
@@ -342,7 +367,7 @@ def _parts(doc: Doc, window: int, paths: list[list[str]]) -> Iterator[tuple[int,
     front-matter title as the root of every heading path; blocks that show nothing (MDX
     imports, a partial, a `content_for` capture) do not open it.
     """
-    start, title = front_matter(doc)
+    start, title = front_matter(doc, told)
     doc.keep = start
     stream = blocks(doc, start)
     first = next(stream, None)
@@ -473,12 +498,19 @@ def chunk_document(doc: Doc, window: int = DEFAULT_WORDS) -> list[dict[str, Any]
 
 
 def chunk_file(
-    name: str, file: Path, where: str, window: int = DEFAULT_WORDS, mdx: bool = False, root: Path | None = None
+    name: str,
+    file: Path,
+    where: str,
+    window: int = DEFAULT_WORDS,
+    mdx: bool = False,
+    root: Path | None = None,
+    told: Callable[[str], None] = lambda notice: None,
 ) -> Iterator[dict[str, Any]]:
     """The chunk records of one markdown file (`mdx`: an MDX page), streamed: its memory is a
     window of its lines and its section slugs, however long the file. `where` names it in errors.
     With `root` (the folder walked, or the file as named), each record carries the file's facts
-    as `source` (`ragline.sources.facts`), for the index to tell when it changes.
+    as `source` (`ragline.sources.facts`), for the index to tell when it changes. `told` hears
+    the notices of a page read in part (front matter over its bound).
 
     The records wait in a spool file for their ids, which need every section's slug.
     """
@@ -491,7 +523,7 @@ def chunk_file(
     doc = Doc(name, where, source=lambda: file_lines(file, where), mdx=mdx)
     paths: list[list[str]] = []
     with tempfile.TemporaryFile(prefix="rag-chunk-") as spool:
-        for part in _parts(doc, window, paths):
+        for part in _parts(doc, window, paths, told):
             spool.write(orjson.dumps(part) + b"\n")
         spool.seek(0)
         for record in _with_ids(name, paths, (orjson.loads(line) for line in spool)):
@@ -662,14 +694,16 @@ def chunk_paths(
     window: int = DEFAULT_WORDS,
     skipped: Callable[[Skip], None] = lambda skip: None,
     select: Selection = Selection(),
+    told: Callable[[str], None] = lambda notice: None,
 ) -> Iterator[dict[str, Any]]:
-    """Chunk records for files and directories, document by document (`skipped` hears of what walks pass over)."""
+    """Chunk records for files and directories, document by document (`skipped` hears of what walks pass
+    over, `told` of pages read in part)."""
     seen: dict[str, Path] = {}
     for name, file, root in find_documents(paths, skipped, select):
         if name in seen:
             raise StageError(f"document id '{name}' is also the id of {seen[name]}", str(file))
         seen[name] = file
-        yield from chunk_file(name, file, str(file), window, mdx=page_type(file.name) == ".mdx", root=root)
+        yield from chunk_file(name, file, str(file), window, mdx=page_type(file.name) == ".mdx", root=root, told=told)
 
 
 # --------------------------------------------------------------------------- the command
@@ -711,6 +745,7 @@ def main(
     elif "-" in inputs:
         raise click.UsageError("stdin ('-') cannot be mixed with files")
     skips: list[Skip] = []
+    notices: list[str] = []
     try:
         select = Selection(compile_all(include, "--include"), compile_all(exclude, "--exclude"))
     except PatternError as err:  # bad usage, said in one line (click's usage block is three)
@@ -725,15 +760,15 @@ def main(
                 copy = Path(tmp) / "stdin.md"
                 with open(copy, "wb") as f:
                     shutil.copyfileobj(sys.stdin.buffer, f)
-                records = chunk_file(doc_name, copy, ragline.records.STDIN, window)  # type: ignore[arg-type]
+                records = chunk_file(doc_name, copy, ragline.records.STDIN, window, told=notices.append)  # type: ignore[arg-type]
             else:
-                records = chunk_paths(inputs, window, skips.append, select)
+                records = chunk_paths(inputs, window, skips.append, select, notices.append)
             with open(Path(tmp) / "chunks.jsonl", "w+b") as spool:  # all or nothing on stdout
                 if not ragline.records.write_records(records, spool):
                     raise StageError("no chunks: the input has no text")
                 spool.seek(0)
                 shutil.copyfileobj(spool, sys.stdout.buffer)
-    for line in skip_lines(skips, quiet):  # after the output: a refusal is one line
+    for line in [*(f"{STAGE}: {n}" for n in notices), *skip_lines(skips, quiet)]:  # after the output: a refusal is one line
         ragline.records.note(line)
 
 

@@ -8,7 +8,9 @@ HTML), a Docusaurus page (`.mdx`: imports, exports, JSX components, expressions)
 from __future__ import annotations
 
 from pathlib import Path
+from unittest import mock
 
+import pytest
 from jsonl import parse
 
 import rag_chunk
@@ -175,8 +177,10 @@ def test_the_folder_of_issue_31_chunks_without_markup(runner, tmp_path: Path) ->
 
 
 def test_deep_toml_front_matter_is_one_line_like_yaml(runner, tmp_path: Path) -> None:
-    """`v = [[[...]]]` 100,000 deep was a RecursionError traceback (issue 40, item 10)."""
-    depth = 100_000
+    """`v = [[[...]]]` 100,000 deep was a RecursionError traceback (issue 40, item 10). That is now
+    past FRONT_MATTER_MAX (read without it); 30,000 deep is under it, and parsed."""
+    depth = 30_000
+    assert 2 * depth < rag_chunk.FRONT_MATTER_MAX
     (tmp_path / "deep.md").write_text("+++\nv = " + "[" * depth + "]" * depth + "\n+++\n\nText.\n")
     result = runner.invoke(main, [str(tmp_path / "deep.md")])
     assert isinstance(result.exception, SystemExit), result.exception
@@ -184,3 +188,48 @@ def test_deep_toml_front_matter_is_one_line_like_yaml(runner, tmp_path: Path) ->
     assert result.stderr.splitlines() == [
         f"rag-chunk: {tmp_path / 'deep.md'}:1: front matter is not valid TOML: nested too deep (maximum recursion depth exceeded)"
     ]
+
+
+def test_front_matter_past_its_bound_is_left_out_and_named(runner, tmp_path: Path) -> None:
+    """YAML front matter cost ~230 times its size (3.2 MB: 136 s, 745 MB; issue 40, item 4): past
+    FRONT_MATTER_MAX the page is read without it, and one line says so."""
+    lines = [f"k{i}: v" for i in range(rag_chunk.FRONT_MATTER_MAX // 6)]
+    page = tmp_path / "big.md"
+    page.write_text("---\ntitle: Big\n" + "\n".join(lines) + "\n---\n\nThe body is read.\n")
+    result = runner.invoke(main, [str(page)])
+    assert result.exit_code == 0, result.stderr
+    (rec,) = parse(result.stdout_bytes)
+    assert rec["text"] == "The body is read." and "title" not in rec
+    (line,) = result.stderr.splitlines()
+    assert line.startswith(f"rag-chunk: {page}: front matter of ") and line.endswith(
+        f"is over {rag_chunk.FRONT_MATTER_MAX:,}: read without it"
+    )
+    page.write_text("---\ntitle: Small\n" + "\n".join(lines[:100]) + "\n---\n\nThe body is read.\n")  # under it: read as before
+    result = runner.invoke(main, [str(page)])
+    assert (result.exit_code, result.stderr) == (0, "")
+    assert parse(result.stdout_bytes)[0]["title"] == "Small"
+
+
+def test_a_front_matter_title_is_one_bounded_line(runner, tmp_path: Path) -> None:
+    """A 2 MB title was copied into each of 50 chunks (issue 40, item 4)."""
+    title = "\n".join(["word " * 20] * 50)  # 5,000 characters over 50 lines
+    block = "title: |\n" + "".join(f"  {line}\n" for line in title.splitlines())
+    (tmp_path / "t.md").write_text("---\n" + block + "---\n\n" + "\n\n".join(f"# H{i}\n\nText {i}." for i in range(5)) + "\n")
+    result = runner.invoke(main, [str(tmp_path / "t.md")])
+    assert result.exit_code == 0, result.stderr
+    recs = parse(result.stdout_bytes)
+    assert len(recs) == 5
+    for rec in recs:
+        assert "\n" not in rec["title"] and len(rec["title"]) == rag_chunk.TITLE_MAX
+        assert rec["title"].startswith("word word") and rec["title"].endswith("…")
+    assert rag_chunk.one_title("  Release\n  train  ") == "Release train"
+
+
+def test_yaml_front_matter_is_read_with_the_c_loader_where_present(tmp_path: Path) -> None:
+    yaml = pytest.importorskip("yaml")
+    if not yaml.__with_libyaml__:
+        pytest.skip("PyYAML built without libyaml: the pure-Python loader is the one there is")
+    with mock.patch("yaml.load", wraps=yaml.load) as load:
+        recs = chunk_document(Doc("d", "d.md", "---\ntitle: T\n---\n\nText.\n"))
+    assert recs[0]["title"] == "T"
+    assert [c.kwargs.get("Loader", c.args[1] if len(c.args) > 1 else None) for c in load.call_args_list] == [yaml.CSafeLoader]
