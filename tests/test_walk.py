@@ -202,3 +202,24 @@ def test_a_bad_pattern_is_one_line_naming_the_stage(runner, tmp_path: Path) -> N
     assert result.exit_code == 2, result.output
     assert lines == ["rag-chunk: --exclude '[z-a].md': the range z-a is out of order"]
     assert result.stdout == ""
+
+
+def test_a_name_with_a_control_character_is_skipped_and_shown_escaped(runner, tmp_path: Path) -> None:
+    """`dir\\nnl/p.md` stopped the whole build in rag-index, and `x\\x1b[2J.md` cleared the screen
+    in rag-chunk's notices (issue 40, item 9)."""
+    root = tmp_path / "h"
+    (root / "dir\nnl").mkdir(parents=True)
+    (root / "dir\nnl" / "p.md").write_text("# P\n\nText.\n")
+    (root / "x\x1b[2J.md").write_text("# X\n\nText.\n")
+    (root / "ok.md").write_text("# Ok\n\nText.\n")
+    result, lines = run(runner, root)
+    assert result.exit_code == 0, result.stderr
+    assert [r["doc"] for r in parse(result.stdout_bytes)] == ["ok"]
+    assert sorted(lines) == [
+        f"rag-chunk: {root}/dir\\x0anl/p.md: skipped, its name holds a control character",
+        f"rag-chunk: {root}/x\\x1b[2J.md: skipped, its name holds a control character",
+    ]
+    assert "\x1b" not in result.stderr
+    result, _ = run(runner, "--quiet", "--list", root)  # said even with --quiet; --list has only ok.md
+    assert result.stdout == f"{root}/ok.md\n" and result.stderr.count("control character") == 2
+    assert rag_chunk.escaped("a\x1bb\x7fé") == "a\\x1bb\\x7fé"
