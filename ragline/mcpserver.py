@@ -212,6 +212,19 @@ def _refusal(line: bytes, problem: str) -> tuple[Any, int, str] | None:
     return ident, INVALID_REQUEST, f"Invalid request: {ragline.records.one_line(problem, 200)}"
 
 
+def _bad_id(line: bytes) -> str | None:
+    """The Invalid Request message for a line that the SDK took for a notification though it holds an "id"
+    (null, a fraction, an object, true: not a string or an integer), None when it holds none.
+
+    JSON-RPC 2.0 answers a request whose id cannot be read with an error whose id is null; the SDK's
+    models read such a line as a notification (no reply), so it is looked at here."""
+    data = json.loads(line)
+    if not isinstance(data, dict) or "id" not in data:
+        return None
+    shown = ragline.records.one_line(json.dumps(data["id"]), 40)
+    return f"Invalid request: the id {shown} is not a string or an integer"
+
+
 @contextlib.asynccontextmanager
 async def _stdio(max_message: int = MAX_MESSAGE, drain: float = DRAIN) -> AsyncIterator[tuple[Any, Any]]:
     """The streams `Server.run` reads and writes, over this process's stdin and stdout (see the module's docstring).
@@ -266,6 +279,9 @@ async def _stdio(max_message: int = MAX_MESSAGE, drain: float = DRAIN) -> AsyncI
                 except ValidationError as err:
                     if (reply := _refusal(line, str(err.errors()[0].get("msg", err)) if err.errors() else str(err))) is not None:
                         await refuse(*reply)
+                    continue
+                if isinstance(message, types.JSONRPCNotification) and (bad := _bad_id(line)) is not None:
+                    await refuse(None, INVALID_REQUEST, bad)  # an id the SDK ignores: a request all the same
                     continue
                 if isinstance(message, types.JSONRPCRequest):
                     inflight.add(str(message.id))

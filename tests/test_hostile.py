@@ -1071,6 +1071,7 @@ class RawMcp:
             env=env or stage_env(),
         )
         self.pending = b""
+        self.seen: list[dict] = []  # every message read so far, in order
         init = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}
         assert "result" in self.ask({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init}, 1)
         self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
@@ -1090,6 +1091,7 @@ class RawMcp:
             while b"\n" in self.pending:
                 line, self.pending = self.pending.split(b"\n", 1)
                 message = orjson.loads(line)
+                self.seen.append(message)
                 if "id" in message and message["id"] == ident:
                     return message
             left = deadline - time.monotonic()
@@ -1192,3 +1194,33 @@ def test_calls_in_flight_are_answered_when_the_host_closes_stdin(index: Path) ->
             release.set()
             code = mcp.close()
     assert code == 0
+
+
+# --------------------------------------------------------------------------- round four (issue 40): MCP
+
+
+@pytest.mark.parametrize("ident", [b'{"a":1}', b"null", b"1.5", b"[1]", b"true"])
+def test_an_mcp_request_with_an_invalid_id_gets_an_error_with_a_null_id(index: Path, ident: bytes) -> None:
+    """40.13: a request whose id is no string or integer was taken for a notification and never answered.
+    JSON-RPC 2.0: an invalid id is an Invalid Request (-32600) answered with id null; the server goes on."""
+    mcp = RawMcp(index)
+    try:
+        mcp.send(b'{"jsonrpc":"2.0","id":' + ident + b',"method":"tools/list"}\n')
+        assert not mcp.call(7, "search", {"question": SWEEP})["result"].get("isError")  # the refusal is written before
+        (error,) = [m["error"] for m in mcp.seen if "error" in m and m.get("id", 0) is None]
+        assert error["code"] == -32600 and "id" in error["message"], error
+    finally:
+        assert mcp.close() == 0
+
+
+def test_mcp_calls_have_the_http_work_budget(index: Path) -> None:
+    """40.14: `candidates: 10000` was answered over MCP where HTTP gives a 413: one budget (serving.check_budget)
+    for both; a call within it is answered."""
+    mcp = RawMcp(index)
+    try:
+        for n, (tool, arguments) in enumerate([("search", {"candidates": 10_000}), ("answer", {"candidates": 10_000})], 30):
+            result = mcp.call(n, tool, {"question": SWEEP} | arguments)["result"]
+            assert result.get("isError") and f"over the {policy.MAX_HITS}" in result["content"][0]["text"], result
+        assert not mcp.call(40, "search", {"question": SWEEP, "candidates": 100})["result"].get("isError")
+    finally:
+        assert mcp.close() == 0
