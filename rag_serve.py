@@ -314,6 +314,14 @@ class Live:
 # --------------------------------------------------------------------------- HTTP
 
 
+def check_budget(settings: Settings, questions: list[str], options: dict[str, Any], context: int | None = None) -> None:
+    """serving.OverBudget (a 413 over HTTP, a tool error over MCP) for a request asking for more work than
+    serving.MAX_HITS or MAX_CHARS allow: the hits are the larger of k, the candidate lists and the context."""
+    s = settings.search
+    hits = max(options.get("k") or s.k, options.get("candidates") or s.candidates, context or 0)
+    serving.check_budget(questions, hits)
+
+
 def make_app(
     live: Live,
     token: str | None = None,
@@ -342,11 +350,7 @@ def make_app(
         return await live.pool.run(job, questions)
 
     def budget(questions: list[str], options: dict[str, Any], context: int | None = None) -> None:
-        """A 413 for a request asking for more work than serving.MAX_HITS or MAX_CHARS allow."""
-        s = live.settings.search
-        k = options.get("k") or s.k
-        hits = max(k, options.get("candidates") or s.candidates, context or 0)
-        serving.check_budget(questions, hits)
+        check_budget(live.settings, questions, options, context)
 
     from ragline import api
 
@@ -475,6 +479,10 @@ def mcp_tools(live: Live) -> list[ragline.mcpserver.Tool]:
 
     def on_live(fn: Callable[[Engine, Any], dict[str, Any]]) -> Callable[[Any], dict[str, Any]]:
         def call(arguments: Any) -> dict[str, Any]:
+            if isinstance(arguments, api.SearchTool):  # HTTP's budget (a 413 there), a tool error here
+                check_budget(live.settings, [arguments.question], api.retrieval(arguments))
+            elif isinstance(arguments, api.AnswerTool):
+                check_budget(live.settings, [arguments.question], api.retrieval(arguments), arguments.context or live.settings.context)
             live.served += 1
             return fn(live.current(), arguments)
 
@@ -546,7 +554,7 @@ def serve_mcp(settings: Settings) -> None:
         "ragline",
         ragline.__version__,
         "Search and answer questions over a markdown handbook, with citations to its files and lines.",
-        (serving.RequestError, StageError),
+        (serving.RequestError, serving.OverBudget, StageError),
         api.problem,
         mcp_documents(live),
     )
