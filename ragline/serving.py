@@ -29,8 +29,10 @@ service from everyone else lives here, so each rule is written once and tested a
   WORKERS + QUEUE (a batch of 64 takes 64 of that room, so nine such batches are not all let
   in); past that, or past QUEUE_MAX requests in, a request is refused at once with 429 and
   `Retry-After`, rather than waiting behind the others. A request with nothing ahead always
-  runs. So thirty-two clients of millisecond searches are all served, while eight slow answers
-  fill the queue. Work whose client has closed its connection before the work began is dropped
+  runs. The wait bound is per client (`CLIENT`, the peer's address, set by the Gate): a request whose
+  client has nothing else in is let in unless everyone's work in passes MAX_BACKLOG, so one client's
+  flood is refused while a team's searches are not. So sixteen clients of searches are all served, and
+  one agent's sixteen searches, while eight slow answers from one client fill its queue. Work whose client has closed its connection before the work began is dropped
   (the Gate's DEPARTED event; 499 in the log). `/health` never enters the pool.
 - **A request's budget** (`check_budget`). Questions x hits (the larger of k and the candidate
   lists) at most MAX_HITS, question characters at most MAX_CHARS: a bigger request is a 413
@@ -73,7 +75,8 @@ MAX_CONNECTIONS = 1000  # connections held at once, at most (less when the open-
 FD_RESERVE = 64  # descriptors kept for everything but connections: the index, the model, logs, the reload
 WORKERS = 1  # threads running search and answer
 QUEUE = 8  # questions that may always wait for a worker (a request counts its questions)
-MAX_WAIT = 2.0  # seconds of work ahead a request may wait behind; past it (and QUEUE), 429
+MAX_WAIT = 4.0  # seconds of work ahead a client's request may wait behind once it has work in; past it (and QUEUE), 429
+MAX_BACKLOG = 30.0  # seconds of everyone's work in, past which even a client with nothing in is refused (GRACE: it can finish)
 QUEUE_MAX = 256  # requests running or waiting, at most, however quick they are
 RECENT = 0.2  # the weight of the latest request's time in the running mean
 MAX_HITS = 6400  # questions x max(k, candidates) in one request (64 questions of 100 hits)
@@ -98,6 +101,9 @@ def connection_bound(limit: int = MAX_CONNECTIONS) -> int:
 class Busy(Exception):
     """The pool's queue is full: answer 429 now."""
 
+
+CLIENT: contextvars.ContextVar[str | None] = contextvars.ContextVar("ragline_client", default=None)
+"""Set by the Gate for the request being handled: its client (the peer's address), whose work the pool counts apart."""
 
 DEPARTED: contextvars.ContextVar[asyncio.Event | None] = contextvars.ContextVar("ragline_departed", default=None)
 """Set by the Gate for the request being handled: an event set when its client closes the connection."""
@@ -145,6 +151,7 @@ class Pool:
         self.admitted = 0  # requests running or waiting; touched on the event loop only
         self.questions = 0  # the questions they hold
         self.inflight: dict[_Timed, int] = {}  # each request running or waiting, and its questions
+        self.clients: dict[str | None, int] = {}  # each client's requests running or waiting
         self.refused = 0
         self.dropped = 0  # requests whose client left before their work began
 
@@ -158,24 +165,31 @@ class Pool:
             ahead += expected if timed.started is None else max(0.0, expected - (now - timed.started))
         return ahead / self.workers
 
-    def admits(self, questions: int = 1) -> bool:
+    def admits(self, questions: int = 1, client: str | None = None) -> bool:
+        """Let a request of `questions` from `client` in? Always with nothing in; never past QUEUE_MAX requests;
+        a client with nothing of its own in, unless the work in is past MAX_BACKLOG; else while the questions
+        fit the room always kept or the work ahead is expected to end within `max_wait`."""
         if self.admitted == 0:
             return True
         if self.admitted >= QUEUE_MAX:
             return False
+        wait = self.expected_wait()
+        if not self.clients.get(client):
+            return wait is None or wait <= MAX_BACKLOG
         if self.questions + max(1, questions) <= self.capacity:
             return True
-        wait = self.expected_wait()
         return wait is not None and wait <= self.max_wait
 
-    async def run(self, fn: Callable[[], Any], questions: int = 1) -> Any:
-        """fn() on a worker thread, `questions` the work it holds; Busy at once when the pool does not admit it,
-        Gone when the client leaves before it starts."""
+    async def run(self, fn: Callable[[], Any], questions: int = 1, client: str | None = None) -> Any:
+        """fn() on a worker thread, `questions` the work it holds, for `client` (default: CLIENT's); Busy at once
+        when the pool does not admit it, Gone when the client leaves before it starts."""
         weight = max(1, questions)
-        if not self.admits(weight):
+        client = CLIENT.get() if client is None else client
+        if not self.admits(weight, client):
             self.refused += 1
             raise Busy(f"the server is busy ({self.admitted} requests running or waiting): retry in {RETRY_AFTER} s")
         self.admitted += 1
+        self.clients[client] = self.clients.get(client, 0) + 1
         self.questions += weight
         timed = _Timed(fn)
         self.inflight[timed] = weight
@@ -196,6 +210,8 @@ class Pool:
         finally:
             self.admitted -= 1
             self.questions -= weight
+            if (left_in := self.clients.pop(client) - 1) > 0:
+                self.clients[client] = left_in
             del self.inflight[timed]
             if timed.seconds is not None:
                 each, m = timed.seconds / weight, self.mean_seconds
@@ -702,11 +718,12 @@ class Gate:
                 return {"type": "http.request", "body": bytes(body), "more_body": False}
             return await asyncio.shield(watching)
 
-        token = DEPARTED.set(departed)
+        token, peer = DEPARTED.set(departed), CLIENT.set((scope.get("client") or ("",))[0] or None)
         try:
             await self.app(scope, replay, send)
         finally:
             DEPARTED.reset(token)
+            CLIENT.reset(peer)
             watching.cancel()
 
 

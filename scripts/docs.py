@@ -196,7 +196,12 @@ def limits() -> str:
         ("`ACCEPT_BATCH`", f"{serving.ACCEPT_BATCH}", "connections accepted in one turn of the event loop (in the reserve's room)"),
         ("`WORKERS`", f"{serving.WORKERS}", "threads running search and answer"),
         ("`QUEUE`", f"{serving.QUEUE}", "questions that may always wait for them (a batch counts each)"),
-        ("`MAX_WAIT`", f"{serving.MAX_WAIT:g} s", "of work ahead a request past QUEUE may wait behind (then 429)"),
+        (
+            "`MAX_WAIT`",
+            f"{serving.MAX_WAIT:g} s",
+            "of work ahead a client's request past QUEUE, once it has work in, may wait behind (then 429)",
+        ),
+        ("`MAX_BACKLOG`", f"{serving.MAX_BACKLOG:g} s", "of everyone's work in, past which a client with none in is refused too"),
         ("`QUEUE_MAX`", f"{serving.QUEUE_MAX}", "requests running or waiting, at most, however quick (then 429)"),
         ("`Retry-After`", f"{serving.RETRY_AFTER} s", "in a 429"),
         ("`MAX_HITS`", f"{serving.MAX_HITS:,}", "questions × hits in one request (then 413)"),

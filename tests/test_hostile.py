@@ -1224,3 +1224,47 @@ def test_mcp_calls_have_the_http_work_budget(index: Path) -> None:
         assert not mcp.call(40, "search", {"question": SWEEP, "candidates": 100})["result"].get("isError")
     finally:
         assert mcp.close() == 0
+
+
+# --------------------------------------------------------------------------- round four (issue 40): shedding
+
+
+def test_sixteen_concurrent_searchers_are_all_served(work) -> None:
+    """40.12: 16 threads of plain searches were refused once the expected wait passed 2 s (105 of 208 on a busy
+    machine). A team of 16 (16 clients, searches of 0.4 s on a busy machine: 6.4 s of work in) and an agent
+    fanning out 16 searches (one client, 0.25 s each: 3.75 s ahead of the last) are all served; times are the
+    test's clock, so the outcome does not depend on the machine."""
+    import asyncio
+
+    async def burst(seconds: float, clients: list[str]) -> list[str]:
+        pool = policy.Pool()
+        await pool.run(work(seconds), client="warm")  # the pool knows what a search takes
+        return await asyncio.gather(*(pool_attempt(pool, work(seconds), client) for client in clients))
+
+    team = asyncio.run(burst(0.4, [f"10.0.0.{n}" for n in range(16)]))
+    agent = asyncio.run(burst(0.25, ["10.0.0.1"] * 16))
+    assert team == ["ran"] * 16 and agent == ["ran"] * 16, (team, agent)
+
+
+def test_a_flooding_client_is_shed_not_the_others(work) -> None:
+    """40.12: the wait bound is applied per client: one client's forty slow requests past the room and the
+    bound are refused, while another client's search, arriving behind them, is let in."""
+    import asyncio
+
+    async def scenario() -> tuple[list[str], str]:
+        pool = policy.Pool(max_wait=1.0)
+        await pool.run(work(0.2), client="flood")
+        flood = [pool_attempt(pool, work(0.2), "flood") for _ in range(40)]
+        return list(await asyncio.gather(*flood, pool_attempt(pool, work(0.01), "team")))
+
+    *flood, team = asyncio.run(scenario())
+    assert flood.count("busy") == 40 - policy.WORKERS - policy.QUEUE and team == "ran", (flood, team)
+
+
+async def pool_attempt(pool: policy.Pool, fn: Callable[[], None], client: str) -> str:
+    """One request of `client` through `pool`: "ran", or "busy" when it was refused."""
+    try:
+        await pool.run(fn, client=client)
+        return "ran"
+    except policy.Busy:
+        return "busy"
