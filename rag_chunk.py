@@ -650,17 +650,12 @@ def _passed_over(file: Path, rel: str, tree: Path, select: Selection) -> tuple[s
 CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
-def escaped(name: str) -> str:
-    """`name` with its control characters as `\\xNN`, so printing it cannot move a terminal's
-    cursor or split a line (`x\\x1b[2J.md`, not a cleared screen)."""
-    return CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", name)
-
-
 def skip_lines(skips: list[Skip], quiet: bool = False, shown: int = SKIPS_SHOWN) -> list[str]:
     """The notices for what walks passed over: one line each for the first `shown`, then one
     line counting the rest by why. With `quiet`, only pages left out unasked (`Skip.page`)."""
     told = [s for s in skips if s.page or not quiet]
-    lines = [f"{STAGE}: {escaped(str(s.path))}: skipped, {escaped(s.why)}" for s in told[:shown]]
+    printable = ragline.records.printable  # a name cannot move the cursor or split the line (`x\x1b[2J.md`)
+    lines = [f"{STAGE}: {printable(str(s.path))}: skipped, {printable(s.why)}" for s in told[:shown]]
     if rest := told[shown:]:
         kinds = Counter(re.sub(r" \(.*", "", s.why) for s in rest)
         lines.append(f"{STAGE}: and {len(rest)} more skipped ({', '.join(f'{n} {why}' for why, n in kinds.most_common())})")
@@ -764,7 +759,7 @@ def main(
         raise SystemExit(2) from None
     with tempfile.TemporaryDirectory(prefix="rag-chunk-") as tmp:
         if listing:
-            names = "".join(f"{escaped(str(file))}\n" for _, file, _ in find_documents(inputs, skips.append, select))
+            names = "".join(f"{ragline.records.printable(str(file))}\n" for _, file, _ in find_documents(inputs, skips.append, select))
             sys.stdout.write(names)
         else:
             if stdin:

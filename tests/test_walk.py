@@ -10,6 +10,7 @@ import pytest
 from jsonl import parse
 
 import rag_chunk
+import ragline.records
 from rag_chunk import main
 from ragline.globs import Glob
 
@@ -216,10 +217,10 @@ def test_a_name_with_a_control_character_is_skipped_and_shown_escaped(runner, tm
     assert result.exit_code == 0, result.stderr
     assert [r["doc"] for r in parse(result.stdout_bytes)] == ["ok"]
     assert sorted(lines) == [
-        f"rag-chunk: {root}/dir\\x0anl/p.md: skipped, its name holds a control character",
+        f"rag-chunk: {root}/dir\\nnl/p.md: skipped, its name holds a control character",
         f"rag-chunk: {root}/x\\x1b[2J.md: skipped, its name holds a control character",
     ]
     assert "\x1b" not in result.stderr
     result, _ = run(runner, "--quiet", "--list", root)  # said even with --quiet; --list has only ok.md
     assert result.stdout == f"{root}/ok.md\n" and result.stderr.count("control character") == 2
-    assert rag_chunk.escaped("a\x1bb\x7fé") == "a\\x1bb\\x7fé"
+    assert ragline.records.printable("a\x1bb\x7fé") == "a\\x1bb\\x7fé"
