@@ -7,7 +7,8 @@ For each corpus of `rag-eval plan default` (corpus/, eng-practices, gds-way): th
 (built under build/fit/CORPUS as `just eval` builds it, through the vector cache) and the default
 retrieval's hits for the golden questions. Then every point of GRID answers every answerable
 question from the same top blocks, and its answer-ok (every `answer_contains` phrase in the
-answer: ragline.eval.metrics.answer_ok) is counted per corpus. A point is feasible when the
+answer: ragline.eval.metrics.answer_ok, and the answer at most LONG_WORDS words: the answer
+among filler is no answer) is counted per corpus. A point is feasible when the
 answers' length stays within the issue's bound on every corpus (median <= MEDIAN_WORDS, nine in
 ten <= P90_WORDS words). The chosen point is the feasible one with the best mean answer-ok
 over the corpora (ties: the earlier point of the grid).
@@ -47,10 +48,13 @@ from ragline.eval.metrics import answer_ok  # noqa: E402
 OUT = ROOT / "results" / "answer-fit.json"
 MEDIAN_WORDS = 60
 P90_WORDS = 120
+LONG_WORDS = 100
 HAND = choice.ChoiceWeights(headings=0.3, cue=0.3, dense=0.6, rank=0.3, keep=0.75, most=3, budget=1000)
 GRID = [
-    choice.ChoiceWeights(headings=h, cue=c, dense=d, rank=r, keep=k, most=3, budget=b)
-    for h, c, d, r, k, b in itertools.product((0.0, 0.3), (0.3, 0.6), (0.3, 0.6, 1.0), (0.0, 0.15, 0.3), (0.35, 0.5, 0.75), (60, 80, 120))
+    choice.ChoiceWeights(headings=h, cue=c, dense=d, rank=r, keep=k, most=3, budget=b, listed=n)
+    for h, c, d, r, k, b, n in itertools.product(
+        (0.0, 0.3), (0.3, 0.6), (0.3, 0.6, 1.0), (0.0, 0.15, 0.3), (0.35, 0.5, 0.75), (60, 80, 120), (60, 100)
+    )
 ]
 
 
@@ -89,8 +93,8 @@ def answers(corpus: str, docs: str, golden: str, work: Path) -> tuple[list[tuple
         ok, words = [], []
         for q, blocks in asked:
             text = generator.generate(q.question, blocks)
-            ok.append(answer_ok(text, False, q.answer_contains, True))
             words.append(len(text.split()))
+            ok.append(answer_ok(text, False, q.answer_contains, True) and words[-1] <= LONG_WORDS)
         scores[point] = (float(np.mean(ok)), float(np.median(words)), float(np.percentile(words, 90)))
     return scores
 
@@ -129,7 +133,7 @@ def main() -> None:
         loco[held] = {"chosen_on_the_others": row(point, table[held][point]), "hand": row(HAND, table[held][HAND])}
     result = {
         "schema": "answer-fit/1",
-        "objective": f"mean answer-ok of answerable questions over the corpora; answers' median <= {MEDIAN_WORDS} and p90 <= {P90_WORDS} words on each",
+        "objective": f"mean answer-ok (and at most {LONG_WORDS} words) of answerable questions over the corpora; answers' median <= {MEDIAN_WORDS} and p90 <= {P90_WORDS} words on each",
         "corpora": corpora,
         "grid_points": len(GRID),
         "chosen": row(chosen, (np.mean([table[c][chosen][0] for c in corpora]), 0, 0))

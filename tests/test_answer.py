@@ -879,6 +879,11 @@ class TestAnswersRead:
         )
         assert cues.plain("cite [7], a[i], - [x] done, - [ ] todo") == "cite [7], a[i], - [x] done, - [ ] todo"
 
+    def test_a_backslash_escape_reads_as_the_mark_it_escapes_outside_code(self):
+        assert cues.plain(r"say \"Delete the RPC\" and \*not\* bold") == 'say "Delete the RPC" and *not* bold'
+        assert cues.plain(r"use `C:\new\*` as is, not a\b") == r"use `C:\new\*` as is, not a\b"  # in code, and before a letter
+        assert citations.quoted(r"cite \[7\] here", "sentence") == r"cite \[7] here"  # an escaped marker stays inert
+
 
 def test_a_template_tag_is_quoted_and_checked_as_the_page_shows_it(llm_server):
     """The channel the source writes as a Liquid tag is in the answer as the page shows it, the

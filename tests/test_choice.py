@@ -7,7 +7,19 @@ import dataclasses
 
 import pytest
 
-from ragline.answer.choice import ChoiceWeights, Scored, choose, continued, holds_asked, rank, relative, rescore, select, with_leads
+from ragline.answer.choice import (
+    ChoiceWeights,
+    Scored,
+    choose,
+    continued,
+    fit_list,
+    holds_asked,
+    rank,
+    relative,
+    rescore,
+    select,
+    with_leads,
+)
 from ragline.answer.context import Piece
 
 WIDE = ChoiceWeights(headings=0.3, cue=0.3, dense=0.3, rank=0.15, keep=0.35, most=3, budget=60)
@@ -95,6 +107,27 @@ def test_a_steps_question_gets_the_whole_list_in_its_order():
     assert choose(ranked, [intro, *steps, other], "How do I deploy?", "steps", WIDE) == steps
 
 
+def test_a_steps_list_over_its_words_is_quoted_in_part_the_answering_step_kept():
+    words = " ".join(["word"] * 30)
+    steps = [item(1, i, f"{i}. Step {i}. More {words}") for i in range(1, 6)]
+    tight = dataclasses.replace(WIDE, listed=40)
+    ranked = scored((1.0, steps[3]), (0.5, steps[0]))
+    quoted = choose(ranked, steps, "How do I deploy?", "steps", tight)
+    assert [p.text for p in quoted] == [f"{i}. Step {i}." for i in range(1, 6)]  # each step's first sentence: 15 words
+    tighter = dataclasses.replace(WIDE, listed=9)
+    assert [p.position for p in choose(ranked, steps, "How do I deploy?", "steps", tighter)] == [1, 2, 4]  # 3 + 3 fit, and 4 answers
+
+
+def test_fit_list_leaves_nested_detail_out_before_it_cuts_items():
+    parent = Piece(1, 0, "1. Open the tracker", "item", 2)
+    nested = [Piece(1, k, f"1. Detail {k} of the step with many words in it", "item", 2, lead=0) for k in (1, 2)]
+    last = Piece(1, 3, "2. Submit it", "item", 2)
+    every = [parent, *nested, last]
+    assert fit_list(every, 100) == every
+    assert fit_list(every, 12) == [parent, last]
+    assert fit_list(every, 12, nested[1]) == [parent, last]  # a nested item kept stands for its parent
+
+
 def test_a_code_block_is_quoted_alone():
     code = Piece(1, 0, "```\nmake deploy\n```", "code", 1)
     ranked = scored((1.0, code), (0.99, sentence(1, 1, "then run it")))
@@ -166,6 +199,26 @@ def test_select_quotes_the_lead_alone_when_it_brings_its_list():
     alone = sentence(1, 0, "Deploys need a build.", group=1)
     ranked = scored((1.0, alone), (0.9, other))
     assert select(ranked, [alone, other], [alone, other], "What do deploys need?", None, WIDE) == [alone, other]
+
+
+def test_a_later_lead_in_brings_its_list_only_within_the_words_a_list_may_take():
+    best = sentence(1, 0, "Deploys need a green build and an approval from the owning team first.", group=1)
+    lead = sentence(2, 0, "The approvers are:", group=1)
+    items = [item(2, 1, "The owning team lead"), item(2, 2, "Any staff engineer")]
+    every = [best, lead, *items]
+    assert continued([best, lead], every, WIDE) == [best, lead, *items]  # 13 + 3 + 7 words <= 100
+    tight = dataclasses.replace(WIDE, listed=20)
+    assert continued([best, lead], every, tight) == [best]  # the list does not fit, and "are:" says nothing alone
+    announce = sentence(2, 0, "There are several approvers.", group=1)
+    assert continued([best, announce], [best, announce, *items], tight) == [best, announce]
+    assert continued([best, lead], every) == [best, lead, *items]  # without weights: unbounded, as before
+
+
+def test_the_first_lead_in_brings_its_list_within_the_words_a_list_may_take():
+    lead = sentence(1, 0, "Do these:", group=1)
+    items = [item(1, i, f"Item {i} " + " ".join(["word"] * 20)) for i in range(1, 6)]
+    tight = dataclasses.replace(WIDE, listed=50)
+    assert continued([lead], [lead, *items], tight) == [lead, *items[:2]]
 
 
 # --------------------------------------------------------------------------- leads and lower blocks

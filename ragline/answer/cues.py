@@ -223,12 +223,25 @@ _SHORTCUT_LINK = re.compile(
 )  # [Amazon CloudWatch]: a link by its label
 
 
+_ESCAPE = re.compile(r"\\([!-/:-@\[-`{-~])")  # CommonMark's backslash escape of an ASCII punctuation mark
+_CODE_SPAN = re.compile(r"(`+)(?:.+?)\1")
+
+
 def plain(text: str) -> str:
     """Prose markup a reader should not see in a quote: `[text](url)`, `[text][ref]` and the
     shortcut `[text]` become text, `**strong**`, `*emphasis*` and `_emphasis_` lose their
-    marks. Inline code, underscores inside words (`snake_case`), a citation-like `[7]` and a
+    marks, and a backslash escape (`\\"`, `\\*`) is the mark it escapes. Inline code (its
+    backslashes too), underscores inside words (`snake_case`), a citation-like `[7]` and a
     task box `[ ]` stay. Code blocks are not passed here."""
     text = _LINK.sub(r"\1", text)
     text = _SHORTCUT_LINK.sub(r"\1", text)
     text = _STRONG.sub(r"\2", text)
-    return _EMPHASIS.sub(r"\2", text)
+    text = _EMPHASIS.sub(r"\2", text)
+    if "\\" not in text:
+        return text
+    out, at = [], 0
+    for m in _CODE_SPAN.finditer(text):  # escapes are markup outside code spans only
+        out.append(_ESCAPE.sub(r"\1", text[at : m.start()]))
+        out.append(m.group())
+        at = m.end()
+    return "".join([*out, _ESCAPE.sub(r"\1", text[at:])])
