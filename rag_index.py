@@ -73,7 +73,6 @@ import stat
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -87,6 +86,7 @@ import ragline.records
 import ragline.text
 from ragline import options, progress, sources, terminal
 from ragline.bm25 import Bm25, Vocabulary, build_bm25
+from ragline.index import Index
 from ragline.records import StageError
 
 STAGE = "rag-index"
@@ -104,23 +104,6 @@ DEAD_BOUND = 1  # dead generations beside the live one, at most, after any numbe
 CHUNK_FIELDS = ("id", "doc", "path", "headings", "text", "start_line", "end_line", "words", "title", "questions")
 CHUNK_TYPES = {"doc": str, "path": str, "title": str, "start_line": int, "end_line": int, "words": int}  # checked when present
 MAX_ID = 1000  # characters of a chunk id
-
-
-@dataclass
-class Index:
-    """A loaded index: vectors (memory-mapped), chunk records, BM25, manifest."""
-
-    path: Path
-    manifest: dict[str, Any]
-    vectors: np.ndarray
-    chunks: list[dict[str, Any]]
-    bm25: Bm25
-    passages: np.ndarray | None = None  # passage vectors (rag-embed --passages), one row each
-    passage_rows: np.ndarray | None = None  # the chunk row each passage belongs to
-
-    @property
-    def ids(self) -> list[str]:
-        return [c["id"] for c in self.chunks]
 
 
 # --------------------------------------------------------------------------- building

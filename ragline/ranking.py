@@ -7,28 +7,15 @@ function's docstring. numpy only, on arrays and an index's vectors.
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
 from ragline import options
+from ragline.index import Index
 
 DEFAULT_RRF_K = options.default("rrf_k")  # the k of reciprocal rank fusion
 BLOCK = 1 << 15  # chunk rows dense retrieval scores at a time (`dense_top`): BATCH x BLOCK floats at most
-
-
-class Index(Protocol):
-    """What dense retrieval reads of an index (`rag_index.Index` is one): chunk vectors (unit rows)
-    and, where rag-embed made them, passage vectors with each one's chunk row."""
-
-    @property
-    def vectors(self) -> np.ndarray: ...
-
-    @property
-    def passages(self) -> np.ndarray | None: ...
-
-    @property
-    def passage_rows(self) -> np.ndarray | None: ...
 
 
 def topk(scores: np.ndarray, k: int, tiebreak: np.ndarray) -> np.ndarray:
