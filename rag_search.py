@@ -48,6 +48,7 @@ import ragline.text
 from rag_index import Index
 from ragline import abstain, models, options, progress, terminal
 from ragline.bm25 import Bm25, term_weight
+from ragline.options import Config
 from ragline.ranking import DenseTop, dense_top, rrf, score_fusion, topk
 from ragline.records import StageError
 
@@ -63,31 +64,6 @@ EXACT_MAX_DF = 0.05  # an identifier in more than this share of the chunks (or 2
 
 def _default(name: str) -> Any:
     return options.default(name, "search")
-
-
-@dataclass(frozen=True)
-class Config:
-    """What retrieval runs; recorded on every output record as `retrieval`.
-
-    One field per retrieval option (`ragline.options.retrieval`), with its declared default;
-    tests/test_options.py holds the fields equal to the declarations."""
-
-    dense: bool = _default("dense")
-    sparse: bool = _default("sparse")
-    rerank: str = _default("rerank")
-    k: int = _default("k")
-    rrf_k: int = _default("rrf_k")
-    candidates: int = _default("candidates")
-    fusion: str = _default("fusion")
-    dense_weight: float = _default("dense_weight")
-    passages: bool = _default("passages")
-    exact: bool = _default("exact")
-
-    def check(self) -> None:
-        """ValueError for a configuration that cannot run (the CLI turns it into a usage error)."""
-        if not (self.dense or self.sparse):
-            raise ValueError("both retrievers are off: use dense (the default), --sparse, or both")
-        options.check(options.retrieval(), self)
 
 
 def identifiers(question: str, bm25: Bm25) -> np.ndarray:
@@ -500,11 +476,11 @@ class SearchArgs:
     model: str | None = None
     dense: bool = _default("dense")
     sparse: bool = _default("sparse")
-    rerank: str = _default("rerank")
+    rerank: options.Rerank = _default("rerank")  # noqa: RUF009 (a str, immutable)
     k: int = _default("k")
     rrf_k: int = _default("rrf_k")
     candidates: int = _default("candidates")
-    fusion: str = _default("fusion")
+    fusion: options.Fusion = _default("fusion")  # noqa: RUF009 (a str, immutable)
     dense_weight: float = _default("dense_weight")
     passages: bool = _default("passages")
     exact: bool = _default("exact")

@@ -115,7 +115,7 @@ class Engine:
     index: rag_index.Index
     embedder: rag_embed.Embedder
     generator: Reader
-    searchers: dict[rag_search.Config, rag_search.Searcher] = field(default_factory=dict)
+    searchers: dict[ragline.options.Config, rag_search.Searcher] = field(default_factory=dict)
     chunk_ids: frozenset[str] = frozenset()
     watch: Any = None  # the index's source files (`rag_index.watch`), for /health
 

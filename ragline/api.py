@@ -10,7 +10,7 @@ Needs pydantic (the serve or the mcp extra); only rag_serve imports this module.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -31,16 +31,21 @@ Question = Annotated[str, Field(min_length=1, max_length=MAX_QUESTION, pattern=r
 
 
 class Options(BaseModel):
-    """rag-search's retrieval options; an option left out takes the server's default."""
+    """rag-search's retrieval options; an option left out takes the server's default.
+
+    `ragline.options.Config`'s fields again, each optional: written out rather than made from
+    Config or the declarations at run time (pydantic's create_model), because mypy and grep see
+    only fields written out; the choices are Config's Literal types, the ranges and help the
+    declarations' (`options.request_field`), and tests/test_options.py holds the list equal to them."""
 
     model_config = ConfigDict(extra="forbid")
     dense: bool = options.request_field("dense")
     sparse: bool = options.request_field("sparse")
-    rerank: Literal["lexical", "none"] = options.request_field("rerank")
+    rerank: options.Rerank = options.request_field("rerank")
     k: int = options.request_field("k")
     rrf_k: int = options.request_field("rrf_k")
     candidates: int = options.request_field("candidates")
-    fusion: Literal["rrf", "score"] = options.request_field("fusion")
+    fusion: options.Fusion = options.request_field("fusion")
     dense_weight: float = options.request_field("dense_weight")
     passages: bool = options.request_field("passages")
     exact: bool = options.request_field("exact")

@@ -6,11 +6,14 @@ it, whether rag-serve takes it per request, and whether answer records show it. 
 OPTIONS come:
 
 - each stage's click options (`Option.click`, `decorate`), with " Env: VAR." after the help
-- the defaults of rag-search's `Config` and `SearchArgs` and of rag-serve's request models
-  (`ragline.api`: each field's range and help, `request_field`), and `check`, which holds a
-  configuration built in code to the ranges the command line enforces. Those classes are
-  written out, field by field, so that grep and mypy see them; tests/test_options.py holds
-  each one equal to its declarations (names, order, types, defaults, ranges, choices)
+- the defaults of the retrieval configuration, `Config` (below), of rag-search's `SearchArgs`
+  and of rag-serve's request models (`ragline.api`: each field's range and help,
+  `request_field`), and `check`, which holds a configuration built in code to the ranges the
+  command line enforces. Those classes are written out, field by field, so that grep and mypy
+  see them; tests/test_options.py holds each one equal to its declarations (names, order,
+  types, defaults, ranges, choices). The choices of an option such a class holds are written
+  once, as a Literal type here (`Rerank`, `Fusion`), which the class's field and the
+  declaration both read
 - the configuration keys rag-eval records and checks (`ragline.eval.runs.CONFIG_KEYS`, from
   `recorded`): each key's default, the flags that ask for a value (`Option.args`), the value
   an older record without it means (`absent`)
@@ -29,7 +32,7 @@ code that uses it. A retrieval option that drops hits under a score, for instanc
         stages=SEARCHING, range=(0.0, 1.0), served="retrieval", recorded="retrieval", absent=0.0,
     ),
 
-then `min_score: float = _default("min_score")` in rag_search's `Config` and `SearchArgs`,
+then `min_score: float = _searching("min_score")` in `Config` and `_default("min_score")` in rag_search's `SearchArgs`,
 `min_score: float = options.request_field("min_score")` in `ragline.api.Options`, and in
 `rag_search.Searcher` the line that uses `self.config.min_score`. rag-search, rag-answer
 and rag-serve then take `--min-score` (and RAG_MIN_SCORE) with its range, /search and
@@ -48,7 +51,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, get_args
 
 from ragline.answer import reader
 from ragline.records import ANSWER_FEATURES
@@ -59,6 +62,12 @@ SEARCHING = ("search", "answer", "serve")  # rag-answer and rag-serve search wit
 ANSWERING = ("answer", "serve")  # rag-serve answers with rag-answer's options, its defaults
 REQUIRED = object()  # an `absent` value: every answer record must show the key
 MAX_QUESTION = 2_000  # characters of one question: rag-search cuts a longer one (with a notice), rag-serve refuses it (422)
+
+# The choices of the options that a written-out class holds (`Config`, `ragline.api.Options`), as
+# Literal types: mypy checks the classes' values against them, and the declarations below read their
+# choices from them (`get_args`), so each list of choices is written once.
+Rerank = Literal["lexical", "none"]
+Fusion = Literal["rrf", "score"]
 
 
 @dataclass(frozen=True)
@@ -396,7 +405,7 @@ OPTIONS: tuple[Option, ...] = (
         "Reorder candidates by query-term overlap.",
         env="RAG_RERANK",
         stages=SEARCHING,
-        choices=("lexical", "none"),
+        choices=get_args(Rerank),
         served="retrieval",
         recorded="retrieval",
     ),
@@ -443,7 +452,7 @@ OPTIONS: tuple[Option, ...] = (
         "How dense and BM25 combine: reciprocal rank fusion, or a weighted sum of normalised scores.",
         env="RAG_FUSION",
         stages=SEARCHING,
-        choices=("rrf", "score"),
+        choices=get_args(Fusion),
         summary="How dense and BM25 combine.",
         served="retrieval",
         recorded="retrieval",
@@ -702,6 +711,42 @@ def served(kind: str) -> tuple[Option, ...]:
 def recorded() -> tuple[Option, ...]:
     """The options answer records show: rag-eval's configuration keys (one key per name)."""
     return tuple(o for o in OPTIONS if o.recorded is not None)
+
+
+# --------------------------------------------------------------------------- the retrieval configuration
+#
+# Written out field by field, not built from `retrieval()` at run time, so that grep and mypy see
+# its fields (../shared/STYLE.md: a class built from a table is one no checker can see); each
+# field's default and type (its choices as a Literal above) is the declaration's, and
+# tests/test_options.py holds the field list equal to `retrieval()`.
+
+
+def _searching(name: str) -> Any:
+    return default(name, "search")
+
+
+@dataclass(frozen=True)
+class Config:
+    """What retrieval runs (`rag_search.Searcher`); recorded on every hits and answer record as `retrieval`.
+
+    One field per retrieval option (`retrieval()`), with its declared default."""
+
+    dense: bool = _searching("dense")
+    sparse: bool = _searching("sparse")
+    rerank: Rerank = _searching("rerank")  # noqa: RUF009 (a str, immutable)
+    k: int = _searching("k")
+    rrf_k: int = _searching("rrf_k")
+    candidates: int = _searching("candidates")
+    fusion: Fusion = _searching("fusion")  # noqa: RUF009 (a str, immutable)
+    dense_weight: float = _searching("dense_weight")
+    passages: bool = _searching("passages")
+    exact: bool = _searching("exact")
+
+    def check(self) -> None:
+        """ValueError for a configuration that cannot run (the CLI turns it into a usage error)."""
+        if not (self.dense or self.sparse):
+            raise ValueError("both retrievers are off: use dense (the default), --sparse, or both")
+        check(retrieval(), self)
 
 
 # --------------------------------------------------------------------------- derived

@@ -56,6 +56,8 @@ def _dataclass_differences(cls: type, declared: tuple[Option, ...]) -> list[str]
     got = [(f.name, hints[f.name], f.default) for f in dataclasses.fields(cls)]
 
     def kind(o: Option) -> object:
+        if isinstance(o.choices, tuple):  # the choices as a Literal type (`options.Rerank`), as mypy checks them
+            return typing.Literal[o.choices]
         return tuple[o.type, ...] if o.multiple else o.type if o.default is not None or o.required else o.type | None
 
     def default(o: Option) -> object:
