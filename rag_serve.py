@@ -75,7 +75,7 @@ import ragline
 import ragline.mcpserver
 import ragline.options
 import ragline.records
-from ragline import serving
+from ragline import cli, serving
 from ragline.answer.reader import Reader
 from ragline.records import StageError
 
@@ -94,8 +94,8 @@ HTTP_ONLY = ("host", "port", "token", "is_open", "cors", "max_body", "workers", 
 class Settings:
     """The server's defaults: rag-answer's options as given on the command line."""
 
-    search: rag_search.SearchArgs
-    answering: rag_answer.AnswerArgs = field(default_factory=rag_answer.AnswerArgs)
+    search: cli.SearchArgs
+    answering: cli.AnswerArgs = field(default_factory=cli.AnswerArgs)
 
     @property
     def threshold(self) -> float:
@@ -565,7 +565,7 @@ def serve_mcp(settings: Settings) -> None:
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
-@rag_search.search_options
+@cli.search_options
 @ragline.options.get("host").click()
 @ragline.options.get("port").click()
 @ragline.options.get("token").click()
@@ -573,7 +573,7 @@ def serve_mcp(settings: Settings) -> None:
 @click.option("--cors", multiple=True, metavar="ORIGIN", help="Allow browser requests from this origin (repeatable; none by default).")
 @ragline.options.get("max_body").click()
 @ragline.options.get("workers").click()
-@rag_answer.answer_options
+@cli.answer_options
 @click.option("--quiet", "-q", is_flag=True, help="No access log.")
 @click.option(
     "--mcp",
@@ -583,7 +583,7 @@ def serve_mcp(settings: Settings) -> None:
 )
 @ragline.records.stage_main(STAGE)
 def main(
-    search: rag_search.SearchArgs,
+    search: cli.SearchArgs,
     host: str,
     port: int,
     token: str | None,
@@ -591,13 +591,13 @@ def main(
     cors: tuple[str, ...],
     max_body: int,
     workers: int,
-    answering: rag_answer.AnswerArgs,
+    answering: cli.AnswerArgs,
     quiet: bool,
     over_mcp: bool,
 ) -> None:
     """Serve /health, /search, /answer, /explain and a page to ask the handbook, over HTTP (or the same over MCP)."""
     if over_mcp:
-        if given := rag_search.given_on_command_line(HTTP_ONLY):
+        if given := cli.given_on_command_line(HTTP_ONLY):
             raise click.UsageError(f"{', '.join(given)}: HTTP options; --mcp serves stdio")
         serve_mcp(Settings(search, answering))
         return

@@ -1,7 +1,7 @@
 """ragline: the shared parts of the ragline stages (the `rag_*.py` files beside this package).
 
 One module per concept (docs/design.md lists them, and tests/test_docs.py holds it to the tree):
-`records`, `text`, `markup`, `markdown`, `globs`, `sources`, `options`, `bm25`, `index`, `ranking`,
+`records`, `text`, `markup`, `markdown`, `globs`, `sources`, `options`, `cli`, `bm25`, `index`, `ranking`,
 `abstain`, `models`, `local_models`, `expand`, `vectorcache`, `progress`, `terminal`; rag-serve's `api`,
 `serving`, `prefork`, `mcpserver`, `page`; `eval/` and `answer/` (every reader, one module
 each, behind `answer.reader`'s protocol and registry). Nothing in the

@@ -12,7 +12,7 @@ import pytest
 from corpora import ROOT
 
 import rag_search
-from ragline import options
+from ragline import cli, options
 from ragline.eval import runs as evalruns
 from ragline.options import Option
 
@@ -90,10 +90,8 @@ def _model_differences(model: type, declared: tuple[Option, ...]) -> list[str]:
 
 def test_config_and_search_args_are_the_declarations():
     assert _dataclass_differences(rag_search.Config, options.retrieval()) == []
-    assert _dataclass_differences(rag_search.SearchArgs, options.declared_for(options.SEARCHING)) == []
-    import rag_answer
-
-    assert _dataclass_differences(rag_answer.AnswerArgs, options.declared_for(options.ANSWERING)) == []
+    assert _dataclass_differences(cli.SearchArgs, options.declared_for(options.SEARCHING)) == []
+    assert _dataclass_differences(cli.AnswerArgs, options.declared_for(options.ANSWERING)) == []
     assert rag_search.Config() == rag_search.Config(**{o.name: o.default for o in options.retrieval()})
     import rag_answer
 
@@ -183,7 +181,7 @@ def test_a_new_option_is_one_declaration(monkeypatch):
     )
     # the written-out classes are not derived: the checks that hold them to the declarations name the new field
     assert _dataclass_differences(rag_search.Config, options.retrieval()) == ["min_score"]
-    assert _dataclass_differences(rag_search.SearchArgs, options.declared_for(options.SEARCHING)) == ["min_score"]
+    assert _dataclass_differences(cli.SearchArgs, options.declared_for(options.SEARCHING)) == ["min_score"]
     if importlib.util.find_spec("pydantic") is not None:
         from ragline import api
 
