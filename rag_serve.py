@@ -121,7 +121,7 @@ class Engine:
 
     def searcher(self, overrides: dict[str, Any], at_least: int = 1) -> rag_search.Searcher:
         """The searcher for the server's options with `overrides` (rag-search's option names); 400 when they cannot run."""
-        args = dataclasses.replace(self.settings.search, **{k: v for k, v in overrides.items() if v is not None})
+        args = self.settings.search.overriding({k: v for k, v in overrides.items() if v is not None})
         try:
             config = args.config(at_least)
         except click.UsageError as err:
@@ -318,7 +318,7 @@ def check_budget(settings: Settings, questions: list[str], options: dict[str, An
     """serving.OverBudget (a 413 over HTTP, a tool error over MCP) for a request asking for more work than
     serving.MAX_HITS or MAX_CHARS allow: the hits are the larger of k, the candidate lists and the context."""
     s = settings.search
-    hits = max(options.get("k") or s.k, options.get("candidates") or s.candidates, context or 0)
+    hits = max(options.get("k") or s.retrieval.k, options.get("candidates") or s.retrieval.candidates, context or 0)
     serving.check_budget(questions, hits)
 
 

@@ -15,7 +15,7 @@ import functools
 import os
 import sys
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 import click
@@ -39,33 +39,28 @@ def _searching(name: str) -> Any:
 @dataclass(frozen=True)
 class SearchArgs:
     """The retrieval options as given on the command line (see `search_options`): the index, the
-    query model, Config's fields and the threads; held equal to `options.declared_for(SEARCHING)`
-    by tests/test_options.py."""
+    query model and the threads, and the retrieval configuration they ask for as one `Config`
+    (not its fields a second time); tests/test_options.py holds these fields and Config's to
+    `options.declared_for(SEARCHING)`."""
 
     index_path: str
     model: str | None = None
-    dense: bool = _searching("dense")
-    sparse: bool = _searching("sparse")
-    rerank: options.Rerank = _searching("rerank")  # noqa: RUF009 (a str, immutable)
-    k: int = _searching("k")
-    rrf_k: int = _searching("rrf_k")
-    candidates: int = _searching("candidates")
-    fusion: options.Fusion = _searching("fusion")  # noqa: RUF009 (a str, immutable)
-    dense_weight: float = _searching("dense_weight")
-    passages: bool = _searching("passages")
-    exact: bool = _searching("exact")
     threads: int = _searching("threads")
+    retrieval: Config = field(default_factory=Config)
 
     def config(self, at_least: int = 1) -> Config:
         """The Config these options ask for, with k and the candidate lists at least `at_least` long."""
-        k = max(self.k, at_least)
-        chosen = {f.name: getattr(self, f.name) for f in fields(Config)}
-        config = Config(**chosen | {"k": k, "candidates": max(self.candidates, k)})
+        k = max(self.retrieval.k, at_least)
+        config = replace(self.retrieval, k=k, candidates=max(self.retrieval.candidates, k))
         try:
             config.check()
         except ValueError as err:
             raise click.UsageError(str(err)) from None
         return config
+
+    def overriding(self, overrides: dict[str, Any]) -> SearchArgs:
+        """These options with some of the retrieval configuration's fields replaced (rag-serve's requests)."""
+        return replace(self, retrieval=replace(self.retrieval, **overrides))
 
 
 def search_options(f: Any) -> Any:
@@ -75,8 +70,9 @@ def search_options(f: Any) -> Any:
 
     @functools.wraps(f)
     def command(*args: Any, **kwargs: Any) -> Any:
-        given = {f.name: kwargs.pop(f.name) for f in fields(SearchArgs)}
-        return f(*args, search=SearchArgs(**given), **kwargs)
+        given = {o.parameter: kwargs.pop(o.parameter) for o in options.declared_for(options.SEARCHING)}
+        retrieval = Config(**{c.name: given.pop(c.name) for c in fields(Config)})
+        return f(*args, search=SearchArgs(**given, retrieval=retrieval), **kwargs)
 
     return options.decorate(options.declared_for(options.SEARCHING))(command)
 
@@ -192,7 +188,7 @@ def answer_options(f: Any) -> Any:
 
     @functools.wraps(f)
     def command(*args: Any, **kwargs: Any) -> Any:
-        given = {field.name: kwargs.pop(field.name) for field in fields(AnswerArgs)}
+        given = {a.name: kwargs.pop(a.name) for a in fields(AnswerArgs)}
         llm, mode = kwargs.pop("legacy_llm"), kwargs.pop("legacy_local_mode")
         if llm is not None or mode is not None:  # --reader (or RAG_READER) wins over RAG_LLM; over --llm, only if they agree
             ctx, typed = click.get_current_context(), click.core.ParameterSource.COMMANDLINE

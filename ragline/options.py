@@ -6,7 +6,7 @@ it, whether rag-serve takes it per request, and whether answer records show it. 
 OPTIONS come:
 
 - each stage's click options (`Option.click`, `decorate`), with " Env: VAR." after the help
-- the defaults of the retrieval configuration, `Config` (below), of `ragline.cli`'s `SearchArgs`
+- the defaults of the retrieval configuration, `Config` (below), of `ragline.cli`'s `SearchArgs` (which holds one)
   and of rag-serve's request models (`ragline.api`: each field's range and help,
   `request_field`), and `check`, which holds a configuration built in code to the ranges the
   command line enforces. Those classes are written out, field by field, so that grep and mypy
@@ -32,7 +32,7 @@ code that uses it. A retrieval option that drops hits under a score, for instanc
         stages=SEARCHING, range=(0.0, 1.0), served="retrieval", recorded="retrieval", absent=0.0,
     ),
 
-then `min_score: float = _searching("min_score")` in `Config` and `_searching("min_score")` in `ragline.cli.SearchArgs`,
+then `min_score: float = _searching("min_score")` in `Config` (which `ragline.cli.SearchArgs` holds),
 `min_score: float = options.request_field("min_score")` in `ragline.api.Options`, and in
 `rag_search.Searcher` the line that uses `self.config.min_score`. rag-search, rag-answer
 and rag-serve then take `--min-score` (and RAG_MIN_SCORE) with its range, /search and

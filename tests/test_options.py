@@ -11,7 +11,6 @@ import click
 import pytest
 from corpora import ROOT
 
-import rag_search
 from ragline import cli, options
 from ragline.eval import runs as evalruns
 from ragline.options import Option
@@ -50,10 +49,11 @@ def test_two_declarations_share_a_name_only_across_stages():
     assert options.get("passages", "embed").env == "RAG_EMBED_PASSAGES"
 
 
-def _dataclass_differences(cls: type, declared: tuple[Option, ...]) -> list[str]:
-    """The names where a written-out dataclass and the declarations disagree: field order, type or default."""
+def _dataclass_differences(cls: type, declared: tuple[Option, ...], holds: tuple[str, ...] = ()) -> list[str]:
+    """The names where a written-out dataclass and the declarations disagree: field order, type or
+    default (but the fields named in `holds`, which hold another such class)."""
     hints = typing.get_type_hints(cls)
-    got = [(f.name, hints[f.name], f.default) for f in dataclasses.fields(cls)]
+    got = [(f.name, hints[f.name], f.default) for f in dataclasses.fields(cls) if f.name not in holds]
 
     def kind(o: Option) -> object:
         if isinstance(o.choices, tuple):  # the choices as a Literal type (`options.Rerank`), as mypy checks them
@@ -89,10 +89,14 @@ def _model_differences(model: type, declared: tuple[Option, ...]) -> list[str]:
 
 
 def test_config_and_search_args_are_the_declarations():
-    assert _dataclass_differences(rag_search.Config, options.retrieval()) == []
-    assert _dataclass_differences(cli.SearchArgs, options.declared_for(options.SEARCHING)) == []
+    assert _dataclass_differences(options.Config, options.retrieval()) == []
+    searching = options.declared_for(options.SEARCHING)
+    assert set(options.retrieval()) <= set(searching)  # the SearchArgs that `search_options` makes holds them as a Config
+    assert typing.get_type_hints(cli.SearchArgs)["retrieval"] is options.Config
+    own = tuple(o for o in searching if o not in options.retrieval())
+    assert _dataclass_differences(cli.SearchArgs, own, holds=("retrieval",)) == []
     assert _dataclass_differences(cli.AnswerArgs, options.declared_for(options.ANSWERING)) == []
-    assert rag_search.Config() == rag_search.Config(**{o.name: o.default for o in options.retrieval()})
+    assert options.Config() == options.Config(**{o.name: o.default for o in options.retrieval()})
     import rag_answer
 
     assert tuple(o.name for o in options.retrieval()) == rag_answer.RETRIEVAL_OPTIONS
@@ -103,7 +107,7 @@ def test_config_and_search_args_are_the_declarations():
         ({"dense": False, "sparse": False}, "both retrievers are off"),
     ):
         with pytest.raises(ValueError, match=message):
-            rag_search.Config(**bad).check()
+            options.Config(**bad).check()
 
 
 def test_the_request_models_are_the_declarations():
@@ -153,7 +157,7 @@ def test_the_configuration_keys_are_the_recorded_options():
 
 def test_a_new_option_is_one_declaration(monkeypatch):
     """The docstring's example: the declaration alone gives the click option of every stage that
-    takes it, the configuration key and the docs row; the written-out Config, SearchArgs and request
+    takes it, the configuration key and the docs row; the written-out Config and request
     model are held to it, so a field left out of them is named."""
     new = Option(
         "min_score", float, 0.0, "Drop the hits scoring under this.", env="RAG_MIN_SCORE", stages=options.SEARCHING,
@@ -180,8 +184,9 @@ def test_a_new_option_is_one_declaration(monkeypatch):
         options.markdown_table()
     )
     # the written-out classes are not derived: the checks that hold them to the declarations name the new field
-    assert _dataclass_differences(rag_search.Config, options.retrieval()) == ["min_score"]
-    assert _dataclass_differences(cli.SearchArgs, options.declared_for(options.SEARCHING)) == ["min_score"]
+    assert _dataclass_differences(options.Config, options.retrieval()) == ["min_score"]
+    own = tuple(o for o in options.declared_for(options.SEARCHING) if o not in options.retrieval())
+    assert _dataclass_differences(cli.SearchArgs, own, holds=("retrieval",)) == []  # it holds a Config, not the fields again
     if importlib.util.find_spec("pydantic") is not None:
         from ragline import api
 
