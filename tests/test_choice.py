@@ -128,6 +128,22 @@ def test_fit_list_leaves_nested_detail_out_before_it_cuts_items():
     assert fit_list(every, 12, nested[1]) == [parent, last]  # a nested item kept stands for its parent
 
 
+def test_a_steps_list_in_part_stays_in_part_through_select():
+    parent = Piece(1, 0, "1. In the body, be sure to:", "item", 2)
+    nested = [Piece(1, k, f"1. Detail {k} of the step with many words in it", "item", 2, lead=0) for k in (1, 2)]
+    last = Piece(1, 3, "2. Submit it", "item", 2)
+    every = [parent, *nested, last]
+    tight = dataclasses.replace(WIDE, listed=12)
+    ranked = scored((1.0, last), (0.5, parent))
+    # the parent ends in a colon, but its list is the one quoted, in part: its nested items do not come back
+    assert select(ranked, every, every, "How do I file it?", "steps", tight) == [parent, last]
+
+
+def test_fit_list_keeps_one_item_when_even_the_first_does_not_fit():
+    long = [item(1, i, " ".join(["word"] * 30)) for i in range(3)]
+    assert fit_list(long, 10) == long[:1]
+
+
 def test_a_code_block_is_quoted_alone():
     code = Piece(1, 0, "```\nmake deploy\n```", "code", 1)
     ranked = scored((1.0, code), (0.99, sentence(1, 1, "then run it")))

@@ -252,7 +252,7 @@ def continued(chosen: list[Piece], every: Sequence[Piece], weights: ChoiceWeight
         more = [x for x in after if x.group == follow.group and x not in out] if follow.kind in ("item", "row") else [follow]
         if weights is not None and follow.kind in ("item", "row"):
             if i == 0:
-                more = fit_list(more, weights.listed)
+                more = fit_list(more, weights.listed, items_at={x.position for x in every if x.block == c.block and x.kind == "item"})
             elif words + sum(len(x.text.split()) for x in more) > weights.listed:
                 if c.text.rstrip().endswith(":"):
                     out.pop()
@@ -262,18 +262,20 @@ def continued(chosen: list[Piece], every: Sequence[Piece], weights: ChoiceWeight
     return out
 
 
-def fit_list(items: list[Piece], most: int, keep: Piece | None = None) -> list[Piece]:
+def fit_list(items: list[Piece], most: int, keep: Piece | None = None, items_at: set[int] | None = None) -> list[Piece]:
     """A list (or a table's rows) quoted within `most` words, its structure kept, in its order: the
     whole list; else its top-level items (what a nested item details left out); else each
     top-level item's first sentence (the step, not its explanation); else the items from the
-    first, as many as fit, with `keep` (the item that answers best) always among them."""
+    first, as many as fit, with `keep` (the item that answers best) always among them.
+    `items_at`: the positions of the block's list items (a nested item's lead is one of them),
+    where `items` may leave its parent out; by default those of `items`."""
 
     def size(ps: Sequence[Piece]) -> int:
         return sum(len(p.text.split()) for p in ps)
 
     if size(items) <= most:
         return items
-    at = {p.position for p in items if p.kind == "item"}
+    at = items_at if items_at is not None else {p.position for p in items if p.kind == "item"}
     top = [p for p in items if not (p.kind == "item" and p.lead in at)]
     if keep is not None and keep not in top:
         keep = next((p for p in items if p.kind == "item" and p.position == keep.lead), None)
@@ -334,6 +336,7 @@ def select(
     (`continued`); when the lead itself brings a list, a table or code, that is the answer
     alone. `every` is all the context's pieces, `pieces` those that may be chosen."""
     chosen = choose(ranked, pieces, question, cue, weights)
-    if len(continued(chosen[:1], every)) > 1:  # the lead brings its list, table or code: that is the answer
+    listed = len(chosen) > 1 and all(p.kind == "item" and (p.block, p.group) == (chosen[0].block, chosen[0].group) for p in chosen)
+    if not listed and len(continued(chosen[:1], every)) > 1:  # the lead brings its list, table or code: that is the answer
         chosen = chosen[:1]
     return with_leads(continued(chosen, every, weights), every, question)
