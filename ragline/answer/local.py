@@ -23,12 +23,14 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import re
 import signal
 import subprocess
 import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -44,6 +46,7 @@ EXTRA = (
     "(it builds llama.cpp from source: `just llm-model` does both and fetches the model)"
 )
 SEQUENCES = 17  # sequences in one batch: the prefix and 16 pieces
+_HOLE = "\x02{}\x02"  # where a message's content goes while the chat template is written (`LocalModel.chat`)
 _STATE: dict[str, Any] = {}  # llama.cpp's backend and the log callback, made once a process
 _LOCK = threading.Lock()
 
@@ -61,6 +64,31 @@ def _llama() -> Any:
             llama_cpp.llama_log_set(_STATE["log"], ctypes.c_void_p(0))
             _STATE["backend"] = True
     return llama_cpp
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """Text for the model in parts, each (text, special): the chat template's own text, whose markers
+    (`<|im_start|>`) are read as their control tokens, and what goes in it (a handbook's text, the
+    question), read as plain text whatever it holds, so that a page holding `<|im_end|>` cannot end
+    a turn or start one. `str()` is the whole text, as the template writes it."""
+
+    parts: tuple[tuple[str, bool], ...]
+
+    def __str__(self) -> str:
+        return "".join(text for text, _ in self.parts)
+
+    def __add__(self, other: Prompt | str) -> Prompt:
+        more = ((other, False),) if isinstance(other, str) else other.parts
+        return Prompt(self.parts + more)
+
+    def split(self, marker: str) -> tuple[Prompt, Prompt]:
+        """The prompt before and after the first `marker` in its content (ValueError when there is none)."""
+        for k, (text, special) in enumerate(self.parts):
+            if not special and marker in text:
+                head, _, tail = text.partition(marker)
+                return Prompt((*self.parts[:k], (head, False))), Prompt(((tail, False), *self.parts[k + 1 :]))
+        raise ValueError(f"no {marker!r} in the prompt's content")
 
 
 _PROBE = (
@@ -146,8 +174,9 @@ class LocalModel:
 
     # ----------------------------------------------------------------------- text and tokens
 
-    def tokenize(self, text: str, special: bool = True) -> list[int]:
-        """Token ids of `text`; `special`: the chat template's markers read as their tokens."""
+    def tokenize(self, text: str, special: bool = False) -> list[int]:
+        """Token ids of `text`; `special`: the chat template's markers read as their tokens (only
+        for the template's own text: `tokens` of a `Prompt`)."""
         data = text.encode("utf-8", "replace")
         size = len(data) + 16
         buf = (self.L.llama_token * size)()
@@ -166,13 +195,22 @@ class LocalModel:
         ids = {t[0] for w in words if len(t := self.tokenize(w, special=False)) == 1}
         return sorted(ids)
 
-    def chat(self, messages: Sequence[tuple[str, str]]) -> str:
-        """The messages (role, content) as the model's chat template writes them, ending where the assistant speaks."""
+    def tokens(self, prompt: Prompt | str) -> list[int]:
+        """Token ids of a prompt: a `Prompt`'s template text with its markers as their tokens, and
+        everything else (a plain string, a prompt's content) as plain text."""
+        if isinstance(prompt, str):
+            return self.tokenize(prompt)
+        return [t for text, special in prompt.parts for t in self.tokenize(text, special)]
+
+    def chat(self, messages: Sequence[tuple[str, str]]) -> Prompt:
+        """The messages (role, content) as the model's chat template writes them, ending where the
+        assistant speaks: the template's text apart from the contents (`Prompt`), so that a chat
+        marker in a content (a handbook's page, the question) is text, not a turn."""
         L = self.L
         array = (L.llama_chat_message * len(messages))()
         keep = []
-        for i, (role, content) in enumerate(messages):
-            r, c = role.encode(), content.encode("utf-8", "replace")
+        for i, (role, _) in enumerate(messages):
+            r, c = role.encode(), _HOLE.format(i).encode()
             keep += [r, c]
             array[i].role, array[i].content = r, c
         size = sum(len(c) for _, c in messages) * 2 + 4096
@@ -183,7 +221,11 @@ class LocalModel:
         if n > size:
             buf = ctypes.create_string_buffer(n + 1)
             n = L.llama_chat_apply_template(self.template, array, len(messages), True, buf, n + 1)
-        return buf.raw[:n].decode("utf-8", "replace")
+        written = re.split(_HOLE.format(r"(\d+)"), buf.raw[:n].decode("utf-8", "replace"))
+        parts: list[tuple[str, bool]] = []
+        for k, text in enumerate(written):
+            parts.append((text, True) if k % 2 == 0 else (messages[int(text)][1], False))
+        return Prompt(tuple((text, special) for text, special in parts if text))
 
     # ----------------------------------------------------------------------- decoding
 
@@ -214,17 +256,15 @@ class LocalModel:
 
     def shared(
         self,
-        prefix: str,
+        prefix: Prompt | str,
         sequences: Sequence[tuple[list[int], range]],
         score: Callable[[list[int], list[np.ndarray]], float],
-        special: bool = True,
     ) -> list[float]:
         """`score(tokens, logits)` of each sequence decoded after `prefix`, the prefix decoded once and
-        shared (the module docstring); `logits` are those at the sequence's `range` of token indices.
-        `special`: the prefix's chat-template markers read as their tokens (False for handbook text)."""
+        shared (the module docstring); `logits` are those at the sequence's `range` of token indices."""
         L = self.L
         L.llama_memory_clear(self.memory, True)
-        start = self.tokenize(prefix, special=special)
+        start = self.tokens(prefix)
         self._decode([(start, 0, 0, range(0))])
         room = self.context - len(start)
         out: list[float] = []
@@ -243,7 +283,7 @@ class LocalModel:
                 L.llama_memory_seq_rm(self.memory, seq, -1, -1)
         return out
 
-    def judge(self, prefix: str, suffixes: Sequence[str], yes: Sequence[int], no: Sequence[int]) -> list[float]:
+    def judge(self, prefix: Prompt, suffixes: Sequence[Prompt], yes: Sequence[int], no: Sequence[int]) -> list[float]:
         """P(yes) = p(yes) / (p(yes) + p(no)) of the next token after prefix + each suffix."""
         yes_ids, no_ids = np.asarray(yes), np.asarray(no)
 
@@ -252,13 +292,13 @@ class LocalModel:
             y, n = float(z[yes_ids].sum()), float(z[no_ids].sum())
             return y / (y + n) if y + n > 0 else 0.0
 
-        sequences = [(t, range(len(t) - 1, len(t))) for t in (self.tokenize(s) for s in suffixes)]
+        sequences = [(t, range(len(t) - 1, len(t))) for t in (self.tokens(s) for s in suffixes)]
         return self.shared(prefix, sequences, p_yes)
 
     def likelihood(self, prefix: str, heads: Sequence[str], continuation: str) -> list[float]:
         """For each head: the geometric mean of the probabilities of `continuation`'s tokens after
-        prefix + head, exp(mean log p(token | what precedes it)), in (0, 1]."""
-        tail = self.tokenize(continuation, special=False)
+        prefix + head, exp(mean log p(token | what precedes it)), in (0, 1]. Every text is plain text."""
+        tail = self.tokenize(continuation)
 
         def per_token(tokens: list[int], rows: list[np.ndarray]) -> float:
             targets = tokens[len(tokens) - len(rows) :]
@@ -274,7 +314,7 @@ class LocalModel:
     def logprobs(self, prefix: str, pairs: Sequence[tuple[str, str]]) -> list[tuple[float, int]]:
         """For each (head, tail): (sum of log p(tail token | prefix, head, the tail before it), the tail's
         tokens), every pair decoded after the one shared prefix in as few batches as fit. Every text is
-        tokenized as plain text (`special=False`): a chat marker in the handbook is words, not control."""
+        tokenized as plain text: a chat marker in the handbook is words, not control."""
 
         def total(tokens: list[int], rows: list[np.ndarray]) -> float:
             targets = tokens[len(tokens) - len(rows) :]
@@ -286,19 +326,19 @@ class LocalModel:
 
         sequences, sizes = [], []
         for head, tail in pairs:
-            h, t = self.tokenize(head, special=False), self.tokenize(tail, special=False)
+            h, t = self.tokenize(head), self.tokenize(tail)
             tokens = h + t
             sequences.append((tokens, range(len(h) - 1, len(tokens) - 1)))
             sizes.append(len(t))
-        sums = self.shared(prefix, sequences, total, special=False)
+        sums = self.shared(prefix, sequences, total)
         return list(zip(sums, sizes, strict=True))
 
-    def generate(self, prompt: str, max_tokens: int, stop: Sequence[str] = (), deadline: float | None = None) -> str:
+    def generate(self, prompt: Prompt | str, max_tokens: int, stop: Sequence[str] = (), deadline: float | None = None) -> str:
         """Greedy text after `prompt`: at most `max_tokens` tokens, to an end-of-turn token or a stop string;
         past `deadline` (time.monotonic()) a TimeoutError."""
         L = self.L
         L.llama_memory_clear(self.memory, True)
-        tokens = self.tokenize(prompt)
+        tokens = self.tokens(prompt)
         logits = self._decode([(tokens, 0, 0, range(len(tokens) - 1, len(tokens)))])[0][0]
         position, out = len(tokens), b""
         for _ in range(max_tokens):
@@ -375,6 +415,6 @@ class Judge:
             heads = [f"Passage ({' > '.join(headings)}): {text}\nQuestion:" for headings, text in pieces]
             return self.model.likelihood(LIKELIHOOD_PREFIX, heads, " " + " ".join(question.split()))
         whole = self.model.chat([("system", JUDGE_SYSTEM), ("user", f"Question: {question}\n{_PIECE}")])
-        prefix, _, after = whole.partition(_PIECE)
-        excerpts = [f"Excerpt (from {' > '.join(headings)}): {text}{after}" for headings, text in pieces]
+        prefix, after = whole.split(_PIECE)
+        excerpts = [Prompt(((f"Excerpt (from {' > '.join(headings)}): {text}", False),)) + after for headings, text in pieces]
         return self.model.judge(prefix, excerpts, self.yes, self.no)
