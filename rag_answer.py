@@ -102,6 +102,8 @@ def answer(record: dict[str, Any], reader: Reader, threshold: float, size: int =
         finally:
             if (used := reader.usage()) is not None:
                 out["llm_tokens"] = {"prompt": used[0], "generated": used[1]}
+            if (why := reader.fallback()) is not None:
+                out["fallback"] = why
         if reason is None and raw.strip() == REFUSAL:
             reason = "the generator found no answer in the context"
         elif reason is None:

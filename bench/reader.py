@@ -77,13 +77,13 @@ def llama_limit(model: str, runs: int) -> dict[str, float]:
     for _ in range(runs):
         lm.L.llama_memory_clear(lm.memory, True)
         start = time.perf_counter()
-        lm._decode([(tokens, 0, 0, range(511, 512))])
+        lm._decode([(tokens, 0, 0, range(511, 512))], lambda row, k, i: None)
         pp.append(512 / (time.perf_counter() - start))
         lm.L.llama_memory_clear(lm.memory, True)
-        lm._decode([(tokens[:16], 0, 0, range(15, 16))])
+        lm._decode([(tokens[:16], 0, 0, range(15, 16))], lambda row, k, i: None)
         start = time.perf_counter()
         for i in range(128):
-            lm._decode([([tokens[16 + i]], 0, 16 + i, range(1))])
+            lm._decode([([tokens[16 + i]], 0, 16 + i, range(1))], lambda row, k, i: None)
         tg.append(128 / (time.perf_counter() - start))
     lm.close()
     return {"pp512_tokens_s": round(median(pp), 1), "tg128_tokens_s": round(median(tg), 1)}

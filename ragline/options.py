@@ -659,7 +659,16 @@ VARIABLES: tuple[Variable, ...] = (
     Variable(
         "RAG_LOCAL_TIMEOUT",
         "60",
-        "`--reader write`: the longest a question's writing may take, in seconds; past it, a refusal saying so.",
+        "`--reader judge`, `span`, `write`: the longest a question's local model work may take, in seconds, the prompt's "
+        "evaluation included; past it, the extractive answer (judge, span: the answer record's `fallback` says so) or a "
+        "refusal saying so (write).",
+        ANSWERING,
+    ),
+    Variable(
+        "RAG_LOCAL_TOKENS",
+        "`ragline.answer.local.TOKENS`",
+        "`--reader judge`, `span`, `write`: the most tokens the local model may decode for one question; past it, as past "
+        "RAG_LOCAL_TIMEOUT.",
         ANSWERING,
     ),
     Variable(

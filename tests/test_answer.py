@@ -212,6 +212,9 @@ class TestSupport:
             def usage(self):
                 return None
 
+            def fallback(self):
+                return None
+
             def missing_evidence(self, q, blocks):
                 return None
 

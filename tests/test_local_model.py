@@ -28,10 +28,10 @@ try:
 except StageError as err:  # pragma: no cover - depends on the machine
     pytest.skip(f"the local model is not in the model cache ({err}): run 'just llm-model'", allow_module_level=True)
 
-from rag_answer import answer  # noqa: E402
+from rag_answer import Extractive, answer  # noqa: E402
 from ragline.answer.context import ContextBlock  # noqa: E402
 from ragline.answer.judge import Judged  # noqa: E402
-from ragline.answer.local import METHODS, SEQUENCES, Judge, LocalModel, runs_here  # noqa: E402
+from ragline.answer.local import METHODS, SEQUENCES, Bounds, Budget, Judge, LocalModel, OverBudget, runs_here  # noqa: E402
 from ragline.answer.prompt import messages  # noqa: E402
 from ragline.answer.write import LocalWriter  # noqa: E402
 
@@ -79,8 +79,8 @@ def test_generation_is_greedy_bounded_and_stops(model):
     assert len(model.tokenize(first, special=False)) <= 13  # at most 12 tokens (a piece may split when retokenised)
     stopped = model.generate(prompt, 40, stop=[","])
     assert "," not in stopped and stopped.strip()
-    with pytest.raises(TimeoutError):
-        model.generate(prompt, 40, deadline=0.0)
+    with pytest.raises(OverBudget):
+        model.generate(prompt, 40, budget=Budget(0))
 
 
 def test_the_reader_answers_and_records_its_model(tmp_path):
@@ -264,3 +264,44 @@ def test_a_forged_turn_in_a_page_reaches_the_judge_as_text(model, method, monkey
         assert prefix == [] and not any(pieces)
     else:  # the template's markers around the question, and after each excerpt
         assert prefix == [start, end, start] and all(p == [end, start] for p in pieces)
+
+
+# --------------------------------------------------------------------------- a question's budget
+
+
+def test_the_deadline_stops_a_prompt_between_the_steps_of_its_evaluation(model):
+    ticks = iter([0.0, 0.0])  # made at 0, the first step at 0; from the second on, 100: past the deadline
+    budget = Budget(60, None, lambda: next(ticks, 100.0))
+    long = "The quick brown fox jumps over the lazy dog. " * 150  # about 1500 tokens: three steps
+    assert len(model.tokenize(long)) > 2 * model.ubatch
+    model.take_counts()
+    with pytest.raises(OverBudget, match=r"within 60 s \(RAG_LOCAL_TIMEOUT raises the limit\)"):
+        model.generate(long, 8, budget=budget)
+    assert model.take_counts() == (model.ubatch, 0)  # one step of the prompt decoded, no token written
+
+
+def test_past_the_deadline_the_judge_quotes_the_extractive_answer_and_the_writer_refuses(model):
+    question, page = "When does the nightly settlement sweep run?", hit("ops#sweep", "The sweep settles payments. It runs at 23:40 IST.")
+    plain = answer(record(question, page), Extractive(FEATURES), 0.0)
+    clock = iter([0.0])  # the budget is made at 0; every later reading is 61
+    late = Bounds(60, clock=lambda: next(clock, 61.0))
+    out = answer(record(question, page), Judged(Judge(model), FEATURES, bounds=late), 0.0)
+    assert out["answer"] == plain["answer"] and not out["refused"] and out["llm_tokens"]["prompt"] == 0
+    assert out["fallback"].startswith("the local model did not finish within 60 s (RAG_LOCAL_TIMEOUT raises the limit)")
+    clock = iter([0.0])
+    out = answer(record(question, page), LocalWriter(model, bounds=Bounds(60, clock=lambda: next(clock, 61.0))), 0.0)
+    assert out["refused"] and out["reason"] == "the local model did not finish within 60 s (RAG_LOCAL_TIMEOUT raises the limit)"
+    assert out["llm_tokens"] == {"prompt": 0, "generated": 0}  # the prompt's evaluation was timed too
+
+
+def test_the_token_bound_is_honoured(model):
+    judge = Judge(model)
+    pieces = [(["Guide", f"Part {i}"], f"Rule {i}: keep changes small, at most {i * 10} lines.") for i in range(SEQUENCES + 3)]
+    model.take_counts()
+    free = judge.scores("How large may a change be?", pieces)
+    need = model.take_counts()[0]
+    with pytest.raises(OverBudget, match=f"passed {need - 1} tokens \\(RAG_LOCAL_TOKENS raises the limit\\)"):
+        judge.scores("How large may a change be?", pieces, Budget(tokens=need - 1))
+    assert 0 < model.take_counts()[0] <= need - 1  # what was decoded stayed within the bound
+    assert judge.scores("How large may a change be?", pieces, Budget(tokens=need)) == free  # at the bound: all of it, the same numbers
+    assert model.take_counts()[0] == need

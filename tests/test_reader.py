@@ -19,7 +19,7 @@ from ragline.answer import choice
 from ragline.answer.citations import Source, check_citations
 from ragline.answer.context import ContextBlock
 from ragline.answer.judge import Judged
-from ragline.answer.local import Judge
+from ragline.answer.local import Bounds, Budget, Judge, OverBudget
 from ragline.answer.prompt import messages, shown_block
 from ragline.answer.refusal import REFUSAL, judged_none
 from ragline.answer.write import LocalWriter
@@ -38,10 +38,12 @@ def record(question: str, *hits) -> dict:
 
 
 class FakeModel:
-    """Stands for ragline.answer.local.LocalModel: P(yes) by a rule, a fixed reply, and what it was asked."""
+    """Stands for ragline.answer.local.LocalModel: P(yes) by a rule, a fixed reply, and what it was asked.
+    A token is a word (`tokens`); like the model, it spends the question's budget (one token a word)
+    before it judges or writes, and writes nothing into a prompt over its context."""
 
-    def __init__(self, yes_when: str = "", reply: str = "", slow: bool = False):
-        self.yes_when, self.reply, self.slow = yes_when, reply, slow
+    def __init__(self, yes_when: str = "", reply: str = "", context: int = 4096):
+        self.yes_when, self.reply, self.context = yes_when, reply, context
         self.judged: list[str] = []
         self.prompts: list[str] = []
         self.path, self.name, self.sha256 = Path("fake.gguf"), "fake", None
@@ -52,14 +54,20 @@ class FakeModel:
     def chat(self, turns):
         return "".join(f"<{role}>{content}</{role}>" for role, content in turns) + "<assistant>"
 
-    def likelihood(self, prefix, heads, continuation):
+    def tokens(self, prompt):
+        return str(prompt).split()
+
+    def likelihood(self, prefix, heads, continuation, budget=None):
+        if budget is not None:
+            budget.spend(sum(len(h.split()) for h in heads))
         self.judged += heads
         return [0.9 if self.yes_when and self.yes_when in s else 0.05 for s in heads]
 
-    def generate(self, prompt, max_tokens, stop=(), deadline=None):
+    def generate(self, prompt, max_tokens, stop=(), budget=None):
+        assert len(self.tokens(prompt)) <= self.context, "the prompt is over the context"
+        if budget is not None:
+            budget.spend(len(self.tokens(prompt)))
         self.prompts.append(prompt)
-        if self.slow:
-            raise TimeoutError
         return self.reply
 
     def record(self):
@@ -112,6 +120,52 @@ def test_the_record_says_which_model_judged():
     assert (gen["name"], gen["reader"], gen["local_model"], gen["judged"]) == ("judge", "judge", "fake", choice.JUDGED.pieces)
 
 
+class Clock:
+    """A clock for a `Budget` that reads each of `times` in turn, then the last for good: no test waits for time."""
+
+    def __init__(self, *times: float):
+        self.times = list(times)
+
+    def __call__(self) -> float:
+        return self.times.pop(0) if len(self.times) > 1 else self.times[0]
+
+
+def test_a_budget_stops_at_its_deadline_and_at_its_tokens():
+    budget = Budget(60, 100, Clock(0, 10, 59.9, 60))
+    budget.spend(40)
+    budget.spend(60)  # 100 tokens: the bound itself is within it
+    with pytest.raises(OverBudget, match=r"^the local model did not finish within 60 s \(RAG_LOCAL_TIMEOUT raises the limit\)$"):
+        budget.spend(1)  # the clock reads 60: the deadline
+    tokens = Budget(None, 100)
+    tokens.spend(99)
+    with pytest.raises(OverBudget, match=r"^the local model's work passed 100 tokens \(RAG_LOCAL_TOKENS raises the limit\)$"):
+        tokens.spend(2)
+    assert tokens.spent == 99  # what would pass the bound is not spent: the model decodes none of it
+    Budget().spend(10**9)  # no bound: nothing stops it
+
+
+def test_a_judge_past_its_budget_quotes_the_extractive_choice_and_says_why():
+    question = "What does the sweep do?"
+    plain = answer(record(question, SWEEP), Extractive(FEATURES), 0.0)
+    weights = choice.JudgeWeights(12, 5.0, 0.0)
+    judged = answer(record(question, SWEEP), Judged(Judge(FakeModel("Nobody runs it")), FEATURES, judging=weights), 0.0)
+    assert judged["answer"] != plain["answer"] and "fallback" not in judged  # within its budget the judge moves the choice
+    model = FakeModel("Nobody runs it")
+    late = Judged(Judge(model), FEATURES, judging=weights, bounds=Bounds(60, clock=Clock(0, 61)))  # passed at its first decode
+    out = answer(record(question, SWEEP), late, 0.0)
+    assert out["answer"] == plain["answer"] and not out["refused"] and model.judged == []
+    assert (
+        out["fallback"]
+        == "the local model did not finish within 60 s (RAG_LOCAL_TIMEOUT raises the limit): the extractive choice is quoted, unjudged"
+    )
+    over = answer(
+        record(question, SWEEP), Judged(Judge(FakeModel("Nobody runs it")), FEATURES, judging=weights, bounds=Bounds(tokens=5)), 0.0
+    )
+    assert over["answer"] == plain["answer"] and over["fallback"].startswith("the local model's work passed 5 tokens (RAG_LOCAL_TOKENS")
+    again = answer(record(question, SWEEP), late, 0.0)  # the clock stays at 61 now: the next question's deadline is 121
+    assert again["answer"] == judged["answer"] and "fallback" not in again  # a budget a question, not one for the reader's life
+
+
 # --------------------------------------------------------------------------- the writer
 
 
@@ -140,8 +194,8 @@ def test_a_written_answer_is_checked_and_its_citations_attributed():
 
 
 def test_the_writer_refuses_when_the_model_is_slow_or_silent():
-    out = answer(record("How often?", MARKDOWN), LocalWriter(FakeModel(slow=True), timeout=3), 0.0)
-    assert out["refused"] and out["reason"] == "the local model did not finish within 3 s (RAG_LOCAL_TIMEOUT)"
+    out = answer(record("How often?", MARKDOWN), LocalWriter(FakeModel(reply="Rotate keys [1]."), bounds=Bounds(3, clock=Clock(0, 3))), 0.0)
+    assert out["refused"] and out["reason"] == "the local model did not finish within 3 s (RAG_LOCAL_TIMEOUT raises the limit)"
     out = answer(record("How often?", MARKDOWN), LocalWriter(FakeModel(reply="  ")), 0.0)
     assert out["refused"] and out["reason"] == "the local model wrote nothing"
     out = answer(record("How often?", MARKDOWN), LocalWriter(FakeModel(reply=REFUSAL)), 0.0)

@@ -15,6 +15,7 @@ import rag_answer
 from ragline.answer import choice, reader
 from ragline.answer.context import ContextBlock
 from ragline.answer.extractive import Extractive
+from ragline.answer.local import Bounds
 from ragline.answer.span import SpanScored, spans
 from ragline.eval import runs as evalruns
 
@@ -149,7 +150,9 @@ class FakeModel:
         self.calls: list[tuple[str, list[tuple[str, str]]]] = []
         self.path, self.name, self.sha256 = Path("fake.gguf"), "fake", None
 
-    def logprobs(self, prefix, pairs):
+    def logprobs(self, prefix, pairs, budget=None):
+        if budget is not None:  # as the model does, before it decodes
+            budget.spend(len(prefix.split()) + sum(len(h.split()) + len(t.split()) for h, t in pairs))
         self.calls.append((prefix, list(pairs)))
         out = []
         for head, tail in pairs:
@@ -199,6 +202,23 @@ def test_the_span_the_question_makes_likely_is_quoted():
     assert prefix.startswith("Read the passage") and "Thursday noon" in prefix  # the block is the shared prefix
     assert [h.strip() for h, _ in pairs[:2]] == [f"Question: {question}\nAnswer:", "Answer:"]  # with and without the question
     assert "on-call cover" not in plain["answer"]  # the extractive reader quotes the steps instead
+
+
+def test_a_span_reader_past_its_budget_quotes_the_extractive_choice_and_says_why():
+    question = "Why is there no release on Friday?"
+    plain = rag_answer.answer(record(question, STEPS), Extractive(FEATURES), 0.0)
+    model = FakeModel("weekend has no on-call cover")
+    ticks = iter([0.0, 61.0])  # made at 0, read at 61 at the first decode: a deadline that has passed
+    late = SpanScored(model, FEATURES, bounds=Bounds(60, clock=lambda: next(ticks, 61.0)))  # type: ignore[arg-type]
+    out = rag_answer.answer(record(question, STEPS), late, 0.0)
+    assert out["answer"] == plain["answer"] and not out["refused"] and model.calls == []
+    assert (
+        out["fallback"]
+        == "the local model did not finish within 60 s (RAG_LOCAL_TIMEOUT raises the limit): the extractive choice is quoted, unscored"
+    )
+    capped = SpanScored(FakeModel("weekend has no on-call cover"), FEATURES, bounds=Bounds(tokens=20))  # type: ignore[arg-type]
+    out = rag_answer.answer(record(question, STEPS), capped, 0.0)
+    assert out["answer"] == plain["answer"] and "RAG_LOCAL_TOKENS" in out["fallback"]
 
 
 def test_pmi_not_likelihood_decides():

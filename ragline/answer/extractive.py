@@ -114,6 +114,10 @@ class Extractive:
         """None: no model runs."""
         return None
 
+    def fallback(self) -> str | None:
+        """None: no step of this reader gives way to another (a judge's past its budget does)."""
+        return None
+
     def missing_evidence(self, question: str, blocks: list[ContextBlock]) -> str | None:
         """Why the context cannot answer (`ragline.answer.refusal.missing_evidence`), or None."""
         return refusal.missing_evidence(question, blocks, self.features, self.idf_source)

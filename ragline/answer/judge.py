@@ -4,7 +4,9 @@ The `JudgeWeights.pieces` best pieces by the extractive score are judged by the 
 (`ragline.answer.local.Judge`: query likelihood of the question after the piece, by default);
 each gains `weight` x its judgement relative to the best judged piece's, and the choice runs on
 the new order. With `floor` > 0, a question none of whose pieces is judged to reach it is
-refused. What is quoted is still the handbook's own words.
+refused. What is quoted is still the handbook's own words. The judging has the question's
+`ragline.answer.local.Budget` (RAG_LOCAL_TIMEOUT, RAG_LOCAL_TOKENS); past it, the extractive
+choice is quoted, and the answer record's `fallback` says why.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from ragline.answer.choice import JUDGED, ChoiceWeights, JudgeWeights, Scored
 from ragline.answer.citations import quoted
 from ragline.answer.context import ContextBlock, Piece
 from ragline.answer.extractive import FEATURES, Extractive
-from ragline.answer.local import Judge, LocalModel, load
+from ragline.answer.local import BOUNDS, Bounds, Judge, LocalModel, OverBudget, bounds, load
 from ragline.answer.reader import Embed, Setup
 from ragline.answer.refusal import NoAnswer
 from ragline.bm25 import Bm25
@@ -36,17 +38,23 @@ class Judged(Extractive):
         embed: Embed | None = None,
         judging: JudgeWeights = JUDGED,
         choice: ChoiceWeights = rule.FITTED,
+        bounds: Bounds = BOUNDS,
     ):
         super().__init__(features, idf_source, embed, choice)
-        self.judge, self.judging = judge, judging
+        self.judge, self.judging, self.bounds = judge, judging, bounds
         self.model: LocalModel = judge.model
+        self._fallback: str | None = None
 
     def choose(
         self, question: str, blocks: list[ContextBlock], ranked: list[Scored], every: list[Piece], cands: list[Piece], cue: str | None
     ) -> list[Piece]:
         head = [s.piece for s in ranked[: self.judging.pieces]]
         paths = {b.n: b.headings for b in blocks}
-        judged = self.judge.scores(question, [(paths[p.block], quoted(p.text, p.kind, p.header)) for p in head])
+        try:
+            judged = self.judge.scores(question, [(paths[p.block], quoted(p.text, p.kind, p.header)) for p in head], self.bounds.start())
+        except OverBudget as over:
+            self._fallback = f"{over.why}: the extractive choice is quoted, unjudged"
+            return super().choose(question, blocks, ranked, every, cands, cue)
         if (why := refusal.judged_none(judged, self.judging.floor)) is not None:
             raise NoAnswer(why)
         return super().choose(question, blocks, rule.rescore(ranked, rule.relative(judged), self.judging.weight), every, cands, cue)
@@ -57,6 +65,10 @@ class Judged(Extractive):
     def usage(self) -> tuple[int, int] | None:
         return self.model.take_counts()
 
+    def fallback(self) -> str | None:
+        why, self._fallback = self._fallback, None
+        return why
+
 
 def build(setup: Setup) -> Judged:
-    return Judged(Judge(load(setup)), setup.features, setup.bm25, setup.embed)
+    return Judged(Judge(load(setup)), setup.features, setup.bm25, setup.embed, bounds=bounds())

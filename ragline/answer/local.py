@@ -30,13 +30,13 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
-from ragline.records import StageError
+from ragline.records import StageError, env_default
 
 if TYPE_CHECKING:
     from ragline.answer.reader import Setup
@@ -46,6 +46,8 @@ EXTRA = (
     "(it builds llama.cpp from source: `just llm-model` does both and fetches the model)"
 )
 SEQUENCES = 17  # sequences in one batch: the prefix and 16 pieces
+TIMEOUT = 60.0  # seconds a question's model work may take (RAG_LOCAL_TIMEOUT)
+TOKENS = 8192  # tokens the model may decode for one question (RAG_LOCAL_TOKENS): the judge's median on Northwind is ~600
 _HOLE = "\x02{}\x02"  # where a message's content goes while the chat template is written (`LocalModel.chat`)
 _STATE: dict[str, Any] = {}  # llama.cpp's backend and the log callback, made once a process
 _LOCK = threading.Lock()
@@ -64,6 +66,9 @@ def _llama() -> Any:
             llama_cpp.llama_log_set(_STATE["log"], ctypes.c_void_p(0))
             _STATE["backend"] = True
     return llama_cpp
+
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -89,6 +94,69 @@ class Prompt:
                 head, _, tail = text.partition(marker)
                 return Prompt((*self.parts[:k], (head, False))), Prompt(((tail, False), *self.parts[k + 1 :]))
         raise ValueError(f"no {marker!r} in the prompt's content")
+
+
+class OverBudget(Exception):
+    """The local model's work on one question passed a bound (`Budget`): `why` says
+    which, and what raises it. The question's reader falls back or refuses; the stage goes on."""
+
+    def __init__(self, why: str):
+        super().__init__(why)
+        self.why = why
+
+
+class Budget:
+    """One question's bounds on the local model's work: a deadline `seconds` after it is made (on
+    `clock`) and the `tokens` it may decode. `spend(n)` comes before each decode of n tokens (a
+    step of a prompt's evaluation, a generated token): OverBudget past the deadline, or when the n
+    would pass the tokens (so the tokens decoded never pass them). None: no such bound."""
+
+    def __init__(self, seconds: float | None = None, tokens: int | None = None, clock: Callable[[], float] = time.monotonic):
+        self.seconds, self.tokens, self.clock = seconds, tokens, clock
+        self.deadline = None if seconds is None else clock() + seconds
+        self.spent = 0
+
+    def spend(self, n: int) -> None:
+        if self.deadline is not None and self.clock() >= self.deadline:
+            raise OverBudget(f"the local model did not finish within {self.seconds:g} s (RAG_LOCAL_TIMEOUT raises the limit)")
+        if self.tokens is not None and self.spent + n > self.tokens:
+            raise OverBudget(f"the local model's work passed {self.tokens} tokens (RAG_LOCAL_TOKENS raises the limit)")
+        self.spent += n
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """What a local reader's `Budget` is, made afresh for each question (`start`): RAG_LOCAL_TIMEOUT
+    seconds and RAG_LOCAL_TOKENS tokens (`bounds`); `clock` is time.monotonic but in tests."""
+
+    seconds: float = TIMEOUT
+    tokens: int = TOKENS
+    clock: Callable[[], float] = field(default=time.monotonic, compare=False)
+
+    def start(self) -> Budget:
+        return Budget(self.seconds, self.tokens, self.clock)
+
+
+BOUNDS = Bounds()  # the defaults: TIMEOUT seconds, TOKENS tokens
+
+
+def bounds() -> Bounds:
+    """The local readers' bounds from the environment (RAG_LOCAL_TIMEOUT, RAG_LOCAL_TOKENS); a token
+    bound under one is a usage error."""
+    tokens = env_default("RAG_LOCAL_TOKENS", TOKENS, int)
+    if tokens < 1:
+        import click
+
+        raise click.UsageError(f"RAG_LOCAL_TOKENS={tokens} is not valid: a question's bound must be at least 1 token")
+    return Bounds(env_default("RAG_LOCAL_TIMEOUT", TIMEOUT, float), tokens)
+
+
+def _nothing(row: np.ndarray, k: int, i: int) -> None:
+    return None
+
+
+def _best(row: np.ndarray, k: int, i: int) -> int:
+    return int(np.argmax(row))
 
 
 _PROBE = (
@@ -141,7 +209,7 @@ class LocalModel:
         self.n_vocab = int(L.llama_vocab_n_tokens(self.vocab))
         cp = L.llama_context_default_params()
         cp.n_ctx = cp.n_batch = context
-        cp.n_ubatch = min(512, context)
+        cp.n_ubatch = self.ubatch = min(512, context)
         cp.n_seq_max = SEQUENCES
         cp.kv_unified = True  # the sequences share one cache: the prefix is stored once
         cp.n_threads = cp.n_threads_batch = self.threads
@@ -229,45 +297,57 @@ class LocalModel:
 
     # ----------------------------------------------------------------------- decoding
 
-    def _decode(self, items: Sequence[tuple[Sequence[int], int, int, range]]) -> list[list[np.ndarray]]:
-        """Decode tokens in one batch: each item is (tokens, sequence, first position, the indices of its
-        tokens whose logits to read); returns, per item, those logits (views, valid until the next decode)."""
-        b, n, rows = self.batch, 0, []
+    def _decode(
+        self,
+        items: Sequence[tuple[Sequence[int], int, int, range]],
+        take: Callable[[np.ndarray, int, int], T],
+        budget: Budget | None = None,
+    ) -> list[list[T]]:
+        """Decode tokens, `self.ubatch` at a time (llama.cpp's own step, so the numbers are those of one
+        call), `budget` spent before each step: each item is (tokens, sequence, first position, the
+        indices of its tokens whose logits to read); returns, per item, `take(logits, item, index)` of
+        each row read, in order, taken before the next step overwrites the logits."""
         total = sum(len(t) for t, *_ in items)
         if total > self.context:
             raise StageError(f"the prompt needs {total} tokens, over the local model's context of {self.context}")
-        for k, (tokens, seq, start, read) in enumerate(items):
-            for i, token in enumerate(tokens):
+        flat = [(k, i, token, seq, start) for k, (tokens, seq, start, _) in enumerate(items) for i, token in enumerate(tokens)]
+        b = self.batch
+        out: list[list[T]] = [[] for _ in items]
+        for first in range(0, len(flat), self.ubatch):
+            step = flat[first : first + self.ubatch]
+            if budget is not None:
+                budget.spend(len(step))
+            rows = []
+            for n, (k, i, token, seq, start) in enumerate(step):
                 b.token[n], b.pos[n], b.n_seq_id[n] = token, start + i, 1
                 b.seq_id[n][0] = seq
-                b.logits[n] = i in read
+                b.logits[n] = i in items[k][3]
                 if b.logits[n]:
-                    rows.append((k, n))
-                n += 1
-        b.n_tokens = n
-        code = self.L.llama_decode(self.ctx, b)
-        if code != 0:
-            raise StageError(f"llama.cpp could not decode the prompt (code {code}): the context of {self.context} tokens is full?")
-        self.prompt_tokens += n
-        out: list[list[np.ndarray]] = [[] for _ in items]
-        for k, r in rows:
-            out[k].append(np.ctypeslib.as_array(self.L.llama_get_logits_ith(self.ctx, r), shape=(self.n_vocab,)))
+                    rows.append((k, i, n))
+            b.n_tokens = len(step)
+            code = self.L.llama_decode(self.ctx, b)
+            if code != 0:
+                raise StageError(f"llama.cpp could not decode the prompt (code {code}): the context of {self.context} tokens is full?")
+            self.prompt_tokens += len(step)
+            for k, i, n in rows:
+                out[k].append(take(np.ctypeslib.as_array(self.L.llama_get_logits_ith(self.ctx, n), shape=(self.n_vocab,)), k, i))
         return out
 
     def shared(
         self,
         prefix: Prompt | str,
         sequences: Sequence[tuple[list[int], range]],
-        score: Callable[[list[int], list[np.ndarray]], float],
-    ) -> list[float]:
-        """`score(tokens, logits)` of each sequence decoded after `prefix`, the prefix decoded once and
-        shared (the module docstring); `logits` are those at the sequence's `range` of token indices."""
+        value: Callable[[np.ndarray, list[int], int], float],
+        budget: Budget | None = None,
+    ) -> list[list[float]]:
+        """`value(logits, tokens, index)` at each index of its `range` of each sequence (its tokens)
+        decoded after `prefix`, the prefix decoded once and shared (the module docstring)."""
         L = self.L
         L.llama_memory_clear(self.memory, True)
         start = self.tokens(prefix)
-        self._decode([(start, 0, 0, range(0))])
+        self._decode([(start, 0, 0, range(0))], _nothing, budget)
         room = self.context - len(start)
-        out: list[float] = []
+        out: list[list[float]] = []
         pending = [(tokens[:room], read) for tokens, read in sequences]
         while pending:
             group: list[tuple[list[int], range]] = []
@@ -277,52 +357,51 @@ class LocalModel:
                 used += len(group[-1][0])
             for seq in range(1, len(group) + 1):
                 L.llama_memory_seq_cp(self.memory, 0, seq, -1, -1)
-            logits = self._decode([(tokens, seq, len(start), read) for seq, (tokens, read) in enumerate(group, 1)])
-            out += [score(tokens, rows) for (tokens, _), rows in zip(group, logits, strict=True)]
+            out += self._decode(
+                [(tokens, seq, len(start), read) for seq, (tokens, read) in enumerate(group, 1)],
+                lambda row, k, i: value(row, group[k][0], i),  # noqa: B023 - used before the group changes
+                budget,
+            )
             for seq in range(1, len(group) + 1):
                 L.llama_memory_seq_rm(self.memory, seq, -1, -1)
         return out
 
-    def judge(self, prefix: Prompt, suffixes: Sequence[Prompt], yes: Sequence[int], no: Sequence[int]) -> list[float]:
+    def judge(
+        self, prefix: Prompt, suffixes: Sequence[Prompt], yes: Sequence[int], no: Sequence[int], budget: Budget | None = None
+    ) -> list[float]:
         """P(yes) = p(yes) / (p(yes) + p(no)) of the next token after prefix + each suffix."""
         yes_ids, no_ids = np.asarray(yes), np.asarray(no)
 
-        def p_yes(tokens: list[int], rows: list[np.ndarray]) -> float:
-            z = np.exp(rows[-1] - rows[-1].max())
+        def p_yes(row: np.ndarray, tokens: list[int], i: int) -> float:
+            z = np.exp(row - row.max())
             y, n = float(z[yes_ids].sum()), float(z[no_ids].sum())
             return y / (y + n) if y + n > 0 else 0.0
 
         sequences = [(t, range(len(t) - 1, len(t))) for t in (self.tokens(s) for s in suffixes)]
-        return self.shared(prefix, sequences, p_yes)
+        return [rows[-1] for rows in self.shared(prefix, sequences, p_yes, budget)]
 
-    def likelihood(self, prefix: str, heads: Sequence[str], continuation: str) -> list[float]:
+    def likelihood(self, prefix: str, heads: Sequence[str], continuation: str, budget: Budget | None = None) -> list[float]:
         """For each head: the geometric mean of the probabilities of `continuation`'s tokens after
         prefix + head, exp(mean log p(token | what precedes it)), in (0, 1]. Every text is plain text."""
         tail = self.tokenize(continuation)
 
-        def per_token(tokens: list[int], rows: list[np.ndarray]) -> float:
-            targets = tokens[len(tokens) - len(rows) :]
-            logp = [float(r[t] - r.max() - np.log(np.exp(r - r.max()).sum())) for r, t in zip(rows, targets, strict=True)]
-            return float(np.exp(np.mean(logp))) if logp else 0.0
+        def logp(row: np.ndarray, tokens: list[int], i: int) -> float:
+            return float(row[tokens[i + 1]] - row.max() - np.log(np.exp(row - row.max()).sum()))
 
         sequences = []
         for head in heads:
             tokens = self.tokenize(head) + tail
             sequences.append((tokens, range(len(tokens) - len(tail) - 1, len(tokens) - 1)))
-        return self.shared(prefix, sequences, per_token)
+        return [float(np.exp(np.mean(rows))) if rows else 0.0 for rows in self.shared(prefix, sequences, logp, budget)]
 
-    def logprobs(self, prefix: str, pairs: Sequence[tuple[str, str]]) -> list[tuple[float, int]]:
+    def logprobs(self, prefix: str, pairs: Sequence[tuple[str, str]], budget: Budget | None = None) -> list[tuple[float, int]]:
         """For each (head, tail): (sum of log p(tail token | prefix, head, the tail before it), the tail's
         tokens), every pair decoded after the one shared prefix in as few batches as fit. Every text is
         tokenized as plain text: a chat marker in the handbook is words, not control."""
 
-        def total(tokens: list[int], rows: list[np.ndarray]) -> float:
-            targets = tokens[len(tokens) - len(rows) :]
-            out = 0.0
-            for r, t in zip(rows, targets, strict=True):
-                top = float(r.max())
-                out += float(r[t]) - top - float(np.log(np.exp(r - top).sum()))
-            return out
+        def logp(row: np.ndarray, tokens: list[int], i: int) -> float:
+            top = float(row.max())
+            return float(row[tokens[i + 1]]) - top - float(np.log(np.exp(row - top).sum()))
 
         sequences, sizes = [], []
         for head, tail in pairs:
@@ -330,19 +409,23 @@ class LocalModel:
             tokens = h + t
             sequences.append((tokens, range(len(h) - 1, len(tokens) - 1)))
             sizes.append(len(t))
-        sums = self.shared(prefix, sequences, total)
+        sums = []
+        for rows in self.shared(prefix, sequences, logp, budget):
+            total = 0.0
+            for v in rows:  # in order, as one running sum
+                total += v
+            sums.append(total)
         return list(zip(sums, sizes, strict=True))
 
-    def generate(self, prompt: Prompt | str, max_tokens: int, stop: Sequence[str] = (), deadline: float | None = None) -> str:
+    def generate(self, prompt: Prompt | str, max_tokens: int, stop: Sequence[str] = (), budget: Budget | None = None) -> str:
         """Greedy text after `prompt`: at most `max_tokens` tokens, to an end-of-turn token or a stop string;
-        past `deadline` (time.monotonic()) a TimeoutError."""
+        `budget` spent before every step of the prompt's decoding and every token's (OverBudget past it)."""
         L = self.L
         L.llama_memory_clear(self.memory, True)
         tokens = self.tokens(prompt)
-        logits = self._decode([(tokens, 0, 0, range(len(tokens) - 1, len(tokens)))])[0][0]
+        token = self._decode([(tokens, 0, 0, range(len(tokens) - 1, len(tokens)))], _best, budget)[0][0]
         position, out = len(tokens), b""
         for _ in range(max_tokens):
-            token = int(np.argmax(logits))
             if L.llama_vocab_is_eog(self.vocab, token):
                 break
             out += self.piece(token)
@@ -350,11 +433,9 @@ class LocalModel:
             text = out.decode("utf-8", "ignore")
             if any(s in text for s in stop):
                 return text[: min(text.find(s) for s in stop if s in text)]
-            if deadline is not None and time.monotonic() > deadline:
-                raise TimeoutError
             if position >= self.context:
                 break
-            logits = self._decode([([token], 0, position, range(1))])[0][0]
+            token = self._decode([([token], 0, position, range(1))], _best, budget)[0][0]
             self.prompt_tokens -= 1  # a generated token, not a prompt one
             position += 1
         return out.decode("utf-8", "replace")
@@ -407,14 +488,14 @@ class Judge:
         if method == "yes" and (not self.yes or not self.no):
             raise StageError("the local model's vocabulary has no one-token yes and no: it cannot judge", str(model.path))
 
-    def scores(self, question: str, pieces: Sequence[tuple[Sequence[str], str]]) -> list[float]:
-        """The score of each (heading path, piece text), in order."""
+    def scores(self, question: str, pieces: Sequence[tuple[Sequence[str], str]], budget: Budget | None = None) -> list[float]:
+        """The score of each (heading path, piece text), in order, within `budget` (OverBudget past it)."""
         if not pieces:
             return []
         if self.method == "likelihood":
             heads = [f"Passage ({' > '.join(headings)}): {text}\nQuestion:" for headings, text in pieces]
-            return self.model.likelihood(LIKELIHOOD_PREFIX, heads, " " + " ".join(question.split()))
+            return self.model.likelihood(LIKELIHOOD_PREFIX, heads, " " + " ".join(question.split()), budget)
         whole = self.model.chat([("system", JUDGE_SYSTEM), ("user", f"Question: {question}\n{_PIECE}")])
         prefix, after = whole.split(_PIECE)
         excerpts = [Prompt(((f"Excerpt (from {' > '.join(headings)}): {text}", False),)) + after for headings, text in pieces]
-        return self.model.judge(prefix, excerpts, self.yes, self.no)
+        return self.model.judge(prefix, excerpts, self.yes, self.no, budget)

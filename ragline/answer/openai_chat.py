@@ -133,6 +133,9 @@ class OpenAIChat:
                 parts.append(piece)
         return "".join(parts)
 
+    def fallback(self) -> str | None:
+        return None
+
     def missing_evidence(self, question: str, blocks: list[ContextBlock]) -> str | None:
         """None: the model judges for itself whether the blocks answer (it replies REFUSAL when not)."""
         return None
@@ -144,5 +147,5 @@ def build(setup: Setup) -> OpenAIChat:
     if not url:
         raise StageError("--reader openai needs RAG_LLM_URL (the API base, e.g. http://127.0.0.1:8080/v1)")
     timeout = ragline.records.env_default("RAG_LLM_TIMEOUT", 60.0, float)
-    max_tokens, _ = limits()
+    max_tokens = limits()
     return OpenAIChat(url, os.environ.get("RAG_LLM_MODEL") or "default", os.environ.get("RAG_LLM_KEY") or None, timeout, max_tokens)

@@ -47,12 +47,12 @@ def frame(question: str) -> tuple[str, ...]:
     return (SYSTEM, "Blocks:", f"Question: {question}")
 
 
-def limits() -> tuple[int, float]:
-    """(the most tokens a written answer may have, the seconds a question's model work may take):
-    RAG_LLM_MAX_TOKENS and RAG_LOCAL_TIMEOUT; a bound under one token is a usage error."""
+def limits() -> int:
+    """The most tokens a written answer may have: RAG_LLM_MAX_TOKENS; a bound under one token is a
+    usage error. (The local model's seconds and tokens a question: `ragline.answer.local.bounds`.)"""
     max_tokens = ragline.records.env_default("RAG_LLM_MAX_TOKENS", MAX_TOKENS, int)
     if max_tokens < 1:
         import click
 
         raise click.UsageError(f"RAG_LLM_MAX_TOKENS={max_tokens} is not valid: the answer's bound must be at least 1 token")
-    return max_tokens, ragline.records.env_default("RAG_LOCAL_TIMEOUT", 60.0, float)
+    return max_tokens

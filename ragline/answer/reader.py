@@ -44,8 +44,11 @@ class Reader(Protocol):
     answer record's `generator` shows of it beyond name and features; `frame(question)` the
     prompt's texts besides the blocks (a sentence repeating one is no answer); `usage()` the
     model tokens (prompt, generated) spent since the last call, None for a reader that runs no
-    model; `missing_evidence` why the context cannot answer (None when it may); `generate` the
-    answer text with [n] markers, or `ragline.answer.refusal.NoAnswer` saying why there is none.
+    model; `fallback()` why the last answer is not the reader's own but the one it extends (a
+    local judge past its question's budget quotes the extractive choice), None when it is, read
+    after every `generate` as `usage` is; `missing_evidence` why the context cannot answer (None
+    when it may); `generate` the answer text with [n] markers, or
+    `ragline.answer.refusal.NoAnswer` saying why there is none.
     """
 
     name: str
@@ -58,6 +61,8 @@ class Reader(Protocol):
 
     def usage(self) -> tuple[int, int] | None: ...
 
+    def fallback(self) -> str | None: ...
+
     def missing_evidence(self, question: str, blocks: list[ContextBlock]) -> str | None: ...
 
     def generate(self, question: str, blocks: list[ContextBlock]) -> str: ...
@@ -68,7 +73,7 @@ class Setup:
     """What a reader is built from: the extractive features left on, the index's BM25 statistics
     (the idf of the question's terms), `embed` (the index's embedder, loaded on first call; None
     when the dense feature is off), and the local model's settings (`--local-model`, threads,
-    context). The environment's settings (RAG_LLM_*, RAG_LOCAL_TIMEOUT) are read by the readers
+    context). The environment's settings (RAG_LLM_*, RAG_LOCAL_TIMEOUT, RAG_LOCAL_TOKENS) are read by the readers
     that use them, when built."""
 
     features: tuple[str, ...]

@@ -13,7 +13,10 @@ question makes likely, not by being likely anyway (a short or common sentence). 
 the prefix every span of it shares, decoded once; the spans of one block go in one batch.
 A span's score is its best piece's extractive score (relative to the best piece's) plus
 `SpanWeights.weight` x its PMI relative to the best span's (`ragline.answer.choice.span_score`);
-the best span is quoted, in the handbook's own words.
+the best span is quoted, in the handbook's own words. The scoring has the question's
+`ragline.answer.local.Budget` (RAG_LOCAL_TIMEOUT, RAG_LOCAL_TOKENS); past it, the extractive
+choice is quoted, and the answer
+record's `fallback` says why.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from ragline.answer.choice import SPANNED, ChoiceWeights, Scored, SpanWeights
 from ragline.answer.citations import quoted
 from ragline.answer.context import ContextBlock, Piece
 from ragline.answer.extractive import FEATURES, Extractive
-from ragline.answer.local import LocalModel, load
+from ragline.answer.local import BOUNDS, Bounds, Budget, LocalModel, OverBudget, bounds, load
 from ragline.answer.reader import Embed, Setup
 from ragline.bm25 import Bm25
 
@@ -97,9 +100,11 @@ class SpanScored(Extractive):
         embed: Embed | None = None,
         spanning: SpanWeights = SPANNED,
         choice: ChoiceWeights = rule.FITTED,
+        bounds: Bounds = BOUNDS,
     ):
         super().__init__(features, idf_source, embed, choice)
-        self.model, self.spanning = model, spanning
+        self.model, self.spanning, self.bounds = model, spanning, bounds
+        self._fallback: str | None = None
 
     def candidates(self, blocks: list[ContextBlock], ranked: list[Scored], every: list[Piece]) -> list[tuple[Span, float]]:
         """The candidate spans with their extractive score (their best piece's): from the blocks of the
@@ -116,8 +121,8 @@ class SpanScored(Extractive):
         out.sort(key=lambda c: -c[1])
         return out[: self.spanning.spans]
 
-    def pmi(self, question: str, blocks: list[ContextBlock], cands: list[Span]) -> list[float]:
-        """PMI of each span with the question, block by block (the block is the shared prefix)."""
+    def pmi(self, question: str, blocks: list[ContextBlock], cands: list[Span], budget: Budget | None = None) -> list[float]:
+        """PMI of each span with the question, block by block (the block is the shared prefix), all within `budget`."""
         shown = {b.n: b for b in blocks}
         values = [0.0] * len(cands)
         asked = "Question: " + " ".join(question.split()) + "\nAnswer:"
@@ -130,7 +135,7 @@ class SpanScored(Extractive):
             )
             mine = [i for i, c in enumerate(cands) if c.pieces[0].block == n]
             pairs = [(f"\n\n{head}", " " + cands[i].text()) for i in mine for head in (asked, "Answer:")]
-            scored = self.model.logprobs(prefix, pairs)
+            scored = self.model.logprobs(prefix, pairs, budget)
             for k, i in enumerate(mine):
                 (with_q, _), (without, _) = scored[2 * k], scored[2 * k + 1]
                 values[i] = with_q - without
@@ -142,7 +147,11 @@ class SpanScored(Extractive):
         found = self.candidates(blocks, ranked, every)
         if not found:
             return super().choose(question, blocks, ranked, every, cands, cue)
-        pmi = self.pmi(question, blocks, [s for s, _ in found])
+        try:
+            pmi = self.pmi(question, blocks, [s for s, _ in found], self.bounds.start())
+        except OverBudget as over:
+            self._fallback = f"{over.why}: the extractive choice is quoted, unscored"
+            return super().choose(question, blocks, ranked, every, cands, cue)
         best = rule.span_choice([score for _, score in found], pmi, self.spanning.weight)
         return list(found[best][0].pieces)
 
@@ -152,6 +161,10 @@ class SpanScored(Extractive):
     def usage(self) -> tuple[int, int] | None:
         return self.model.take_counts()
 
+    def fallback(self) -> str | None:
+        why, self._fallback = self._fallback, None
+        return why
+
 
 def build(setup: Setup) -> SpanScored:
-    return SpanScored(load(setup), setup.features, setup.bm25, setup.embed)
+    return SpanScored(load(setup), setup.features, setup.bm25, setup.embed, bounds=bounds())

@@ -1,33 +1,33 @@
 """write: the local model writes the answer, its citations checked (`--reader write`).
 
-The prompt of `ragline.answer.prompt.messages` in the model's chat template, greedy, bounded
-by RAG_LLM_MAX_TOKENS and RAG_LOCAL_TIMEOUT; an empty reply or one past the timeout is a
-refusal saying so.
+The prompt of `ragline.answer.prompt.messages` in the model's chat template, greedy, bounded by
+RAG_LLM_MAX_TOKENS and by the question's `ragline.answer.local.Budget` (RAG_LOCAL_TIMEOUT,
+RAG_LOCAL_TOKENS), spent from the prompt's first step; an empty reply or one past the budget is
+a refusal saying so.
 """
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from ragline.answer.context import ContextBlock
-from ragline.answer.local import LocalModel, load
+from ragline.answer.local import BOUNDS, Bounds, LocalModel, OverBudget, bounds, load
 from ragline.answer.prompt import MAX_TOKENS, STOP, frame, limits, messages
 from ragline.answer.reader import Setup
 from ragline.answer.refusal import NoAnswer
 
 
 class LocalWriter:
-    """The local model writes the answer (`rag-answer --reader write`): the prompt
-    of `messages` in the model's chat template, greedy, at most `max_tokens`, within `timeout`
-    seconds; an empty reply or one past the timeout is a refusal saying so (NoAnswer)."""
+    """The local model writes the answer (`rag-answer --reader write`): the prompt of `messages`
+    in the model's chat template, greedy, at most `max_tokens`, within the question's budget
+    (`bounds`); an empty reply or one past the budget is a refusal saying so (NoAnswer)."""
 
     name = "write"
     features: tuple[str, ...] = ()
     written = True
 
-    def __init__(self, model: LocalModel, max_tokens: int = MAX_TOKENS, timeout: float = 60.0):
-        self.model, self.max_tokens, self.timeout = model, max_tokens, timeout
+    def __init__(self, model: LocalModel, max_tokens: int = MAX_TOKENS, bounds: Bounds = BOUNDS):
+        self.model, self.max_tokens, self.bounds = model, max_tokens, bounds
 
     def record(self) -> dict[str, Any]:
         return {"reader": self.name} | self.model.record()
@@ -35,15 +35,18 @@ class LocalWriter:
     def usage(self) -> tuple[int, int] | None:
         return self.model.take_counts()
 
+    def fallback(self) -> str | None:
+        return None
+
     def frame(self, question: str) -> tuple[str, ...]:
         return frame(question)
 
     def generate(self, question: str, blocks: list[ContextBlock]) -> str:
-        prompt = self.model.chat(messages(question, blocks))
+        budget = self.bounds.start()  # one a question, from before the prompt is written
         try:
-            text = self.model.generate(prompt, self.max_tokens, STOP, time.monotonic() + self.timeout)
-        except TimeoutError:
-            raise NoAnswer(f"the local model did not finish within {self.timeout:g} s (RAG_LOCAL_TIMEOUT)") from None
+            text = self.model.generate(self.model.chat(messages(question, blocks)), self.max_tokens, STOP, budget)
+        except OverBudget as over:
+            raise NoAnswer(over.why) from None
         if not text.strip():
             raise NoAnswer("the local model wrote nothing")
         return text
@@ -54,4 +57,4 @@ class LocalWriter:
 
 
 def build(setup: Setup) -> LocalWriter:
-    return LocalWriter(load(setup), *limits())
+    return LocalWriter(load(setup), limits(), bounds())
