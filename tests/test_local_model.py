@@ -305,3 +305,36 @@ def test_the_token_bound_is_honoured(model):
     assert 0 < model.take_counts()[0] <= need - 1  # what was decoded stayed within the bound
     assert judge.scores("How large may a change be?", pieces, Budget(tokens=need)) == free  # at the bound: all of it, the same numbers
     assert model.take_counts()[0] == need
+
+
+# --------------------------------------------------------------------------- a page longer than the context
+
+
+def test_a_page_longer_than_the_context_costs_one_question_at_most(tmp_path):
+    rows = "\n".join(f"| NW-{5000 + i} | The issuer declined capture {i} with reason code {i % 97}. |" for i in range(1200))
+    docs = {
+        "codes": f"# Codes\n\n## All decline codes\n\n| Code | Meaning |\n| --- | --- |\n{rows}\n",
+        "sweep": "# Settlement\n\n## The nightly sweep\n\nThe settlement sweep runs at 23:40 IST every night.\n",
+    }
+    index = build_index(tmp_path, docs)
+    questions = (
+        b'{"id": "1", "question": "What does decline code NW-5007 mean?"}\n{"id": "2", "question": "When does the settlement sweep run?"}\n'
+    )
+    env = stage_env(RAG_MODEL_HOME=str(PATH.parent.parent), RAG_LOCAL_TIMEOUT="600")
+    hits = run("rag-search", "--index", str(index), stdin=questions, env=env)
+    assert hits.returncode == 0, hits.stderr.decode()
+    for mode in ("write", "span"):
+        result = run(
+            "rag-answer", "--index", str(index), "--reader", mode, "--local-context", "1024", "--threshold", "0",
+            stdin=hits.stdout, env=env, timeout=600,
+        )  # fmt: skip
+        assert result.returncode == 0, result.stderr.decode()
+        records = [json.loads(line) for line in result.stdout.splitlines()]
+        assert [r["id"] for r in records] == ["1", "2"]
+        assert records[0]["hits"][0]["chunk_id"].startswith("codes#")  # the long page is the first block
+        if mode == "write":  # the page cut to what fits, and read
+            assert not any((r["reason"] or "").startswith(("the prompt needs", "the question and its first block")) for r in records)
+            assert records[0]["llm_tokens"]["prompt"] > 500
+        else:  # a block too long to be the spans' prefix: the extractive choice, said so
+            assert "over the local model's context of 1024 (--local-context)" in records[0]["fallback"]
+            assert not records[0]["refused"] and not records[1]["refused"]

@@ -13,14 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from rag_answer import Extractive, answer
+from rag_answer import Extractive, answer, answer_records
 from ragline import local_models
 from ragline.answer import choice
 from ragline.answer.citations import Source, check_citations
 from ragline.answer.context import ContextBlock
 from ragline.answer.judge import Judged
 from ragline.answer.local import Bounds, Budget, Judge, OverBudget
-from ragline.answer.prompt import messages, shown_block
+from ragline.answer.prompt import fitted, messages, shown_block
 from ragline.answer.refusal import REFUSAL, judged_none
 from ragline.answer.write import LocalWriter
 from ragline.records import StageError
@@ -200,6 +200,48 @@ def test_the_writer_refuses_when_the_model_is_slow_or_silent():
     assert out["refused"] and out["reason"] == "the local model wrote nothing"
     out = answer(record("How often?", MARKDOWN), LocalWriter(FakeModel(reply=REFUSAL)), 0.0)
     assert out["refused"] and out["reason"] == "the generator found no answer in the context"
+
+
+def words(turns) -> int:
+    """A prompt's tokens, for `fitted`, when a token is a word."""
+    return sum(len(content.split()) for _, content in turns)
+
+
+LONG = hit(
+    "codes#all",
+    "| Code | Meaning |\n| --- | --- |\n" + "\n".join(f"| NW-{i} | declined for reason {i} |" for i in range(1000)),
+    ("Codes", "All"),
+)
+
+
+def test_the_prompt_keeps_the_best_blocks_and_cuts_the_first_that_does_not_fit():
+    blocks = [ContextBlock(1, MARKDOWN), ContextBlock(2, LONG), ContextBlock(3, SWEEP)]
+    question = "What does NW-7 mean?"
+    assert fitted(question, blocks, words, 10**6) == messages(question, blocks)  # it fits: the prompt as it was
+    first = words(messages(question, blocks[:1]))
+    cut = fitted(question, blocks, words, first + 100)
+    assert cut is not None and words(cut) <= first + 100
+    user = cut[1][1]
+    assert shown_block(blocks[0]) in user and "[3]" not in user  # the first whole, the third left out
+    kept = user.split("[2] Codes > All\n")[1].split("\n\nQuestion:")[0].split("\n")
+    assert kept[0] == "Code: NW-0 | Meaning: declined for reason 0" and 10 < len(kept) < 1000  # the second cut after a whole line
+    assert words(fitted(question, blocks, words, first + 100 + 5) or []) > words(cut) - 5  # as many lines as fit
+    short = fitted(question, blocks, words, first - 1)  # not even the first whole: it is cut, the rest left out
+    assert short is not None and "[1] Doc > Section\n" in short[1][1] and "Key: api" not in short[1][1] and "[2]" not in short[1][1]
+    assert fitted(question, [blocks[1]], words, 40) is None  # not one line of the first block fits
+
+
+def test_a_question_whose_block_cannot_fit_is_refused_and_the_next_answered():
+    model = FakeModel(reply="Rotate keys every 90 days [1].", context=400)
+    writer = LocalWriter(model, max_tokens=100)
+    huge = hit("blob#x", "word " * 5000)  # one line of 5000 words: it cannot be cut to fit
+    lines = [(None, record("What is the blob?", huge)), (None, record("How often are keys rotated?", MARKDOWN))]
+    first, second = answer_records(lines, writer, 0.0)
+    assert first["refused"] and first["reason"].startswith("the question and its first block do not fit in the 300 tokens")
+    assert "--local-context" in first["reason"]
+    assert not second["refused"] and second["answer"] == "Rotate keys every 90 days [1]."
+    out = answer(record("How often are keys rotated?", MARKDOWN, LONG), writer, 0.0)  # the long block second: cut, not fatal
+    assert not out["refused"] and len(model.prompts[-1].split()) <= 300 and "NW-0" in model.prompts[-1]
 
 
 # --------------------------------------------------------------------------- attribution

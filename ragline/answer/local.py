@@ -97,7 +97,7 @@ class Prompt:
 
 
 class OverBudget(Exception):
-    """The local model's work on one question passed a bound (`Budget`): `why` says
+    """The local model's work on one question passed a bound (`Budget`) or the context: `why` says
     which, and what raises it. The question's reader falls back or refuses; the stage goes on."""
 
     def __init__(self, why: str):
@@ -306,10 +306,11 @@ class LocalModel:
         """Decode tokens, `self.ubatch` at a time (llama.cpp's own step, so the numbers are those of one
         call), `budget` spent before each step: each item is (tokens, sequence, first position, the
         indices of its tokens whose logits to read); returns, per item, `take(logits, item, index)` of
-        each row read, in order, taken before the next step overwrites the logits."""
+        each row read, in order, taken before the next step overwrites the logits. A prompt over the
+        context is OverBudget: that question's, not the stage's, failure."""
         total = sum(len(t) for t, *_ in items)
         if total > self.context:
-            raise StageError(f"the prompt needs {total} tokens, over the local model's context of {self.context}")
+            raise OverBudget(f"the prompt needs {total} tokens, over the local model's context of {self.context} (--local-context)")
         flat = [(k, i, token, seq, start) for k, (tokens, seq, start, _) in enumerate(items) for i, token in enumerate(tokens)]
         b = self.batch
         out: list[list[T]] = [[] for _ in items]
@@ -341,14 +342,20 @@ class LocalModel:
         budget: Budget | None = None,
     ) -> list[list[float]]:
         """`value(logits, tokens, index)` at each index of its `range` of each sequence (its tokens)
-        decoded after `prefix`, the prefix decoded once and shared (the module docstring)."""
+        decoded after `prefix`, the prefix decoded once and shared (the module docstring). A sequence
+        that does not fit in the context after the prefix is OverBudget, as a prompt over it is."""
         L = self.L
         L.llama_memory_clear(self.memory, True)
         start = self.tokens(prefix)
         self._decode([(start, 0, 0, range(0))], _nothing, budget)
         room = self.context - len(start)
+        if (longest := max((len(tokens) for tokens, _ in sequences), default=0)) > room:
+            raise OverBudget(
+                f"a piece needs {longest} tokens after the prompt's {len(start)}, over the local model's context of "
+                f"{self.context} (--local-context)"
+            )
         out: list[list[float]] = []
-        pending = [(tokens[:room], read) for tokens, read in sequences]
+        pending = list(sequences)
         while pending:
             group: list[tuple[list[int], range]] = []
             used = 0

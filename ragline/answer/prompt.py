@@ -10,6 +10,8 @@ drops), as it does the extractive answer's.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import ragline.records
 from ragline.answer.citations import quoted
 from ragline.answer.context import ContextBlock
@@ -38,8 +40,53 @@ def shown_block(block: ContextBlock) -> str:
 
 def messages(question: str, blocks: list[ContextBlock]) -> list[tuple[str, str]]:
     """The writer's prompt: (role, content) pairs."""
-    context_text = "\n\n".join(shown_block(b) for b in blocks)
+    return shown_messages(question, [shown_block(b) for b in blocks])
+
+
+def shown_messages(question: str, shown: list[str]) -> list[tuple[str, str]]:
+    """The writer's prompt of blocks as shown (`shown_block`)."""
+    context_text = "\n\n".join(shown)
     return [("system", SYSTEM), ("user", f"Blocks:\n\n{context_text}\n\nQuestion: {question}")]
+
+
+def fitted(
+    question: str, blocks: list[ContextBlock], count: Callable[[list[tuple[str, str]]], int], room: int
+) -> list[tuple[str, str]] | None:
+    """The writer's prompt (`messages`) in at most `room` tokens, as `count` counts a prompt's: the
+    best-ranked blocks whole while they fit, then the first that does not, cut after its last line
+    that fits, and none after it (a block is cut only where at least one line of it besides its
+    heading path is left). None when not even the first block's first line fits: that question
+    cannot be asked of the model (the others can). Each count is of a whole prompt, the longest
+    that fits found by bisection (a prompt's tokens grow with each block and line it is given)."""
+    shown = [shown_block(b) for b in blocks]
+    if count(whole := shown_messages(question, shown)) <= room:
+        return whole
+
+    def fits(texts: list[str]) -> bool:
+        return count(shown_messages(question, texts)) <= room
+
+    whole_blocks = _most(0, len(shown) - 1, lambda k: fits(shown[:k]))  # the blocks before the first that does not fit
+    if whole_blocks is None:
+        return None
+    kept, lines = shown[:whole_blocks], shown[whole_blocks].split("\n")
+    cut = _most(2, len(lines) - 1, lambda j: fits([*kept, "\n".join(lines[:j])]))
+    if cut is not None:
+        kept.append("\n".join(lines[:cut]))
+    return shown_messages(question, kept) if kept else None
+
+
+def _most(low: int, high: int, ok: Callable[[int], bool]) -> int | None:
+    """The largest n in [low, high] with ok(n), for an `ok` true up to some n and false after; None
+    when ok(low) is false (or the range is empty)."""
+    if high < low or not ok(low):
+        return None
+    while low < high:
+        mid = (low + high + 1) // 2
+        if ok(mid):
+            low = mid
+        else:
+            high = mid - 1
+    return low
 
 
 def frame(question: str) -> tuple[str, ...]:
