@@ -10,7 +10,8 @@ section, not the file. A directory is walked (`walk`) for the pages of the commo
 (PAGE_TYPES: *.md, *.markdown, *.mdx, *.md.erb, *.html.md.erb), in sorted order; every file and
 folder it passes over is named on stderr with why, after the output (SKIPS_SHOWN lines, then a
 count), and --include / --exclude (gitignore-style globs, `ragline.globs`) choose among them;
---list prints the files that would be read. Output is spooled and written once every input has
+--list prints the files that would be read (and names on stderr the pages read as MDX by their
+content: `markdown.mdx_evidence`, as Docusaurus reads `.md`). Output is spooled and written once every input has
 chunked: a bad file leaves stdout empty. Writes one chunk record per line:
 
     {"schema": "chunk/1", "id": "05-settlement#batch-cutoff", "doc": "05-settlement",
@@ -28,8 +29,8 @@ between items, never inside one. Fenced code, pipe tables, HTML blocks and
 indented code are atomic: a block larger than the window becomes its own chunk.
 A heading with no text of its own travels with the next chunk. `text` is the
 chunk's markdown as its page shows it (`ragline.markup.shown`, block by block): template
-tags rendered, inline and block HTML as their text, an MDX page's imports, exports, JSX
-tags and expressions out; code, markdown and hard wrapping as written. `start_line` and
+tags rendered, inline and block HTML as their text, an MDX page's (a `.mdx` page, or one whose
+content is MDX) imports, exports, JSX tags and expressions out; code, markdown and hard wrapping as written. `start_line` and
 `end_line` are the source's lines.
 
 Chunk ids: `DOC#SLUG`, where SLUG is the `{#anchor}` of the section's heading if
@@ -76,7 +77,7 @@ import ragline.records
 import ragline.text
 from ragline import markup, options, sources
 from ragline.globs import Glob, PatternError, compile_all, first_match
-from ragline.markdown import Block, Doc, blocks, check, file_lines, inline_text
+from ragline.markdown import Block, Doc, blocks, check, file_lines, inline_text, mdx_evidence
 from ragline.records import StageError
 
 STAGE = "rag-chunk"
@@ -368,6 +369,8 @@ def _parts(
     imports, a partial, a `content_for` capture) do not open it.
     """
     start, title = front_matter(doc, told)
+    if not doc.mdx and mdx_evidence(doc.all_lines()) is not None:
+        doc.mdx = True  # a page of another type that says it is MDX (Docusaurus parses `.md` as MDX)
     doc.keep = start
     stream = blocks(doc, start)
     first = next(stream, None)
@@ -535,7 +538,8 @@ def chunk_file(
 # --------------------------------------------------------------------------- the walk
 
 # The page types a folder is walked for, longest first: the suffix a document id drops
-# (`on-call.html.md.erb` is `on-call`). `.mdx` pages are read as MDX (`markdown.Doc`'s `mdx`).
+# (`on-call.html.md.erb` is `on-call`). `.mdx` pages are read as MDX (`markdown.Doc`'s `mdx`), and so is a page
+# of another type whose content is MDX (`markdown.mdx_evidence`, in `_parts`).
 PAGE_TYPES = (".html.md.erb", ".html.markdown.erb", ".md.erb", ".markdown.erb", ".html.md", ".html.markdown", ".md", ".markdown", ".mdx")
 SHOWN_TYPES = "*.md, *.markdown, *.mdx, *.md.erb"  # the page types, as an error names them
 SKIPS_SHOWN = 20  # skipped files named one a line; the rest are counted in one more
@@ -695,6 +699,17 @@ def find_documents(
             raise StageError("no such file or directory", raw)
 
 
+def read_as_mdx(file: Path) -> tuple[int, str] | None:
+    """(line, sign) where a page's content says it is MDX (`markdown.mdx_evidence`), as chunking
+    reads it, or None. A page that does not read (not UTF-8, a NUL byte) says nothing here:
+    chunking it says what is wrong."""
+    try:
+        check(file, str(file))
+        return mdx_evidence(itertools.chain.from_iterable(file_lines(file, str(file))))
+    except StageError:
+        return None
+
+
 def chunk_paths(
     paths: Iterable[str],
     window: int = DEFAULT_WORDS,
@@ -720,7 +735,12 @@ def chunk_paths(
 @options.get("window").click()
 @options.get("include").click()
 @options.get("exclude").click()
-@click.option("--list", "listing", is_flag=True, help="Print the files that would be read, one a line, and chunk nothing.")
+@click.option(
+    "--list",
+    "listing",
+    is_flag=True,
+    help="Print the files that would be read, one a line, and chunk nothing; name on stderr the pages read as MDX by their content.",
+)
 @click.option("--doc", "doc_name", default=None, help="Document id for markdown read from stdin.")
 @click.option(
     "--quiet", "-q", is_flag=True, help="No notices on stderr but of pages left out unasked (a broken symlink, one out of the tree)."
@@ -759,8 +779,11 @@ def main(
         raise SystemExit(2) from None
     with tempfile.TemporaryDirectory(prefix="rag-chunk-") as tmp:
         if listing:
-            names = "".join(f"{ragline.records.printable(str(file))}\n" for _, file, _ in find_documents(inputs, skips.append, select))
-            sys.stdout.write(names)
+            files = [file for _, file, _ in find_documents(inputs, skips.append, select)]
+            sys.stdout.write("".join(f"{ragline.records.printable(str(file))}\n" for file in files))
+            for file in files:
+                if page_type(file.name) != ".mdx" and (sign := read_as_mdx(file)) is not None:
+                    notices.append(f"{ragline.records.printable(str(file))}: read as MDX (line {sign[0]}: {sign[1]})")
         else:
             if stdin:
                 copy = Path(tmp) / "stdin.md"

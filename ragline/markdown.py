@@ -20,7 +20,7 @@ import bisect
 import hashlib
 import itertools
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -236,6 +236,65 @@ _JSX_TAGS = rf"{markup.JSX_OPEN_TAG}|{markup.JSX_CLOSING_TAG}"
 _JSX_LINE = re.compile(rf"^ {{0,3}}(?:(?:{_JSX_TAGS})[ \t]*)*(?:{_JSX_TAGS}|{markup.JSX_OPEN_START}[ \t]*)$")
 _ANCHOR = re.compile(r"\s*\{#([^}\s]+)\}\s*$")
 _ESM = re.compile(r"^(?:import|export)(?=[\s{*])")  # MDX: an ES module statement, up to the next blank line
+# What says that a page of another type is MDX (`mdx_evidence`): an ES module statement as JavaScript writes it, at a
+# line's start after a blank line (not "import the data from the CSV", not a shell's `export PATH=...`); ...
+_ESM_SIGN = re.compile(
+    r"""import\s+(?:['"]|[\w$]+\s+from\s+['"]|(?:[\w$]+\s*,\s*)?(?:\{[^}]*\}|\*\s*as\s+[\w$]+)\s*from\s+['"])|import\s*\{[^}]*$"""
+    r"|export\s+(?:const|let|var|function|class|default|async)\b|export\s*\{|export\s+\*"
+)
+# ... outside code, an MDX comment `{/*`; or a JSX element HTML has none of: a capitalised component alone on its line,
+# self-closing, or with an attribute, or any tag with an attribute value in braces. Each pattern's runs stop at the next
+# `<` or `>`, so a line of unclosed tags is one pass. A lowercase HTML tag, braces in prose and `{#id}` say nothing.
+_JSX_SIGN = re.compile(
+    r"^[ \t]*</?[A-Z][\w.]*>[ \t]*$"
+    r"|<[A-Z][\w.]*(?:\s[^<>]*)?/>"
+    r"|<[A-Z][\w.]*\s+[A-Za-z_][\w-]*\s*=\s*[\"'{]"
+    r"|<[A-Za-z][\w.]*\s[^<>]*=\s*\{"
+)
+
+
+# --------------------------------------------------------------------------- MDX by its content
+
+
+def mdx_evidence(lines: Iterable[str]) -> tuple[int, str] | None:
+    """(line number, what) of the first sign that a page is MDX, or None: what Docusaurus (which
+    parses `.md` as MDX) would read as MDX and CommonMark as text. Outside fences and code spans, and
+    outside a leading front-matter block (`---` or `+++` to its closing line; one never closed is
+    no front matter, and its lines count): an `import` or `export` statement at a line's start after
+    a blank line, an MDX comment `{/*`, or a JSX element (`_JSX_SIGN`). One pass over the lines,
+    stopping at the first sign."""
+    hit: tuple[int, str] | None = None
+    fence: str | None = None
+    after_blank = True
+    closers: tuple[str, ...] | None = None  # while a leading block may be front matter: its closing lines
+    for n, line in enumerate(lines, 1):
+        mark = line.strip()
+        if n == 1 and mark in ("---", "+++"):
+            closers = ("+++",) if mark == "+++" else ("---", "...")
+            continue
+        if closers is not None and mark in closers:  # front matter: what it held says nothing
+            closers, hit, fence, after_blank = None, None, None, True
+            continue
+        if hit is not None:
+            if closers is None:
+                return hit
+            continue
+        fence, code = markup.fence_step(fence, line)
+        if not code:
+            if after_blank and _ESM_SIGN.match(line):
+                hit = (n, f"an {line.split(None, 1)[0].split('{', 1)[0]} statement")
+            else:
+                at, prose = 0, []
+                for start, end in markup.code_spans(line):
+                    prose.append(line[at:start])
+                    at = end
+                text = " ".join([*prose, line[at:]])
+                if "{/*" in text:
+                    hit = (n, "an MDX comment")
+                elif _JSX_SIGN.search(text):
+                    hit = (n, "a JSX component")
+        after_blank = not mark
+    return hit
 
 
 # --------------------------------------------------------------------------- blocks

@@ -11,7 +11,7 @@ page sees, and no markup:
   what CommonMark calls raw HTML (`<5 minutes`, `a < b`, `<https://x>` are not);
 - an HTML block as the text it renders (`html_block`): paragraphs, list items (`- `), table
   rows (a pipe table, its first row the header) and `<pre>` (a fence) on lines of their own;
-- in an MDX page, JSX components as HTML is (the tags go, the text inside stays),
+- in an MDX page (`.mdx`, or a page whose content is MDX: `markdown.mdx_evidence`), JSX components as HTML is (the tags go, the text inside stays),
   expressions `{...}` as their string literals or nothing (`{/* a comment */}`), and its
   `import` / `export` lines (a block of their own, `markdown.Doc`'s `mdx`) as nothing.
 
@@ -135,18 +135,27 @@ def outside_code(text: str, prose: Callable[[str], str], code: Callable[[str], s
             run.clear()
 
     for line in text.split("\n"):
-        m = _FENCE.match(line)
-        if fence is None and (m is None or (m.group(1)[0] == "`" and "`" in m.group(2))):
+        fence, fenced = fence_step(fence, line)
+        if not fenced:
             run.append(line)
             continue
         flush()
-        if fence is None:
-            fence = m.group(1)  # type: ignore[union-attr]
-        elif m is not None and m.group(1)[0] == fence[0] and len(m.group(1)) >= len(fence) and not m.group(2).strip():
-            fence = None
         out.append(line)
     flush()
     return "\n".join(out)
+
+
+def fence_step(fence: str | None, line: str) -> tuple[str | None, bool]:
+    """(the fence open after `line`, whether `line` is code: a fence's line or one inside it), given the
+    fence open before it (None: none). A fence at any indentation, as inside a list item or a quote."""
+    m = _FENCE.match(line)
+    if fence is None:
+        if m is None or (m.group(1)[0] == "`" and "`" in m.group(2)):
+            return None, False
+        return m.group(1), True
+    if m is not None and m.group(1)[0] == fence[0] and len(m.group(1)) >= len(fence) and not m.group(2).strip():
+        return None, True
+    return fence, True
 
 
 # --------------------------------------------------------------------------- HTML blocks

@@ -2,11 +2,13 @@
 
 The page forms of issue 31: a GOV.UK tech-docs page (`.html.md.erb`: front matter, ERB tags, inline
 HTML), a Docusaurus page (`.mdx`: imports, exports, JSX components, expressions), a Jekyll page
-(`.markdown`, front matter), a Hugo page (TOML front matter), and HTML blocks that render text.
+(`.markdown`, front matter), a Hugo page (TOML front matter), and HTML blocks that render text. And
+issue 39's Docusaurus pages: `.md` files that are MDX by their content (tests/fixtures/docusaurus).
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from unittest import mock
 
@@ -66,6 +68,9 @@ import Tabs from '@theme/Tabs';
 <Tabs groupId="x">{props.code}</Tabs>
 ```
 """
+
+DOCUSAURUS = Path(__file__).parent / "fixtures" / "docusaurus"
+MESSAGING = DOCUSAURUS / "docs" / "apis" / "messaging.md"  # a Moodle-style developer page: imports, components, ids, admonitions
 
 MARKUP = ("<%", "%>", "import {", "import Tabs", "export const", "data-proofer-ignore", "<a ", "</", "{/*", "{'", "<Tabs", "<br")
 
@@ -233,3 +238,90 @@ def test_yaml_front_matter_is_read_with_the_c_loader_where_present(tmp_path: Pat
         recs = chunk_document(Doc("d", "d.md", "---\ntitle: T\n---\n\nText.\n"))
     assert recs[0]["title"] == "T"
     assert [c.kwargs.get("Loader", c.args[1] if len(c.args) > 1 else None) for c in load.call_args_list] == [yaml.CSafeLoader]
+
+
+# --------------------------------------------------------------------------- Docusaurus .md pages (issue 39)
+
+MDX_MARKUP = ("import ", "export const", "<Since", "<ValidExample", "</ValidExample", "<Tabs", "<TabItem", "{/*", "{SendExample}", "={")
+
+
+def _prose(text: str) -> str:
+    """A chunk's text without its fences: code is code, whatever it holds."""
+    return re.sub(r"(?ms)^```.*?^```$", "", text)
+
+
+def test_a_docusaurus_md_page_is_read_as_mdx_by_its_content() -> None:
+    recs = chunk_document(Doc("docs/apis/messaging", str(MESSAGING), MESSAGING.read_text()))
+    texts = [r["text"] for r in recs]
+    assert texts[0] == "The Message API lets a plugin send notifications to users through every output the site has enabled."
+    assert not [(m, t) for t in texts for m in MDX_MARKUP if m in _prose(t)]
+    assert texts[-1].endswith(  # the text inside the components stays
+        "The popup output shows the message in the navigation bar.\n\n"
+        "The email output sends it to the user's address, at most once an hour for a digest."
+    )
+    assert "// {/* not an MDX comment: this is PHP */}" in "".join(texts)  # code is code
+    assert recs[0]["start_line"] == 18  # the imports, the exports and the component open nothing
+    plain = chunk_document(Doc("d", "d.md", "# Data\n\nimport the file {first} and <br> the rest.\n"))
+    assert plain[0]["text"] == "# Data\n\nimport the file {first} and   the rest."  # no sign: markdown, its braces text
+
+
+def test_what_says_a_page_is_mdx() -> None:
+    signs = {
+        "import Tabs from '@theme/Tabs';": (1, "an import statement"),
+        "import {\n  TabItem,\n} from '@theme/TabItem';": (1, "an import statement"),
+        "import * as R from 'r'": (1, "an import statement"),
+        "import './styles.css';": (1, "an import statement"),
+        "Intro.\n\nexport const meta = {a: 1};": (3, "an export statement"),
+        "Text {/* a comment */} here.": (1, "an MDX comment"),
+        'Since <Since versions={["4.5"]} issueNumber="MDL-1" /> then': (1, "a JSX component"),
+        "<Tabs>\n  <TabItem value='a'>x</TabItem>\n</Tabs>": (1, "a JSX component"),
+        "A <Highlight color='red'>word</Highlight>.": (1, "a JSX component"),
+        "A <div style={{color: 'red'}}>word</div>.": (1, "a JSX component"),
+        "---\ntitle: <Foo />\n": (2, "a JSX component"),  # a rule never closed is no front matter: its lines count
+    }
+    for text, sign in signs.items():
+        assert markdown.mdx_evidence(text.split("\n")) == sign, text
+    for text in (
+        "import the data from the CSV export\n\nimport hashlib",  # words, and Python
+        "Set it:\n\nexport PATH=$HOME/bin:$PATH",  # a shell's export
+        "Text\nimport X from 'x'",  # no statement inside a paragraph
+        "```js\nimport X from 'x';\n<Foo a={1} />\n{/* c */}\n```",  # code
+        "- item\n\n  ~~~\n  <Tabs>\n  ~~~",  # code in a list item
+        "Run `<Foo bar={1} />` and `{/* x */}`.",  # code spans
+        "## Heading {#id}\n\nUse {placeholder}, <br>, <details open>, <a href='x'>, <MR URL> and List<String>.",
+        "---\ndescription: Use <Since a={1} />\n---\n\nText.",  # front matter says nothing
+    ):
+        assert markdown.mdx_evidence(text.split("\n")) is None, text
+
+
+def test_list_names_the_pages_read_as_mdx(runner, tmp_path: Path) -> None:
+    (tmp_path / "plain.md").write_text("# Plain\n\nimport the data {first}.\n")
+    (tmp_path / "page.mdx").write_text("# Typed\n\nAn `.mdx` page is MDX by its type.\n")
+    (tmp_path / "apis").mkdir()
+    (tmp_path / "apis" / "messaging.md").write_text(MESSAGING.read_text())
+    (tmp_path / "latin1.md").write_bytes(b"# Caf\xe9\n")  # does not read: chunking says so, --list lists it
+    result = runner.invoke(main, ["--list", str(tmp_path)])
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.splitlines() == [str(tmp_path / p) for p in ("apis/messaging.md", "latin1.md", "page.mdx", "plain.md")]
+    assert result.stderr.splitlines() == [f"rag-chunk: {tmp_path / 'apis' / 'messaging.md'}: read as MDX (line 9: an import statement)"]
+
+
+def test_mdx_by_content_stays_linear_on_pathological_pages() -> None:
+    """100,000 nested components, each with an attribute, and an MDX comment never closed, in a `.md` page:
+    one pass each, checked by what comes out, not by a clock."""
+    n = 100_000
+    page = (
+        "# Deep\n\n"
+        + '<Box kind="a">' * n
+        + "kept words{/* gone */}"
+        + "</Box>" * n
+        + "\n\n## Open\n\nText {/* never closed\n\nMore text.\n\n## Half\n\n"
+        + '<Box kind="a ' * n
+        + "\n"
+    )
+    assert markdown.mdx_evidence(page.split("\n")) == (3, "an MDX comment")
+    recs = chunk_document(Doc("d", "d.md", page))
+    assert [r["headings"] for r in recs[:2]] == [["Deep"], ["Deep", "Open"]]
+    assert recs[0]["text"] == "# Deep\n\nkept words"
+    assert recs[1]["text"] == "## Open\n\nText {/* never closed\n\nMore text."  # an expression never closed is text
+    assert sum(r["text"].count("<Box") for r in recs) == n  # tags never closed are text
