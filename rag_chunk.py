@@ -33,9 +33,10 @@ tags rendered, inline and block HTML as their text, an MDX page's (a `.mdx` page
 content is MDX) imports, exports, JSX tags and expressions out; code, markdown and hard wrapping as written. `start_line` and
 `end_line` are the source's lines.
 
-Chunk ids: `DOC#SLUG`, where SLUG is the `{#anchor}` of the section's heading if
-it has one, else the slug of the heading text (lowercase, letters and digits, runs
-of anything else become `-`). Where two sections of one document would share a
+Chunk ids: `DOC#SLUG`, where SLUG is the id of the section's heading if it has one
+(`{#anchor}`, `{#anchor .class}`, MDX's `{/* #anchor */}` and `\\{#anchor\\}`: `markup.HEADING_ID`;
+not in its heading path, nor in an MDX page's heading line), else the slug of the heading text
+(lowercase, letters and digits, runs of anything else become `-`). Where two sections of one document would share a
 slug, each is qualified by its parent's slug (`parent--child`), and so on up the
 path until they differ. Text before the first heading is `DOC#top`. The second and
 later parts of a split section get `-2`, `-3`, ... So an edit renames only the
@@ -342,7 +343,8 @@ def _toml_front_matter(doc: Doc, j: int) -> tuple[int, str | None]:
 def clean_headings(doc: Doc, blocks: Iterable[Block], title: str | None) -> Iterator[Block]:
     """The blocks, with heading titles as a reader sees them: template tags as they render
     (`ragline.text.strip_templates`), inline markdown as its text (`markdown.inline_text`:
-    `## Reporting [Incidents](https://...)` is "Reporting Incidents").
+    `## Reporting [Incidents](https://...)` is "Reporting Incidents"; in MDX, its JSX and expressions too).
+    The heading's id (`{#id}`, `{/* #id */}`) is its anchor already, not its title.
 
     A heading that is nothing but a template expression (`# <%= current_page.data.title %>`)
     takes the front-matter `title` when it is the document's first block, and the
@@ -350,7 +352,7 @@ def clean_headings(doc: Doc, blocks: Iterable[Block], title: str | None) -> Iter
     """
     for i, block in enumerate(blocks):
         if block.kind == "heading":
-            clean = " ".join(inline_text(ragline.text.strip_templates(block.title)).split())
+            clean = " ".join(inline_text(ragline.text.strip_templates(block.title), doc.mdx).split())
             if not clean:
                 clean = title if (i == 0 and title) else doc.name.rsplit("/", 1)[-1].replace("-", " ")
             block.title = clean

@@ -234,7 +234,7 @@ _HTML_INTERRUPTS = re.compile(
 _HTML_TAG_LINE = re.compile(rf"^ {{0,3}}(?!</?(?:script|pre|style|textarea)[\s/>])(?:{markup.OPEN_TAG}|{markup.CLOSING_TAG})[ \t]*$")
 _JSX_TAGS = rf"{markup.JSX_OPEN_TAG}|{markup.JSX_CLOSING_TAG}"
 _JSX_LINE = re.compile(rf"^ {{0,3}}(?:(?:{_JSX_TAGS})[ \t]*)*(?:{_JSX_TAGS}|{markup.JSX_OPEN_START}[ \t]*)$")
-_ANCHOR = re.compile(r"\s*\{#([^}\s]+)\}\s*$")
+_ANCHOR = re.compile(rf"\s*{markup.HEADING_ID}\s*$")
 _ESM = re.compile(r"^(?:import|export)(?=[\s{*])")  # MDX: an ES module statement, up to the next blank line
 # What says that a page of another type is MDX (`mdx_evidence`): an ES module statement as JavaScript writes it, at a
 # line's start after a blank line (not "import the data from the CSV", not a shell's `export PATH=...`); ...
@@ -485,14 +485,15 @@ _STRIKE = re.compile(r"(~~)(?=\S)(.+?)(?<=\S)\1")
 _ESCAPED = re.compile(r"\\([!-/:-@\[-`{-~])")
 
 
-def inline_text(text: str) -> str:
+def inline_text(text: str, mdx: bool = False) -> str:
     """Inline markdown as the text a reader sees: `[label](url)` and `[label][ref]` as label,
     `![alt](src)` as alt, `` `code` `` as code, `<https://x>` as the address, emphasis,
     strong and strike-through without their marks, inline HTML as `markup.inline_html` reads it,
-    a backslash escape as its character. Inside a code span nothing else is touched. Template
-    tags are `ragline.text.strip_templates`'s (run it first). Text without markup comes back as it is.
+    a backslash escape as its character; in MDX (`mdx`), JSX tags and expressions as `markup.inline_html`
+    reads them. Inside a code span nothing else is touched. Template tags are
+    `ragline.text.strip_templates`'s (run it first). Text without markup comes back as it is.
     """
-    return markup.outside_code(text, _inline_prose, _code_text)
+    return markup.outside_code(text, lambda prose: _inline_prose(prose, mdx), _code_text)
 
 
 def _code_text(span: str) -> str:
@@ -502,15 +503,15 @@ def _code_text(span: str) -> str:
     return code[1:-1] if len(code) > 2 and code[0] == code[-1] == " " and code.strip() else code
 
 
-def _inline_prose(text: str) -> str:
-    if not any(ch in text for ch in "[]<>*_~\\`&"):
+def _inline_prose(text: str, mdx: bool = False) -> str:
+    if not any(ch in text for ch in "[]<>*_~\\`&" + ("{" if mdx else "")):
         return text
     previous = None
     while previous != text:  # a link inside an image's alt, emphasis inside a label
         previous = text
         text = _INLINE_LINK.sub(r"\1", text)
     text = _AUTOLINK.sub(r"\1", text)
-    text = markup.inline_html(text)
+    text = markup.inline_html(text, mdx)
     text = _STRONG.sub(r"\2", text)
     text = _EMPHASIS.sub(r"\2", text)
     text = _STRIKE.sub(r"\2", text)
@@ -520,7 +521,7 @@ def _inline_prose(text: str) -> str:
 def _heading_text(raw: str) -> tuple[str, str | None]:
     anchor = None
     if m := _ANCHOR.search(raw):
-        anchor = m.group(1)
+        anchor = m.group("id") or m.group("mdx_id")
         raw = raw[: m.start()]
     return raw.strip(), anchor
 

@@ -57,6 +57,10 @@ _BLANK_LINE = re.compile(r"\n[ \t]*\n")
 # last line: a run of a paragraph's sentences may begin or end inside a line that goes on in the next run.
 _SHOWS_NOTHING = re.compile(r"\n(?:[ \t]*\n)+")
 _FENCE = re.compile(r"^[ \t>]*(`{3,}|~{3,})(.*)$")
+# A heading's explicit id, at its title's end: `{#id}` (kramdown, pandoc, Docusaurus; with attributes, `{#id .wide}`), MDX's
+# `{/* #id */}` and `\{#id\}` (Docusaurus 3). Group `id` or `mdx_id` is the id.
+HEADING_ID = r"(?:\\?\{#(?P<id>[^\s{}\\]+)(?:[ \t][^{}\n\\]*)?\\?\}|\{/\*[ \t]*#(?P<mdx_id>[^\s*]+)[ \t]*\*/\})"
+_HEADING_ID = re.compile(rf"[ \t]*{HEADING_ID}(?=[ \t]*(?:#+[ \t]*)?$)", re.M)
 
 
 def _tag_text(match: re.Match[str]) -> str:
@@ -328,7 +332,8 @@ def protected(text: str) -> list[tuple[int, int]]:
 
 def shown(kind: str, text: str, mdx: bool = False) -> str:
     """One block of a page (a `markdown.Block` kind, or a run of a paragraph's sentences) as its
-    site shows it: code as it is, MDX's `esm` lines as nothing, an HTML block by `html_block`,
+    site shows it: code as it is, MDX's `esm` lines as nothing, an MDX heading without its id
+    (`HEADING_ID`), an HTML block by `html_block`,
     anything else (prose, headings, items, quotes, tables) by `inline_html` outside its code,
     template tags rendered first (`strip_templates`) in both. A line within a paragraph that shows
     nothing is left out, so it makes no paragraph break."""
@@ -336,6 +341,8 @@ def shown(kind: str, text: str, mdx: bool = False) -> str:
         return text
     if kind == "esm":
         return ""
+    if kind == "heading" and mdx:
+        text = _HEADING_ID.sub("", text)  # the id is no text of the heading (`markdown.Block.anchor` has it)
     text = strip_templates(text)
     if kind == "html":
         return html_block(text, mdx)
@@ -343,4 +350,6 @@ def shown(kind: str, text: str, mdx: bool = False) -> str:
         text = outside_code(text, lambda prose: inline_html(prose, mdx))
     if kind == "paragraph":
         text = _SHOWS_NOTHING.sub("\n", text)
+    elif kind == "heading" and mdx:
+        text = "\n".join(line.rstrip() for line in text.split("\n"))  # no white space where a tag or comment stood
     return text
