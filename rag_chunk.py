@@ -416,15 +416,18 @@ def _shown(doc: Doc, spans: list[Block | Unit], begin: int) -> str:
     """A chunk's text as its page shows it: each heading, block or run of sentences by `markup.shown`,
     the white space between them as it is, a part that shows nothing left out with one of the spaces
     beside it, the one of more line breaks (the one before it, where they tie): a paragraph or a line
-    that follows it does not join the text before it. A heading that was nothing but a template
+    that follows it does not join the text before it; an admonition's title is a paragraph of its own. A heading that was nothing but a template
     expression shows the title it took (`clean_headings`)."""
     out: list[str] = []
     gap: str | None = None
     at = begin
+    last = ""  # the kind of the last part shown
     for span in spans:
         space = doc.slice(at, span.start)
         if gap is None or space.count("\n") > gap.count("\n"):
             gap = space
+        if "admonition" in (span.kind, last) and gap.count("\n") < 2:
+            gap = "\n\n"  # an admonition's title is a paragraph of its own, not the first words of its body's
         at = span.end
         source = doc.slice(span.start, span.end)
         text = markup.shown(span.kind, source, doc.mdx)
@@ -437,7 +440,7 @@ def _shown(doc: Doc, spans: list[Block | Unit], begin: int) -> str:
             text = f"{atx.group(1)} {span.title}"
         if text.strip():
             out += [gap, text] if out else [text]
-            gap = None
+            gap, last = None, span.kind
     return "".join(out).rstrip()
 
 

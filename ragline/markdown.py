@@ -1,7 +1,7 @@
 """markdown: the block scanner, and a markdown document as lines, whole or as a window over a file.
 
 `scan(doc)` / `blocks(doc)` cut a document into blocks (headings, paragraphs, fences,
-tables, HTML blocks, indented code, list items, quotes, rules); rag-chunk packs them
+tables, HTML blocks, indented code, list items, quotes, rules, admonitions' fence lines); rag-chunk packs them
 into chunks and rag-answer quotes them. `Doc(name, path, text)` holds a whole text
 (what tests and rag-answer's quoting hand the scanner). `Doc(name, path, source=...)` holds a window onto a stream of lines:
 the scanner calls `need()` where it reaches the window's end, `more()` slides the window
@@ -37,7 +37,7 @@ MAX_LINE = 8 << 20  # bytes of one markdown line: a longer one (a 200 MB file on
 class Block:
     """A span of the document: [start, end) in characters, lines first..last (1-based)."""
 
-    kind: str  # heading, paragraph, fence, table, html, code, list_item, quote, rule; esm (MDX's import/export)
+    kind: str  # heading, paragraph, fence, table, html, code, list_item, quote, rule, admonition; esm (MDX's import/export)
     start: int
     end: int
     first: int
@@ -234,7 +234,9 @@ _HTML_INTERRUPTS = re.compile(
 _HTML_TAG_LINE = re.compile(rf"^ {{0,3}}(?!</?(?:script|pre|style|textarea)[\s/>])(?:{markup.OPEN_TAG}|{markup.CLOSING_TAG})[ \t]*$")
 _JSX_TAGS = rf"{markup.JSX_OPEN_TAG}|{markup.JSX_CLOSING_TAG}"
 _JSX_LINE = re.compile(rf"^ {{0,3}}(?:(?:{_JSX_TAGS})[ \t]*)*(?:{_JSX_TAGS}|{markup.JSX_OPEN_START}[ \t]*)$")
-_ANCHOR = re.compile(rf"\s*{markup.HEADING_ID}\s*$")
+_ANCHOR = re.compile(rf"(?<!\s)\s*{markup.HEADING_ID}\s*$")  # from a run of spaces' start: one pass, however long
+_ADMONITION = re.compile(rf"^ {{0,3}}{markup.ADMONITION_FENCE}")  # a Docusaurus admonition's opening or closing line
+_MKDOCS_ADMONITION = re.compile(rf"^ {{0,3}}{markup.MKDOCS_ADMONITION}")  # an MkDocs admonition, its body indented after it
 _ESM = re.compile(r"^(?:import|export)(?=[\s{*])")  # MDX: an ES module statement, up to the next blank line
 # What says that a page of another type is MDX (`mdx_evidence`): an ES module statement as JavaScript writes it, at a
 # line's start after a blank line (not "import the data from the CSV", not a shell's `export PATH=...`); ...
@@ -315,6 +317,8 @@ def _starts_block(doc: Doc, i: int) -> bool:
         or _html_start(doc, line, interrupting=True)
         or line.lstrip().startswith(">")
         or _is_table_start(doc, i)
+        or _ADMONITION.match(line)
+        or _MKDOCS_ADMONITION.match(line)
     )
 
 
@@ -403,6 +407,15 @@ def _scan(doc: Doc, start: int) -> Iterator[Block]:
                 yield doc.span("fence", i, j)
                 i = j + 1
                 continue
+        if _ADMONITION.match(line):  # a line of its own: the body between the fence lines is blocks as any other
+            yield doc.span("admonition", i, i)
+            i += 1
+            continue
+        if _MKDOCS_ADMONITION.match(line):  # one block with its indented body
+            j = _indented_end(doc, i, i)
+            yield doc.span("admonition", i, j)
+            i = j + 1
+            continue
         if heading := _ATX.match(line):
             title, anchor = _heading_text(heading.group(2) or "")
             yield doc.span("heading", i, i, level=len(heading.group(1)), title=title, anchor=anchor)
@@ -427,14 +440,7 @@ def _scan(doc: Doc, start: int) -> Iterator[Block]:
             i += 1
             continue
         if line.startswith("    ") or line.startswith("\t"):
-            j = i
-            k = i + 1
-            while k < n and (_blank(lines[k]) or lines[k].startswith("    ") or lines[k].startswith("\t")):
-                if not _blank(lines[k]):
-                    j = k
-                k += 1
-            if k >= n:
-                doc.need()
+            j = _indented_end(doc, i, i)
             yield doc.span("code", i, j)
             i = j + 1
             continue
@@ -445,7 +451,7 @@ def _scan(doc: Doc, start: int) -> Iterator[Block]:
             continue
         if line.lstrip().startswith(">"):
             j = i
-            while j + 1 < n and not _blank(lines[j + 1]) and not _FENCE.match(lines[j + 1]) and not _ATX.match(lines[j + 1]):
+            while j + 1 < n and not _blank(lines[j + 1]) and not any(p.match(lines[j + 1]) for p in (_FENCE, _ATX, _ADMONITION)):
                 j += 1
             if j + 1 >= n:
                 doc.need()
@@ -543,6 +549,20 @@ def _html_end(doc: Doc, i: int) -> int:
         doc.need()
         return len(lines) - 1
     return _until_blank(doc, i)
+
+
+def _indented_end(doc: Doc, i: int, j: int) -> int:
+    """The index of the last line, from line `j`, of the lines after line i that are indented four
+    spaces or a tab, blank lines between them (indented code from line i; an MkDocs admonition's body)."""
+    lines = doc.lines
+    k = i + 1
+    while k < len(lines) and (_blank(lines[k]) or lines[k].startswith("    ") or lines[k].startswith("\t")):
+        if not _blank(lines[k]):
+            j = k
+        k += 1
+    if k >= len(lines):
+        doc.need()
+    return j
 
 
 def _until_blank(doc: Doc, i: int) -> int:

@@ -15,6 +15,9 @@ page sees, and no markup:
   expressions `{...}` as their string literals or nothing (`{/* a comment */}`), and its
   `import` / `export` lines (a block of their own, `markdown.Doc`'s `mdx`) as nothing.
 
+Admonitions (Docusaurus `:::note`, MkDocs `!!! note`) lose their fence lines and keep their title
+as text, `Note: E-mail on the QA site` (`admonition`).
+
 Code stays as it is written: fences, indented code and code spans (`<div>` in backticks),
 inside a list item or a quote too. Markdown itself stays: a chunk is still markdown.
 """
@@ -60,7 +63,14 @@ _FENCE = re.compile(r"^[ \t>]*(`{3,}|~{3,})(.*)$")
 # A heading's explicit id, at its title's end: `{#id}` (kramdown, pandoc, Docusaurus; with attributes, `{#id .wide}`), MDX's
 # `{/* #id */}` and `\{#id\}` (Docusaurus 3). Group `id` or `mdx_id` is the id.
 HEADING_ID = r"(?:\\?\{#(?P<id>[^\s{}\\]+)(?:[ \t][^{}\n\\]*)?\\?\}|\{/\*[ \t]*#(?P<mdx_id>[^\s*]+)[ \t]*\*/\})"
-_HEADING_ID = re.compile(rf"[ \t]*{HEADING_ID}(?=[ \t]*(?:#+[ \t]*)?$)", re.M)
+_HEADING_ID = re.compile(rf"(?<![ \t])[ \t]*{HEADING_ID}(?=[ \t]*(?:#+[ \t]*)?$)", re.M)  # from a run's start: one pass
+# Admonitions, each line after its indentation (patterns, for `markdown`'s block starts too). Docusaurus's (remark-directive):
+# `:::note`, `:::info[Title]`, `:::tip Title`, closed by a line of colons alone (nested ones take more colons); MkDocs'
+# (Python-Markdown): `!!! note "Title"`, and pymdownx's collapsible `??? note` and `???+ note`, their body indented 4 spaces.
+ADMONITION_FENCE = r":{3,}[ \t]*(?:(?P<kind>[A-Za-z][\w-]*)(?:\[(?P<bracket>[^\]\n]*)\])?(?P<title>[ \t].*)?)?[ \t]*$"
+MKDOCS_ADMONITION = r'(?:!!!|\?\?\?\+?)[ \t]+(?P<kind>[A-Za-z][\w-]*)(?:[ \t]+[A-Za-z][\w-]*)*(?:[ \t]+"(?P<title>[^"]*)")?[ \t]*$'
+_ADMONITION_LINE = re.compile(rf"^(?P<lead>[ \t>]*){ADMONITION_FENCE}")
+_MKDOCS_LINE = re.compile(rf"^ {{0,3}}{MKDOCS_ADMONITION}")
 
 
 def _tag_text(match: re.Match[str]) -> str:
@@ -312,6 +322,43 @@ def html_block(text: str, mdx: bool = False) -> str:
     return re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip("\n")
 
 
+# --------------------------------------------------------------------------- admonitions
+
+
+def _label(kind: str, title: str | None) -> str:
+    """An admonition's title as its text: `Note: E-mail on the QA site`, `Tip:` without one."""
+    return f"{kind.capitalize()}: {title.strip()}" if title and title.strip() else f"{kind.capitalize()}:"
+
+
+def admonition(text: str) -> str:
+    """An admonition block (`markdown`'s kind `admonition`) as the markdown its site shows, its
+    fence lines gone and its title kept as text: a Docusaurus opening line (`:::info[E-mail on
+    the QA site]`) as `Info: E-mail on the QA site` (`Note:` without a title), its closing line as
+    nothing; an MkDocs block's first line (`!!! warning "Do not"`) as `Warning: Do not` (nothing for
+    the empty title `""`), then, after a blank line, its body four spaces less indented."""
+    first, _, body = text.partition("\n")
+    if m := _MKDOCS_LINE.match(first):
+        label = "" if m.group("title") == "" else _label(m.group("kind"), m.group("title"))
+        lines = [line[4:] if line.startswith("    ") else line[1:] if line.startswith("\t") else line.lstrip() for line in body.split("\n")]
+        return "\n\n".join(part for part in (label, "\n".join(lines).strip("\n")) if part)
+    return _admonition_lines(text)
+
+
+def _admonition_lines(text: str) -> str:
+    """`text` with each Docusaurus admonition line outside code (after any indentation or quote marks,
+    as inside a list item or a quote) as `admonition` shows it: an opening line its title, a closing
+    line nothing (a block that is one closing line: "")."""
+    out, fence = [], None
+    for line in text.split("\n"):
+        fence, fenced = fence_step(fence, line)
+        if not fenced and (m := _ADMONITION_LINE.match(line)):
+            if not m.group("kind"):
+                continue
+            line = m.group("lead") + _label(m.group("kind"), m.group("bracket") or m.group("title"))
+        out.append(line)
+    return "\n".join(out)
+
+
 # --------------------------------------------------------------------------- blocks
 
 # Spans a sentence cut must not fall inside (`protected`): a code span, a tag or comment, a template tag.
@@ -333,7 +380,8 @@ def protected(text: str) -> list[tuple[int, int]]:
 def shown(kind: str, text: str, mdx: bool = False) -> str:
     """One block of a page (a `markdown.Block` kind, or a run of a paragraph's sentences) as its
     site shows it: code as it is, MDX's `esm` lines as nothing, an MDX heading without its id
-    (`HEADING_ID`), an HTML block by `html_block`,
+    (`HEADING_ID`), an admonition its title and body without its fences (`admonition`, in a list
+    item or a quote too), an HTML block by `html_block`,
     anything else (prose, headings, items, quotes, tables) by `inline_html` outside its code,
     template tags rendered first (`strip_templates`) in both. A line within a paragraph that shows
     nothing is left out, so it makes no paragraph break."""
@@ -343,6 +391,10 @@ def shown(kind: str, text: str, mdx: bool = False) -> str:
         return ""
     if kind == "heading" and mdx:
         text = _HEADING_ID.sub("", text)  # the id is no text of the heading (`markdown.Block.anchor` has it)
+    elif kind == "admonition":
+        text = admonition(text)
+    elif kind in ("list_item", "quote") and ":::" in text:
+        text = _admonition_lines(text)
     text = strip_templates(text)
     if kind == "html":
         return html_block(text, mdx)

@@ -325,6 +325,31 @@ def test_mdx_by_content_stays_linear_on_pathological_pages() -> None:
     assert recs[0]["text"] == "# Deep\n\nkept words"
     assert recs[1]["text"] == "## Open\n\nText {/* never closed\n\nMore text."  # an expression never closed is text
     assert sum(r["text"].count("<Box") for r in recs) == n  # tags never closed are text
+    # an admonition's title with 100,000 spaces in it, a title's bracket never closed, a heading id never closed
+    page = ":::note Title" + " " * n + "end\n\nText.\n\n:::tip[" + "a" * n + "\n\n## H {#h" + " y" * n + "\n"
+    recs = chunk_document(Doc("d", "d.md", page))
+    assert recs[0]["text"].startswith("Note: Title" + " " * n + "end\n\nText.\n\n:::tip[aaa")
+    assert recs[-1]["headings"][-1].startswith("H {#h y y") and recs[-1]["id"].startswith("d#h-h-y-y")
+
+
+def test_a_docusaurus_folder_chunks_without_its_markup(runner) -> None:
+    """Issue 39's done-when: a Docusaurus `.md` page with imports, expressions, self-closing components,
+    `{/* */}` comments, heading ids and admonitions chunks with none of that markup in its text,
+    heading path or id, keeping the text inside components and the admonition's title."""
+    result = runner.invoke(main, [str(DOCUSAURUS)])
+    assert (result.exit_code, result.stderr) == (0, ""), result.stderr
+    recs = parse(result.stdout_bytes)
+    assert [(r["id"], r["headings"]) for r in recs] == [
+        ("docs/apis/messaging#message-api", ["Message API"]),
+        ("docs/apis/messaging#sending", ["Message API", "Sending a message"]),
+        ("docs/apis/messaging#providers", ["Message API", "Message providers"]),
+        ("docs/apis/messaging#outputs", ["Message API", "Outputs"]),
+    ]
+    markup_left = [*MDX_MARKUP, ":::", "{#", "[E-mail", "{"]
+    assert not [(m, r["id"]) for r in recs for m in markup_left if m in _prose(r["text"]) or m in " ".join(r["headings"])]
+    text = "\n\n".join(r["text"] for r in recs)
+    for kept in ("Info: E-mail on the QA site", "Tip: Capability checks", "The popup output shows", "The email output sends"):
+        assert kept in text
 
 
 def test_a_heading_id_of_every_form_is_out_of_the_text_the_path_and_the_id() -> None:
@@ -351,3 +376,39 @@ def test_a_heading_id_of_every_form_is_out_of_the_text_the_path_and_the_id() -> 
         ("d#setext", "Setext", "Setext\n---\n\nMore."),
         ("d#closed", "Closed", "## Closed ##\n\nEnd."),
     ]
+
+
+def test_an_admonition_loses_its_fences_and_keeps_its_title() -> None:
+    """`:::info[E-mail on the QA site]` was quoted as an answer sentence (issue 39, item 2)."""
+    recs = chunk_document(Doc("docs/apis/messaging", str(MESSAGING), MESSAGING.read_text()))
+    assert recs[1]["text"].endswith(
+        "`message_send()`.\n\nInfo: E-mail on the QA site\n\nThe QA site sends no e-mail: messages are written to the site's log instead."
+    )
+    assert "Tip: Capability checks\n\nA provider can name" in recs[2]["text"]
+    assert "Note:\n\nProviders are cached." in recs[2]["text"]
+    assert not [r["text"] for r in recs if ":::" in r["text"]]
+    docusaurus = (
+        "# D\n\nBefore.\n:::warning Do not skip\nThe body.\n:::\n\n"  # no blank lines: the fence lines still interrupt
+        "::::danger[Outer *title*]\n\n:::caution\n\n- an item\n:::\n\n::::\n\n"  # nested, a list ended by its closing line
+        "1. Step one.\n\n   :::tip[In a step]\n   Keep going.\n   :::\n\n   ```\n   :::\n   ```\n\n"  # inside a list item
+        "> :::note\n> Quoted.\n> :::\n\n"  # inside a quote
+        "```md\n:::note[In code]\n:::\n```\n"  # code is code
+    )
+    (rec,) = chunk_document(Doc("d", "d.md", docusaurus))
+    assert rec["text"] == (
+        "# D\n\nBefore.\n\nWarning: Do not skip\n\nThe body.\n\nDanger: Outer *title*\n\nCaution:\n\n- an item\n\n"
+        "1. Step one.\n\n   Tip: In a step\n   Keep going.\n\n   ```\n   :::\n   ```\n\n> Note:\n> Quoted.\n\n```md\n:::note[In code]\n:::\n```"
+    )
+    kinds = [b.kind for b in markdown.scan(Doc("d", "d.md", ":::note\n> Quoted.\n:::\nText.\n:::\n"))]
+    assert kinds == ["admonition", "quote", "admonition", "paragraph", "admonition"]
+    mkdocs = (
+        '# M\n\n!!! note "Rotate the keys"\n    Every 90 days.\n\n    - the signing key\n    - the API key\n\n'
+        '    ```sh\n    rotate --all\n    ```\n\nAfter.\n\n!!! warning ""\n    No title.\n\n??? tip\n\tCollapsed.\n\n'
+        '???+ danger inline end "Open"\n    Shown open.\n'
+    )
+    (rec,) = chunk_document(Doc("m", "m.md", mkdocs))
+    assert rec["text"] == (
+        "# M\n\nNote: Rotate the keys\n\nEvery 90 days.\n\n- the signing key\n- the API key\n\n```sh\nrotate --all\n```\n\n"
+        "After.\n\nNo title.\n\nTip:\n\nCollapsed.\n\nDanger: Open\n\nShown open."
+    )
+    assert [b.kind for b in markdown.scan(Doc("m", "m.md", mkdocs))][1:3] == ["admonition", "paragraph"]  # not indented code
