@@ -52,7 +52,14 @@ SCOPE: dict[str, tuple[str, ...] | None] = {  # file -> functions (None: the who
     "ragline/answer/choice.py": None,
 }
 CONSTANTS = {"ragline/answer/citations.py": ("CITATION",)}  # module-level names, mutated outside mutmut
-TESTS = ["tests/test_metrics.py", "tests/test_search.py", "tests/test_answer.py", "tests/test_choice.py", "tests/test_reader.py"]
+TESTS = [
+    "tests/test_metrics.py",
+    "tests/test_search.py",
+    "tests/test_answer.py",
+    "tests/test_choice.py",
+    "tests/test_reader.py",
+    "tests/test_readers.py",
+]
 CONSTANT_TESTS = {"ragline/answer/citations.py": ["tests/test_answer.py"]}
 PYTEST_ARGS = [
     "-m",

@@ -139,6 +139,46 @@ def test_a_steps_list_in_part_stays_in_part_through_select():
     assert select(ranked, every, every, "How do I file it?", "steps", tight) == [parent, last]
 
 
+def test_a_steps_list_cut_to_its_best_step_keeps_it_through_select():
+    lead = item(1, 0, "1. Before you start, be sure to:")
+    steps = [item(1, i, f"{i + 1}. Step {i + 1} " + " ".join(["word"] * 8)) for i in range(1, 5)]
+    every = [lead, *steps]
+    tight = dataclasses.replace(WIDE, listed=20)
+    ranked = scored((1.0, steps[3]), (0.5, lead))
+    # within 20 words: the first item (7) and the best (10); read as a lead-in, the list would lose the best
+    assert select(ranked, every, every, "How do I deploy?", "steps", tight) == [lead, steps[3]]
+
+
+def test_a_colon_step_inside_a_quoted_list_neither_brings_its_detail_nor_goes():
+    first = item(1, 0, "1. Open the tracker")
+    colon = item(1, 1, "2. In the body, be sure to:")
+    detail = Piece(1, 2, "1. A detail of the second step with many words in it", "item", 2, lead=1)
+    last = item(1, 3, "3. Submit it")
+    every = [first, colon, detail, last]
+    tight = dataclasses.replace(WIDE, listed=14)
+    assert continued([first, colon, last], every, tight) == [first, colon, last]
+    assert continued([first, colon, last], every, dataclasses.replace(WIDE, listed=100)) == [first, colon, last]
+
+
+def test_fit_list_takes_a_list_of_exactly_its_words_whole():
+    items = [item(1, i, "one two three four five") for i in range(4)]
+    assert fit_list(items, 20) == items
+    nested = [item(1, 0, "1. one two three"), Piece(1, 1, "1. four five six seven", "item", 2, lead=0), item(1, 2, "2. a b c")]
+    assert fit_list(nested, 8) == [nested[0], nested[2]]  # the top-level items, 8 words exactly
+    long = [item(1, 0, "1. Step one. More here"), item(1, 1, "2. Step two. More here")]
+    assert [p.text for p in fit_list(long, 6)] == ["1. Step one.", "2. Step two."]  # first sentences, 6 words exactly
+
+
+def test_later_lead_ins_share_the_words_a_list_may_take():
+    best = sentence(1, 0, "one two three four", group=1)
+    lead_a, items_a = sentence(2, 0, "First these:", group=1), [item(2, 1, "alpha beta gamma")]
+    lead_b, items_b = sentence(3, 0, "Then these:", group=1), [item(3, 1, "delta epsilon zeta")]
+    every = [best, lead_a, *items_a, lead_b, *items_b]
+    # 4 + 2 + 2 words chosen, then 3 (11 in all), then 3 more (14): the second list fits 14 exactly, not 13
+    assert continued([best, lead_a, lead_b], every, dataclasses.replace(WIDE, listed=13)) == [best, lead_a, *items_a]
+    assert continued([best, lead_a, lead_b], every, dataclasses.replace(WIDE, listed=14)) == [best, lead_a, *items_a, lead_b, *items_b]
+
+
 def test_fit_list_keeps_one_item_when_even_the_first_does_not_fit():
     long = [item(1, i, " ".join(["word"] * 30)) for i in range(3)]
     assert fit_list(long, 10) == long[:1]
