@@ -19,8 +19,9 @@ verdicts beside the mutated file (mutants/ragline/eval/metrics.py.meta).
 
 Per mutant, only the fast tests of the three modules run (`-m "not model and not slow"`),
 and of those only the ones that call the mutated function (mutmut's own mapping).
-Two tests are deselected, as they watch imports and mutmut's trampoline adds one to every
-mutated file: tests/test_metrics.py::test_imports_only_numpy_and_the_standard_library reads
+Three tests are deselected: tests/test_readers.py's eval-plan-and-bench test imports bench/,
+which is not among mutmut's source paths, and two watch imports, which mutmut's trampoline adds
+one to every mutated file: tests/test_metrics.py::test_imports_only_numpy_and_the_standard_library reads
 the metrics module's imports, and tests/test_search.py::test_one_question_loads_no_writer_and_no_cache_modules
 checks that a one-question rag-search never imports shutil or tempfile, which mutmut's own
 modules import as soon as a mutated ragline.ranking is.
@@ -69,6 +70,8 @@ PYTEST_ARGS = [
     "tests/test_metrics.py::test_imports_only_numpy_and_the_standard_library",
     "--deselect",
     "tests/test_search.py::test_one_question_loads_no_writer_and_no_cache_modules",
+    "--deselect",
+    "tests/test_readers.py::test_a_registered_reader_is_in_the_eval_plan_and_the_bench",
 ]
 
 
