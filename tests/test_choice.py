@@ -308,3 +308,17 @@ def test_nothing_from_a_lower_block_joins_a_best_piece_that_holds_what_is_asked(
 def test_a_judgement_joins_relative_to_the_best_judged_piece():
     assert relative([0.02, 0.01, 0.005]) == [1.0, 0.5, 0.25]
     assert relative([0.0, 0.0]) == [0.0, 0.0] and relative([]) == []
+
+
+def test_span_choice_scales_each_term_among_the_candidates():
+    from ragline.answer.choice import span_choice
+
+    # extractive 1.0 / 0.8 (of a best of 0.5), PMI scaled 0 / 1 (of -2 .. 2): weight 0.1 leaves the extractive best
+    assert span_choice([0.5, 0.4], [-2.0, 2.0], 0.1) == 0
+    assert span_choice([0.5, 0.4], [-2.0, 2.0], 0.3) == 1  # 1.0 against 0.8 + 0.3
+    # three candidates: the PMI scaled by its range, not its value (-1 .. 3: 0, 0.5, 1)
+    assert span_choice([1.0, 0.9, 0.5], [-1.0, 1.0, 3.0], 0.4) == 1  # 1.0, 1.1, 0.9
+    assert span_choice([0.0, 0.0], [1.0, 2.0], 1.0) == 1  # no extractive score: the PMI alone
+    assert span_choice([0.0, 0.0], [2.0, 2.0], 1.0) == 0  # nothing to tell them apart: the first
+    with pytest.raises(ValueError, match="no candidate spans"):
+        span_choice([], [], 1.0)
