@@ -6,6 +6,7 @@ from typing import ClassVar
 
 import click
 import pytest
+from answer_records import hit, hits_record
 from corpora import build_index
 from jsonl import jsonl, parse
 from llmserver import Stream
@@ -25,23 +26,6 @@ from ragline.answer.openai_chat import build as openai_build
 from ragline.answer.reader import Setup
 from ragline.answer.refusal import REFUSAL
 from ragline.records import StageError
-
-
-def hit(cid: str, text: str, headings=("Doc", "Section")) -> dict:
-    return {
-        "chunk_id": cid,
-        "doc": cid.split("#")[0],
-        "path": f"{cid.split('#')[0]}.md",
-        "start_line": 1,
-        "end_line": 9,
-        "headings": list(headings),
-        "text": text,
-    }
-
-
-def hits_record(question: str, *hits, confidence: float = 0.9) -> dict:
-    return {"id": "q", "question": question, "hits": list(hits), "confidence": confidence}
-
 
 WRAPPED = """## The nightly sweep
 

@@ -12,6 +12,8 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from answer_records import hit
+from answer_records import hits_record as record
 
 from rag_answer import Extractive, answer, answer_records
 from ragline import local_models
@@ -26,15 +28,6 @@ from ragline.answer.write import LocalWriter
 from ragline.records import StageError
 
 FEATURES = ("unwrap", "idf", "headings", "cue")
-
-
-def hit(cid: str, text: str, headings=("Doc", "Section")) -> dict:
-    return {"chunk_id": cid, "doc": cid.split("#")[0], "path": f"{cid.split('#')[0]}.md", "start_line": 1, "end_line": 9,
-            "headings": list(headings), "text": text}  # fmt: skip
-
-
-def record(question: str, *hits) -> dict:
-    return {"id": "q", "question": question, "hits": list(hits), "confidence": 0.9}
 
 
 class FakeModel:

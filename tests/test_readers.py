@@ -9,6 +9,8 @@ import types
 from pathlib import Path
 
 import pytest
+from answer_records import hit
+from answer_records import hits_record as record
 from click.testing import CliRunner
 
 import rag_answer
@@ -20,22 +22,6 @@ from ragline.answer.span import SpanScored, spans
 from ragline.eval import runs as evalruns
 
 FEATURES = ("unwrap", "idf", "headings", "cue")
-
-
-def hit(cid: str, text: str, headings=("Doc", "Section")) -> dict:
-    return {
-        "chunk_id": cid,
-        "doc": cid.split("#")[0],
-        "path": "x.md",
-        "start_line": 1,
-        "end_line": 9,
-        "headings": list(headings),
-        "text": text,
-    }
-
-
-def record(question: str, *hits) -> dict:
-    return {"id": "q", "question": question, "hits": list(hits), "confidence": 0.9}
 
 
 # --------------------------------------------------------------------------- the registry
