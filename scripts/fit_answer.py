@@ -3,7 +3,7 @@
     just fit-answer                     # = python3 scripts/fit_answer.py
     python3 scripts/fit_answer.py --check   # only check ragline.answer.choice.FITTED against results/answer-fit.json
 
-For each corpus of `rag-eval plan default` (corpus/, eng-practices, gds-way): the default index
+For each corpus of `rag-eval plan default` (the five development corpora): the default index
 (built under build/fit/CORPUS as `just eval` builds it, through the vector cache) and the default
 retrieval's hits for the golden questions. Then every point of GRID answers every answerable
 question from the same top blocks, and its answer-ok (every `answer_contains` phrase in the
@@ -13,7 +13,7 @@ answers' length stays within the issue's bound on every corpus (median <= MEDIAN
 ten <= P90_WORDS words). The chosen point is the feasible one with the best mean answer-ok
 over the corpora (ties: the earlier point of the grid).
 
-Leave-one-corpus-out: for each corpus, the point chosen on the other two, scored on it, beside
+Leave-one-corpus-out: for each corpus, the point chosen on the other four, scored on it, beside
 the hand-set weights the fit replaced (HAND). results/answer-fit.json holds all of it;
 ragline.answer.choice.FITTED must equal its `chosen` (tests/test_golden.py checks).
 

@@ -870,6 +870,11 @@ class TestAnswersRead:
         assert cues.plain(r"say \"Delete the RPC\" and \*not\* bold") == 'say "Delete the RPC" and *not* bold'
         assert cues.plain(r"use `C:\new\*` as is, not a\b") == r"use `C:\new\*` as is, not a\b"  # in code, and before a letter
         assert citations.quoted(r"cite \[7\] here", "sentence") == r"cite \[7] here"  # an escaped marker stays inert
+        # inside a word the escape stays as the block has it, so the citation check finds the identifier there
+        assert cues.plain(r"set some\_flag, see NW\-5001") == r"set some\_flag, see NW\-5001"
+        text = r"Set some\_flag in config\.yml before NW\-5001 appears."
+        out = answer(hits_record("Where is some_flag set?", hit("a#x", text)), Extractive(self.FEATURES), 0.0)
+        assert not out["refused"] and not out["dropped"] and "some\\_flag" in out["answer"]
 
 
 def test_a_template_tag_is_quoted_and_checked_as_the_page_shows_it(llm_server):

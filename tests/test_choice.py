@@ -149,6 +149,19 @@ def test_a_steps_list_cut_to_its_best_step_keeps_it_through_select():
     assert select(ranked, every, every, "How do I deploy?", "steps", tight) == [lead, steps[3]]
 
 
+def test_items_chosen_on_score_are_no_list_quoted_a_colon_item_still_brings_its_detail():
+    lead = item(1, 0, "- Deploys need:")
+    nested = [Piece(1, 1, "- a green build", "item", 2, lead=0), Piece(1, 2, "- an approval from the owning team", "item", 2, lead=0)]
+    other = item(1, 3, "- Rollbacks are manual.")
+    every = [lead, *nested, other]
+    ranked = scored((1.0, lead), (0.9, other))
+    assert select(ranked, every, every, "What do deploys need?", None, WIDE) == [
+        lead,
+        *nested,
+        other,
+    ]  # no steps cue: the lead brings its list
+
+
 def test_a_colon_step_inside_a_quoted_list_neither_brings_its_detail_nor_goes():
     first = item(1, 0, "1. Open the tracker")
     colon = item(1, 1, "2. In the body, be sure to:")
@@ -156,8 +169,8 @@ def test_a_colon_step_inside_a_quoted_list_neither_brings_its_detail_nor_goes():
     last = item(1, 3, "3. Submit it")
     every = [first, colon, detail, last]
     tight = dataclasses.replace(WIDE, listed=14)
-    assert continued([first, colon, last], every, tight) == [first, colon, last]
-    assert continued([first, colon, last], every, dataclasses.replace(WIDE, listed=100)) == [first, colon, last]
+    assert continued([first, colon, last], every, tight, as_list=True) == [first, colon, last]
+    assert continued([first, colon, last], every, dataclasses.replace(WIDE, listed=100), as_list=True) == [first, colon, last]
 
 
 def test_fit_list_takes_a_list_of_exactly_its_words_whole():

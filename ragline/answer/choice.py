@@ -40,7 +40,7 @@ class ChoiceWeights:
     `headings`, `cue`, `dense`, `rank` weigh the score's terms; `keep` is the share of the
     best score a further piece needs, `most` the pieces quoted at most, `budget` the words
     further pieces may bring the answer to, `listed` the words a list quoted as the answer may
-    take (`fit_list`). The defaults are `FITTED`.
+    take (`fit_list`). `FITTED` is what ships.
     """
 
     headings: float
@@ -185,7 +185,8 @@ def holds_asked(cue: str | None, piece: Piece, question: str) -> bool:
 def choose(ranked: list[Scored], pieces: Sequence[Piece], question: str, cue: str | None, weights: ChoiceWeights) -> list[Piece]:
     """The pieces to quote, the one that answers first.
 
-    For a steps question whose best candidate is a list item: the whole list, in its order.
+    For a steps question whose best candidate is a list item: its list, in its order, within
+    `listed` words (`fit_list`).
     A code block: alone. Otherwise the best candidate, then up to `most - 1` more scoring at
     least `keep` of it while the answer stays within `budget` words. A question after a
     time, a duration, a number or a name must get a piece holding it (`holds_asked`): when
@@ -217,7 +218,7 @@ def choose(ranked: list[Scored], pieces: Sequence[Piece], question: str, cue: st
     return [lead.piece, *sorted((s.piece for s in chosen if s is not lead), key=lambda p: (p.block, p.position))]
 
 
-def continued(chosen: list[Piece], every: Sequence[Piece], weights: ChoiceWeights | None = None) -> list[Piece]:
+def continued(chosen: list[Piece], every: Sequence[Piece], weights: ChoiceWeights | None = None, as_list: bool = False) -> list[Piece]:
     """`chosen`, each sentence that leads in to what follows it, followed by that.
 
     "Our core languages for backend development are:" says nothing without the list
@@ -229,17 +230,17 @@ def continued(chosen: list[Piece], every: Sequence[Piece], weights: ChoiceWeight
 
     With `weights`, the answer's length is bounded: the first piece's list is quoted within
     `listed` words (`fit_list`); a later piece brings its list only where the answer stays
-    within `budget` words, and a lead-in ending in a colon that cannot bring it is left out
-    (it says nothing alone).
+    within `listed` words, and a lead-in ending in a colon that cannot bring it is left out
+    (it says nothing alone). With `as_list` (`chosen` is a steps list `choose` cut to its words
+    with `fit_list`), the items of that list bring nothing more.
     """
     out: list[Piece] = []
     words = sum(len(c.text.split()) for c in chosen)
-    listed = {(c.block, c.group) for c in chosen if c.kind == "item" and sum(x.group == c.group and x.block == c.block for x in chosen) > 1}
     for i, c in enumerate(chosen):
         if c in out:
             continue
         out.append(c)
-        if weights is not None and (c.block, c.group) in listed:
+        if as_list and c.kind == "item" and (c.block, c.group) == (chosen[0].block, chosen[0].group):
             continue  # an item of a list quoted as the answer (`fit_list`): the list is already as it should be
         after = [x for x in every if x.block == c.block and x.position > c.position]
         if not c.text.rstrip().endswith(":"):
@@ -336,7 +337,7 @@ def select(
     (`continued`); when the lead itself brings a list, a table or code, that is the answer
     alone. `every` is all the context's pieces, `pieces` those that may be chosen."""
     chosen = choose(ranked, pieces, question, cue, weights)
-    listed = len(chosen) > 1 and all(p.kind == "item" and (p.block, p.group) == (chosen[0].block, chosen[0].group) for p in chosen)
+    listed = cue == "steps" and ranked[0].piece.kind == "item"  # `choose` quoted the list itself (`fit_list`)
     if not listed and len(continued(chosen[:1], every)) > 1:  # the lead brings its list, table or code: that is the answer
         chosen = chosen[:1]
-    return with_leads(continued(chosen, every, weights), every, question)
+    return with_leads(continued(chosen, every, weights, listed), every, question)

@@ -223,8 +223,14 @@ _SHORTCUT_LINK = re.compile(
 )  # [Amazon CloudWatch]: a link by its label
 
 
-_ESCAPE = re.compile(r"\\([!-/:-@\[-`{-~])")  # CommonMark's backslash escape of an ASCII punctuation mark
+# CommonMark's backslash escape of an ASCII punctuation mark, where it does not sit inside a word (`some\_flag`,
+# `NW\-5001` stay as the block has them, so the citation check finds the quote's identifiers in its block)
+_ESCAPE = re.compile(r"(?<!\w)\\([!-/:-@\[-`{-~])|\\([!-/:-@\[-`{-~])(?!\w)")
 _CODE_SPAN = re.compile(r"(`+)(?:.+?)\1")
+
+
+def _unescaped(m: re.Match[str]) -> str:
+    return m.group(1) or m.group(2)
 
 
 def plain(text: str) -> str:
@@ -241,7 +247,7 @@ def plain(text: str) -> str:
         return text
     out, at = [], 0
     for m in _CODE_SPAN.finditer(text):  # escapes are markup outside code spans only
-        out.append(_ESCAPE.sub(r"\1", text[at : m.start()]))
+        out.append(_ESCAPE.sub(_unescaped, text[at : m.start()]))
         out.append(m.group())
         at = m.end()
-    return "".join([*out, _ESCAPE.sub(r"\1", text[at:])])
+    return "".join([*out, _ESCAPE.sub(_unescaped, text[at:])])
