@@ -235,7 +235,7 @@ def continued(chosen: list[Piece], every: Sequence[Piece], weights: ChoiceWeight
     with `fit_list`), the items of that list bring nothing more.
     """
     out: list[Piece] = []
-    words = sum(len(c.text.split()) for c in chosen)
+    words = size(chosen)
     for i, c in enumerate(chosen):
         if c in out:
             continue
@@ -254,13 +254,18 @@ def continued(chosen: list[Piece], every: Sequence[Piece], weights: ChoiceWeight
         if weights is not None and follow.kind in ("item", "row"):
             if i == 0:
                 more = fit_list(more, weights.listed, items_at={x.position for x in every if x.block == c.block and x.kind == "item"})
-            elif words + sum(len(x.text.split()) for x in more) > weights.listed:
+            elif words + size(more) > weights.listed:
                 if c.text.rstrip().endswith(":"):
                     out.pop()
                 continue
         out.extend(x for x in more if x not in out)
-        words += sum(len(x.text.split()) for x in more)
+        words += size(more)
     return out
+
+
+def size(pieces: Sequence[Piece]) -> int:
+    """The words of `pieces`' texts: what the answer's word bounds count."""
+    return sum(len(p.text.split()) for p in pieces)
 
 
 def fit_list(items: list[Piece], most: int, keep: Piece | None = None, items_at: set[int] | None = None) -> list[Piece]:
@@ -270,9 +275,6 @@ def fit_list(items: list[Piece], most: int, keep: Piece | None = None, items_at:
     first, as many as fit, with `keep` (the item that answers best) always among them.
     `items_at`: the positions of the block's list items (a nested item's lead is one of them),
     where `items` may leave its parent out; by default those of `items`."""
-
-    def size(ps: Sequence[Piece]) -> int:
-        return sum(len(p.text.split()) for p in ps)
 
     if size(items) <= most:
         return items

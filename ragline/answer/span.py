@@ -46,7 +46,7 @@ class Span:
 
     @property
     def words(self) -> int:
-        return sum(len(p.text.split()) for p in self.pieces)
+        return rule.size(self.pieces)
 
     def text(self) -> str:
         return "\n".join(quoted(p.text, p.kind, p.header) for p in self.pieces)
