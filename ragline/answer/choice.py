@@ -182,6 +182,11 @@ def holds_asked(cue: str | None, piece: Piece, question: str) -> bool:
     return cue_match(cue, piece, question) == 1.0
 
 
+def quotes_list(ranked: list[Scored], cue: str | None) -> bool:
+    """Whether `choose` quotes a list as the answer: a steps question whose best piece is a list item."""
+    return cue == "steps" and ranked[0].piece.kind == "item"
+
+
 def choose(ranked: list[Scored], pieces: Sequence[Piece], question: str, cue: str | None, weights: ChoiceWeights) -> list[Piece]:
     """The pieces to quote, the one that answers first.
 
@@ -195,7 +200,7 @@ def choose(ranked: list[Scored], pieces: Sequence[Piece], question: str, cue: st
     handbook order.
     """
     best = ranked[0]
-    if cue == "steps" and best.piece.kind == "item":  # the list, in its own order, within `listed` words
+    if quotes_list(ranked, cue):  # the list, in its own order, within `listed` words
         return fit_list([p for p in pieces if p.block == best.piece.block and p.group == best.piece.group], weights.listed, best.piece)
     if best.piece.kind == "code":
         return [best.piece]
@@ -339,7 +344,7 @@ def select(
     (`continued`); when the lead itself brings a list, a table or code, that is the answer
     alone. `every` is all the context's pieces, `pieces` those that may be chosen."""
     chosen = choose(ranked, pieces, question, cue, weights)
-    listed = cue == "steps" and ranked[0].piece.kind == "item"  # `choose` quoted the list itself (`fit_list`)
+    listed = quotes_list(ranked, cue)  # `choose` quoted the list itself (`fit_list`)
     if not listed and len(continued(chosen[:1], every)) > 1:  # the lead brings its list, table or code: that is the answer
         chosen = chosen[:1]
     return with_leads(continued(chosen, every, weights, listed), every, question)
