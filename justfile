@@ -175,6 +175,10 @@ fit-answer: model
 fit-judge *args: model llm-model
     python3 scripts/fit_judge.py {{args}}
 
+# Fit the span reader's choice on the development corpora (results/span-fit.json; the model scores every candidate span once, cached in build/fit-span); then set ragline.answer.choice.SPANNED to its chosen point.
+fit-span *args: model llm-model
+    python3 scripts/fit_span.py {{args}}
+
 # Answers to four questions on the eng-practices index, for docs/evaluation.md (results/eng-practices/examples.md).
 examples idx=("build/eval/eng-practices/default/idx"):
     rag-answer --index {{idx}} --json "How quickly should I respond to a code review?" "What should I do when the author pushes back on my comment?" "Can I squash my commits before review?" "How do I configure Gerrit to require two approvals?" \

@@ -19,6 +19,7 @@ README.md and docs/*.md (a section whose markers are missing, or found twice, is
   mutation    results/mutation.json's table (written by `just mutate`)
   answer-fit  results/answer-fit.json's tables: the sentence choice's fitted weights, per corpus and left out (`just fit-answer`)
   judge-fit   results/judge-fit*.json's tables: how the local model's judgement joins the choice, per corpus and left out (`just fit-judge`)
+  span-fit    results/span-fit.json's table: the span reader's fitted weights beside the extractive reader, per corpus and kind (`just fit-span`)
 The result tables (`tables`, in docs/evaluation.md), every corpus's, belong to `rag-eval table --into`.
 """
 
@@ -180,6 +181,43 @@ def judge_fit() -> str:
     return "\n".join(out).rstrip()
 
 
+def span_fit() -> str:
+    """The span reader's fit (scripts/fit_span.py): per corpus, answerable questions right with the chosen
+    point, with the same spans and no model (`weight` 0), and with the extractive reader, by kind; each corpus left out."""
+    path = ROOT / "results" / "span-fit.json"
+    if not path.exists():
+        return "_Not fitted yet: run `just fit-span`._"
+    fit = json.loads(path.read_text())
+    weights = fit["chosen"]["weights"]
+    kinds = ("factual", "identifier", "procedural", "semantic")
+    out = [
+        f"`span-fit.json`: {fit['model']}; chosen among {fit['grid_points']} points ({fit['objective']}): "
+        + ", ".join(f"`{k}` {v:g}" for k, v in weights.items())
+        + f". Mean over the corpora: span reader {fit['chosen']['mean_answer_ok']:.2f}, the same spans unscored "
+        f"{fit['unscored']['mean_answer_ok']:.2f}, extractive {fit['extractive']['mean_answer_ok']:.2f}.",
+        "",
+        "| corpus | span reader: right (fact / iden / proc / sema) | spans unscored | extractive | words p50 / p90: span, extractive | left out: span reader | its point |",
+        "| --- | --- | --- | --- | --- | ---: | --- |",
+    ]
+
+    def cell(r: dict) -> str:
+        shares = " / ".join(f"{r['by_kind'].get(k, 0):.2f}" for k in kinds)
+        return f"{r['right']} of {r['of']} ({shares})"
+
+    for corpus in fit["corpora"]:
+        mine, bare, alone = (
+            fit["chosen"]["per_corpus"][corpus],
+            fit["unscored"]["per_corpus"][corpus],
+            fit["extractive"]["per_corpus"][corpus],
+        )
+        other = fit["leave_one_corpus_out"][corpus]["chosen_on_the_others"]
+        out.append(
+            f"| {corpus} | {cell(mine)} | {cell(bare)} | {cell(alone)} | {mine['words_p50']:g} / {mine['words_p90']:g}, "
+            f"{alone['words_p50']:g} / {alone['words_p90']:g} | {other['answer_ok']:.2f} | {_differs(weights, other['weights'])} |"
+        )
+    return "\n".join(out)
+
+
 def limits() -> str:
     """The bounds the hostile-input section names, from the code that enforces them."""
     sys.path.insert(0, str(ROOT))
@@ -239,6 +277,7 @@ SECTIONS = {
     "mutation": lambda: file_section(ROOT / "results" / "mutation.json", "run `just mutate`"),
     "answer-fit": answer_fit,
     "judge-fit": judge_fit,
+    "span-fit": span_fit,
 }
 
 

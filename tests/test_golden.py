@@ -215,5 +215,9 @@ def test_the_answer_choice_ships_the_fitted_weights():
     judge = json.loads((ROOT / "results" / "judge-fit.json").read_text())
     assert judge["chosen"]["weights"] == dataclasses.asdict(choice.JUDGED), "rerun 'just fit-judge' and update choice.JUDGED"
     assert (judge["model"], judge["method"]) == (options.default("local_model", "answer"), METHOD)  # fitted for what ships
+    span = json.loads((ROOT / "results" / "span-fit.json").read_text())
+    assert span["chosen"]["weights"] == dataclasses.asdict(choice.SPANNED), "rerun 'just fit-span' and update choice.SPANNED"
+    assert span["model"] == options.default("local_model", "answer") and span["corpora"] == [c.name for c in evalruns.CORPORA]
+    assert set(span["leave_one_corpus_out"]) == set(span["corpora"])
     assert set(fit["leave_one_corpus_out"]) == set(fit["corpora"]) == {c.name for c in evalruns.CORPORA}  # all five
     assert fit["objective"].startswith("mean answer-ok (and at most 100 words)")  # the answer among filler is no answer

@@ -181,7 +181,8 @@ def test_the_span_the_question_makes_likely_is_quoted():
     question = "Why is there no release on Friday?"
     plain = rag_answer.answer(record(question, STEPS), Extractive(FEATURES), 0.0)
     model = FakeModel("weekend has no on-call cover")
-    out = rag_answer.answer(record(question, STEPS), SpanScored(model, FEATURES), 0.0)  # type: ignore[arg-type]
+    wide = choice.SpanWeights(pieces=6, blocks=2, spans=8, weight=1.0)  # the mechanism, not the fitted point
+    out = rag_answer.answer(record(question, STEPS), SpanScored(model, FEATURES, spanning=wide), 0.0)  # type: ignore[arg-type]
     assert "because the weekend has no on-call cover" in out["answer"] and not out["refused"]
     assert out["generator"]["reader"] == "span" and out["llm_tokens"]["prompt"] > 0
     prefix, pairs = model.calls[0]

@@ -91,8 +91,8 @@ class SpanWeights:
     weight: float
 
 
-# Set by hand, not fitted: the span reader is new, and its first measurement (`just eval-llm local-span`) decides its fate.
-SPANNED = SpanWeights(pieces=6, blocks=2, spans=8, weight=1.0)
+# Chosen by scripts/fit_span.py (`just fit-span`) on the five development corpora: results/span-fit.json.
+SPANNED = SpanWeights(pieces=3, blocks=2, spans=4, weight=0.25)
 
 
 class Scored(NamedTuple):
