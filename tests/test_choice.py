@@ -192,6 +192,25 @@ def test_later_lead_ins_share_the_words_a_list_may_take():
     assert continued([best, lead_a, lead_b], every, dataclasses.replace(WIDE, listed=14)) == [best, lead_a, *items_a, lead_b, *items_b]
 
 
+def test_a_chosen_item_a_lead_in_brings_is_counted_once():
+    best = sentence(1, 0, "one two three four", group=1)
+    lead_a = sentence(2, 0, "First these:", group=1)
+    x, y = item(2, 1, "alpha beta gamma"), item(2, 2, "eta theta iota")
+    lead_b, items_b = sentence(3, 0, "Then these:", group=1), [item(3, 1, "delta epsilon zeta")]
+    every = [best, lead_a, x, y, lead_b, *items_b]
+    # 4 + 2 + 3 + 2 words chosen (x among them), then y: 14; x is not counted twice
+    assert continued([best, lead_a, x, lead_b], every, dataclasses.replace(WIDE, listed=14)) == [best, lead_a, x, y]
+
+
+def test_a_lead_in_left_out_gives_back_its_words():
+    best = sentence(1, 0, "one two three four", group=1)
+    lead_a, items_a = sentence(2, 0, "First these:", group=1), [item(2, 1, "a b c d e")]
+    lead_b, items_b = sentence(3, 0, "Then these:", group=1), [item(3, 1, "delta epsilon zeta")]
+    every = [best, lead_a, *items_a, lead_b, *items_b]
+    # 8 chosen; the first list (5) does not fit 9, its lead-in goes (6 left), the second list (3) fits 9 exactly
+    assert continued([best, lead_a, lead_b], every, dataclasses.replace(WIDE, listed=9)) == [best, lead_b, *items_b]
+
+
 def test_fit_list_keeps_one_item_when_even_the_first_does_not_fit():
     long = [item(1, i, " ".join(["word"] * 30)) for i in range(3)]
     assert fit_list(long, 10) == long[:1]

@@ -259,13 +259,19 @@ def continued(chosen: list[Piece], every: Sequence[Piece], weights: ChoiceWeight
         if weights is not None and follow.kind in ("item", "row"):
             if i == 0:
                 more = fit_list(more, weights.listed, items_at={x.position for x in every if x.block == c.block and x.kind == "item"})
-            elif words + size(more) > weights.listed:
+            elif words + size(new_to(more, chosen)) > weights.listed:
                 if c.text.rstrip().endswith(":"):
                     out.pop()
+                    words -= size([c])
                 continue
         out.extend(x for x in more if x not in out)
-        words += size(more)
+        words += size(new_to(more, chosen))  # a piece `chosen` holds is counted already
     return out
+
+
+def new_to(pieces: Sequence[Piece], chosen: Sequence[Piece]) -> list[Piece]:
+    """The pieces of `pieces` that `chosen` does not hold: what bringing them adds to the answer's words."""
+    return [p for p in pieces if p not in chosen]
 
 
 def size(pieces: Sequence[Piece]) -> int:
