@@ -71,6 +71,9 @@ ADMONITION_FENCE = r":{3,}[ \t]*(?:(?P<kind>[A-Za-z][\w-]*)(?:\[(?P<bracket>[^\]
 MKDOCS_ADMONITION = r'(?:!!!|\?\?\?\+?)[ \t]+(?P<kind>[A-Za-z][\w-]*)(?:[ \t]+[A-Za-z][\w-]*)*(?:[ \t]+"(?P<title>[^"]*)")?[ \t]*$'
 _ADMONITION_LINE = re.compile(rf"^(?P<lead>[ \t>]*){ADMONITION_FENCE}")
 _MKDOCS_LINE = re.compile(rf"^ {{0,3}}{MKDOCS_ADMONITION}")
+# A GitHub alert's marker, `> [!NOTE]` at a quote's first line (the text after it on that line or the next): shown as
+# GitHub shows it, its kind as a word, `> Note: ...`.
+_ALERT = re.compile(r"^(?P<lead>[ \t]*(?:>[ \t]*)+)\[!(?P<kind>NOTE|TIP|IMPORTANT|WARNING|CAUTION)\][ \t]*(?P<rest>.*)$", re.M | re.I)
 
 
 def _tag_text(match: re.Match[str]) -> str:
@@ -379,9 +382,9 @@ def protected(text: str) -> list[tuple[int, int]]:
 
 def shown(kind: str, text: str, mdx: bool = False) -> str:
     """One block of a page (a `markdown.Block` kind, or a run of a paragraph's sentences) as its
-    site shows it: code as it is, MDX's `esm` lines as nothing, an MDX heading without its id
+    site shows it: code as it is, MDX's `esm` lines as nothing, a heading without its id
     (`HEADING_ID`), an admonition its title and body without its fences (`admonition`, in a list
-    item or a quote too), an HTML block by `html_block`,
+    item or a quote too), a GitHub alert's `[!NOTE]` as `Note:`, an HTML block by `html_block`,
     anything else (prose, headings, items, quotes, tables) by `inline_html` outside its code,
     template tags rendered first (`strip_templates`) in both. A line within a paragraph that shows
     nothing is left out, so it makes no paragraph break."""
@@ -389,12 +392,14 @@ def shown(kind: str, text: str, mdx: bool = False) -> str:
         return text
     if kind == "esm":
         return ""
-    if kind == "heading" and mdx:
+    if kind == "heading":
         text = _HEADING_ID.sub("", text)  # the id is no text of the heading (`markdown.Block.anchor` has it)
     elif kind == "admonition":
         text = admonition(text)
     elif kind in ("list_item", "quote") and ":::" in text:
         text = _admonition_lines(text)
+    if kind in ("list_item", "quote") and "[!" in text:
+        text = _ALERT.sub(lambda m: f"{m['lead']}{m['kind'].capitalize()}:{m['rest'] and ' '}{m['rest']}", text)
     text = strip_templates(text)
     if kind == "html":
         return html_block(text, mdx)

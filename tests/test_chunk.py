@@ -69,6 +69,11 @@ class TestSections:
         got = chunks("# Small CLs\n\n## Why Write Small CLs? {#why}\n\nBecause.\n", name="small")
         assert got[-1]["id"] == "small#why"
         assert got[-1]["headings"] == ["Small CLs", "Why Write Small CLs?"]
+        assert got[-1]["text"] == "# Small CLs\n\n## Why Write Small CLs?\n\nBecause."  # the id is no word of the text, on a plain page too
+
+    def test_a_github_alert_reads_as_its_kind(self):
+        got = chunks("# Releases\n\n> [!NOTE] Ownership has changed.\n> Read on.\n\n> [!WARNING]\n> Never on Fridays.\n")
+        assert got[0]["text"] == "# Releases\n\n> Note: Ownership has changed.\n> Read on.\n\n> Warning:\n> Never on Fridays."
 
     def test_empty_heading_travels_with_next_chunk(self):
         got = chunks("# Guide\n\n## Part\n\nBody.\n")
@@ -370,6 +375,7 @@ def test_runs_clean_on_eng_practices():
             text = handle.read()
         page = re.sub(r'<img alt="([^"]*)"[^>]*>', r"\1", text)  # the page as it shows: an image's alt text, its few tags
         page = html.unescape(re.sub(r"<!--.*?-->|<(?![a-z]+://)[^<>`]+>", " ", page))  # and comments out, its entities decoded
+        page = re.sub(r"(?m)^(#+ .*?) \{#[^{}]+\}$", r"\1", page)  # and a heading's {#id}, a link's target only
         assert " ".join(" ".join(r["text"].split()) for r in recs) == " ".join(page.split())
     assert max(r["words"] for r in records) <= 180
 
