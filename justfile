@@ -143,28 +143,28 @@ eval-llm *only: model llm-model
 
 [doc("The default configuration on the int8-arithmetic model file (RAG_MODEL_WEIGHTS=qint8), labelled qint8: a row of docs/evaluation.md's tables, paired-tested against default.")]
 eval-qint8: model
-    rag-eval plan default | tr '\t' '\037' | while IFS=$'\037' read -r corpus label docs golden chunk expand embed index search answer; do RAG_MODEL_WEIGHTS=qint8 just _run "$corpus" qint8 "$docs" "$golden" "$chunk" "$expand" "$embed" "$index" "$search" "$answer" < /dev/null; done
+    rag-eval plan default | tr '\t' '\037' | while IFS=$'\037' read -r corpus label docs golden chunk expand embed index search rerank answer; do RAG_MODEL_WEIGHTS=qint8 just _run "$corpus" qint8 "$docs" "$golden" "$chunk" "$expand" "$embed" "$index" "$search" "$rerank" "$answer" < /dev/null; done
 
 # Each run of a plan file (`rag-eval plan`'s TSV), one after another, saying which (as `just NAME`).
 [private]
 _runs plan name:
-    total=$(wc -l < "{{plan}}"); n=0; start=$SECONDS; tr '\t' '\037' < "{{plan}}" | while IFS=$'\037' read -r corpus label docs golden chunk expand embed index search answer; do n=$((n + 1)); echo "just {{name}}: run $n of $total: $label on $corpus ($((SECONDS - start)) s so far)" >&2; just _run "$corpus" "$label" "$docs" "$golden" "$chunk" "$expand" "$embed" "$index" "$search" "$answer" < /dev/null; done
+    total=$(wc -l < "{{plan}}"); n=0; start=$SECONDS; tr '\t' '\037' < "{{plan}}" | while IFS=$'\037' read -r corpus label docs golden chunk expand embed index search rerank answer; do n=$((n + 1)); echo "just {{name}}: run $n of $total: $label on $corpus ($((SECONDS - start)) s so far)" >&2; just _run "$corpus" "$label" "$docs" "$golden" "$chunk" "$expand" "$embed" "$index" "$search" "$rerank" "$answer" < /dev/null; done
 
 # One run (a line of `rag-eval plan`): chunk (then rag-expand, where the run has flags for it), embed, index into
-# WORK/CORPUS/LABEL, search, answer, score into OUT/CORPUS/LABEL.json (the default run also its failure report,
-# OUT/CORPUS/failures.md: the wrong answers with the gold block ranked first).
-_run corpus label docs golden chunk="" expand="" embed="" index="" search="" answer="" out="results" work="build/eval":
+# WORK/CORPUS/LABEL, search (then rag-rerank, where the run has flags for it), answer, score into OUT/CORPUS/LABEL.json
+# (the default run also its failure report, OUT/CORPUS/failures.md: the wrong answers with the gold block ranked first).
+_run corpus label docs golden chunk="" expand="" embed="" index="" search="" rerank="" answer="" out="results" work="build/eval":
     mkdir -p "{{work}}/{{corpus}}/{{label}}" "{{out}}/{{corpus}}"
     rag-chunk {{chunk}} "{{docs}}" | if [ -n {{quote(expand)}} ]; then rag-expand --quiet {{expand}}; else cat; fi > "{{work}}/{{corpus}}/{{label}}/chunks.jsonl"
     rag-embed --quiet {{embed}} --cache "{{cache}}" < "{{work}}/{{corpus}}/{{label}}/chunks.jsonl" | rag-index {{index}} --out "{{work}}/{{corpus}}/{{label}}/idx"
-    rag-eval questions "{{golden}}" | rag-search --index "{{work}}/{{corpus}}/{{label}}/idx" {{search}} | rag-answer --index "{{work}}/{{corpus}}/{{label}}/idx" {{answer}} | rag-eval score --golden "{{golden}}" --corpus "{{corpus}}" --label "{{label}}" --corpus-chunks "{{work}}/{{corpus}}/{{label}}/chunks.jsonl" --out "{{out}}/{{corpus}}/{{label}}.json" {{ if label == "default" { "--failures " + quote(out / corpus / "failures.md") } else { "" } }}
+    rag-eval questions "{{golden}}" | rag-search --index "{{work}}/{{corpus}}/{{label}}/idx" {{search}} | if [ -n {{quote(rerank)}} ]; then rag-rerank --quiet {{rerank}}; else cat; fi | rag-answer --index "{{work}}/{{corpus}}/{{label}}/idx" {{answer}} | rag-eval score --golden "{{golden}}" --corpus "{{corpus}}" --label "{{label}}" --corpus-chunks "{{work}}/{{corpus}}/{{label}}/chunks.jsonl" --out "{{out}}/{{corpus}}/{{label}}.json" {{ if label == "default" { "--failures " + quote(out / corpus / "failures.md") } else { "" } }}
 
 # The default configuration on any handbook with its own golden file: OUT/NAME/default.json (NAME: the golden file's name
 # without .golden.yaml) and its failure report OUT/NAME/failures.md, its index and its vector cache under OUT, its tables
 # on stdout. Nothing else is written (but the model, fetched once into the model cache).
 [doc("The default configuration on your own handbook and golden file: its tables on stdout, files only under OUT.")]
 eval-corpus dir golden_file out="build/eval-corpus": model
-    RAG_EMBED_CACHE="{{out}}/cache.sqlite" just _run "$(basename "{{golden_file}}" .golden.yaml)" default "{{dir}}" "{{golden_file}}" "" "" "" "" "" "" "{{out}}" "{{out}}/build"
+    RAG_EMBED_CACHE="{{out}}/cache.sqlite" just _run "$(basename "{{golden_file}}" .golden.yaml)" default "{{dir}}" "{{golden_file}}" "" "" "" "" "" "" "" "{{out}}" "{{out}}/build"
     rag-eval table "{{out}}/$(basename "{{golden_file}}" .golden.yaml)/default.json"
 
 # Fit the extractive answer's sentence choice on the development corpora (results/answer-fit.json); then set ragline.answer.choice.FITTED to its chosen point.
@@ -178,6 +178,10 @@ fit-judge *args: model llm-model
 # Fit the span reader's choice on the development corpora (results/span-fit.json; the model scores every candidate span once, cached in build/fit-span); then set ragline.answer.choice.SPANNED to its chosen point.
 fit-span *args: model llm-model
     python3 scripts/fit_span.py {{args}}
+
+# Fit rag-rerank (the local model reordering rag-search's hits) on the development corpora (results/rerank-fit.json; the model scores each question after each of its 20 best hits once, cached in build/fit-rerank: hours on two cores the first time); then set rag-rerank's --depth and --weight defaults to its chosen point.
+fit-rerank *args: model llm-model
+    python3 scripts/fit_rerank.py {{args}}
 
 # Answers to four questions on the eng-practices index, for docs/evaluation.md (results/eng-practices/examples.md).
 examples idx=("build/eval/eng-practices/default/idx"):

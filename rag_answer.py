@@ -153,14 +153,9 @@ def answer_records(
         if index is not None:
             _check_same_chunks(record, index, where)
         ragline.records.require_field(record, "question", str, where)
-        hits = ragline.records.require_field(record, "hits", list, where)
-        for i, hit in enumerate(hits):
-            if not isinstance(hit, dict) or not isinstance(hit.get("chunk_id"), str) or not isinstance(hit.get("text"), str):
-                raise StageError(f"hit {i + 1} must be an object with 'chunk_id' and 'text' strings", str(where))
-            headings = hit.get("headings", [])
-            if not isinstance(headings, list) or not all(isinstance(h, str) for h in headings):
-                raise StageError(f"hit {i + 1}: 'headings' must be a list of strings", str(where))
-            if index is not None:
+        hits = ragline.records.check_hits(record, where)
+        if index is not None:
+            for i, hit in enumerate(hits):
                 if hit["chunk_id"] not in chunks:
                     searched = (record.get("retrieval") or {}).get("index") if isinstance(record.get("retrieval"), dict) else None
                     raise StageError(

@@ -2,7 +2,7 @@
 
 One module per concept (docs/design.md lists them, and tests/test_docs.py holds it to the tree):
 `records`, `text`, `markup`, `markdown`, `globs`, `sources`, `options`, `cli`, `bm25`, `index`, `ranking`,
-`abstain`, `models`, `local_models`, `expand`, `vectorcache`, `progress`, `terminal`; rag-serve's `api`,
+`abstain`, `models`, `local_models`, `expand`, `rerank`, `vectorcache`, `progress`, `terminal`; rag-serve's `api`,
 `serving`, `prefork`, `mcpserver`, `page`; `eval/` and `answer/` (every reader, one module
 each, behind `answer.reader`'s protocol and registry). Nothing in the
 package imports a stage, and importing it loads nothing. The one exception is below: the
@@ -40,6 +40,10 @@ def rag_index() -> None:
 
 def rag_search() -> None:
     _launch("rag_search", "rag-search")
+
+
+def rag_rerank() -> None:
+    _launch("rag_rerank", "rag-rerank")
 
 
 def rag_answer() -> None:

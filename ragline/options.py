@@ -56,7 +56,7 @@ from typing import Any, Literal, get_args
 from ragline.answer import reader
 from ragline.records import ANSWER_FEATURES
 
-PIPELINE = ("chunk", "expand", "embed", "index", "search", "answer")  # the stages in pipeline order (rag-eval's flag columns)
+PIPELINE = ("chunk", "expand", "embed", "index", "search", "rerank", "answer")  # the stages in pipeline order (rag-eval's flag columns)
 STAGES = (*PIPELINE, "serve")
 SEARCHING = ("search", "answer", "serve")  # rag-answer and rag-serve search with rag-search's options
 ANSWERING = ("answer", "serve")  # rag-serve answers with rag-answer's options, its defaults
@@ -352,6 +352,63 @@ OPTIONS: tuple[Option, ...] = (
         env="RAG_EXPAND_CACHE",
         stages=("expand",),
         path="file",
+    ),
+    # rag-rerank
+    Option(
+        "depth",
+        int,
+        20,
+        "Hits of each question the local model scores (rag-search --k at least this many); those past it are dropped.",
+        env="RAG_RERANK_DEPTH",
+        stages=("rerank",),
+        range=(1, 200),
+    ),
+    Option(
+        "rerank_weight",
+        float,
+        2.0,
+        "The model's share against the retrieval score, both min-max normalised (0: retrieval's order).",
+        flags=("--weight",),
+        env="RAG_RERANK_WEIGHT",
+        stages=("rerank",),
+        range=(0.0, 1000.0),
+    ),
+    Option(
+        "rerank_words",
+        int,
+        120,
+        "Words of each hit the model reads, after its heading path: the cost is linear in them.",
+        flags=("--words",),
+        env="RAG_RERANK_WORDS",
+        stages=("rerank",),
+        range=(8, 2000),
+    ),
+    Option(
+        "local_model",
+        str,
+        "qwen2.5-coder-0.5b-instruct",
+        "The model that scores the hits: a known model's name (fetched by `just llm-model`) or a GGUF file's path.",
+        env="RAG_LOCAL_MODEL",
+        stages=("rerank",),
+    ),
+    Option(
+        "local_threads",
+        int,
+        0,
+        "llama.cpp's threads (0: one per core).",
+        env="RAG_LOCAL_THREADS",
+        stages=("rerank",),
+        range=(0, 256),
+        show_default=False,
+    ),
+    Option(
+        "local_context",
+        int,
+        4096,
+        "The local model's context, in tokens (the question and the hits scored at once).",
+        env="RAG_LOCAL_CONTEXT",
+        stages=("rerank",),
+        range=(512, 32768),
     ),
     # rag-index
     Option(

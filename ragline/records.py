@@ -321,6 +321,22 @@ def check_strings(record: dict[str, Any], name: str, where: Line | str, whose: s
         raise StageError(f"field '{name}' must be an array of strings{whose}", str(where))
 
 
+def check_hits(record: dict[str, Any], where: Line | str, scored: bool = False) -> list[Any]:
+    """record["hits"], each hit checked: an object with `chunk_id` and `text` strings, `headings`
+    strings where present, and (`scored`) a number `score`. A StageError names the hit."""
+    hits = require_field(record, "hits", list, where)
+    for i, hit in enumerate(hits):
+        if not isinstance(hit, dict) or not isinstance(hit.get("chunk_id"), str) or not isinstance(hit.get("text"), str):
+            raise StageError(f"hit {i + 1} must be an object with 'chunk_id' and 'text' strings", str(where))
+        headings = hit.get("headings", [])
+        if not isinstance(headings, list) or not all(isinstance(h, str) for h in headings):
+            raise StageError(f"hit {i + 1}: 'headings' must be a list of strings", str(where))
+        score = hit.get("score")
+        if scored and (isinstance(score, bool) or not isinstance(score, (int, float)) or score != score):
+            raise StageError(f"hit {i + 1}: 'score' must be a number (rag-search's hits carry one)", str(where))
+    return hits
+
+
 # --------------------------------------------------------------------------- records out
 
 

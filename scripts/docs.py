@@ -20,6 +20,7 @@ README.md and docs/*.md (a section whose markers are missing, or found twice, is
   answer-fit  results/answer-fit.json's tables: the sentence choice's fitted weights, per corpus and left out (`just fit-answer`)
   judge-fit   results/judge-fit*.json's tables: how the local model's judgement joins the choice, per corpus and left out (`just fit-judge`)
   span-fit    results/span-fit.json's table: the span reader's fitted weights beside the extractive reader, per corpus and kind (`just fit-span`)
+  rerank-fit  results/rerank-fit.json's table: rag-rerank's fitted depth and weight, MRR by kind beside retrieval's, refusal on relevance (`just fit-rerank`)
 The result tables (`tables`, in docs/evaluation.md), every corpus's, belong to `rag-eval table --into`.
 """
 
@@ -36,7 +37,7 @@ from click.testing import CliRunner
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-COMMANDS = ["rag-chunk", "rag-expand", "rag-embed", "rag-index", "rag-search", "rag-answer", "rag-eval", "rag-serve"]
+COMMANDS = ["rag-chunk", "rag-expand", "rag-embed", "rag-index", "rag-search", "rag-rerank", "rag-answer", "rag-eval", "rag-serve"]
 
 
 def chunk_stats() -> str:
@@ -218,6 +219,58 @@ def span_fit() -> str:
     return "\n".join(out)
 
 
+def rerank_fit() -> str:
+    """rag-rerank's fit (scripts/fit_rerank.py): per corpus, MRR by kind with retrieval's order and the
+    model's, issue 37's bar, each corpus left out, answer-ok, and the relevance signal as a refusal."""
+    path = ROOT / "results" / "rerank-fit.json"
+    if not path.exists():
+        return "_Not fitted yet: run `just fit-rerank`._"
+    fit = json.loads(path.read_text())
+    point = fit["chosen"]["point"]
+    kinds = ("factual", "identifier", "procedural", "semantic")
+    out = [
+        f"`rerank-fit.json`: {fit['model']}, {fit['words']} words of each hit; chosen among {fit['grid_points']} points "
+        f"({fit['objective']}): `--depth` {point['depth']}, `--weight` {point['weight']:g}. Mean MRR over the corpora: "
+        f"reranked {fit['chosen']['mean_mrr']:.2f}, retrieval's order {fit['retrieval']['mean_mrr']:.2f}.",
+        "",
+        "| corpus | MRR: retrieval (fact / iden / proc / sema) | reranked | semantic ≥ 0.60 | worst other kind's loss | left out: MRR, semantic | answer ok: retrieval, reranked |",
+        "| --- | --- | --- | --- | ---: | --- | --- |",
+    ]
+
+    def cell(r: dict) -> str:
+        return f"{r['mrr']:.2f} (" + " / ".join(f"{r['by_kind'][k]['mrr']:.2f}" if k in r["by_kind"] else "–" for k in kinds) + ")"
+
+    for corpus in fit["corpora"]:
+        mine, base, held = fit["chosen"]["per_corpus"][corpus], fit["retrieval"]["per_corpus"][corpus], fit["leave_one_corpus_out"][corpus]
+        b = mine["bar"]
+        out.append(
+            f"| {corpus} | {cell(base)} | {cell(mine)} | {'✓' if b['semantic_met'] else '✗'} {b['semantic_mrr']:.2f} | "
+            f"{b['worst_other_loss']:+.2f}{'' if b['others_met'] else ' ✗'} | {held['mrr']:.2f}, "
+            f"{held['by_kind'].get('semantic', {}).get('mrr', 0):.2f} ({_differs(point, held['point'])}) | "
+            f"{base['answer_ok']:.2f}, {mine['answer_ok']:.2f} |"
+        )
+    refusal = fit["refusal"]
+    out += [
+        "",
+        "Refusing on `relevance` (the best hit's PMI with the question), its threshold chosen as the abstain threshold is "
+        f"(at most 1 in 8 answerable refused on every corpus); beside it, rag-search's confidence at the shipped threshold "
+        f"({refusal['shipped_confidence_threshold']:g}) alone and with it. Unanswerable refused / answerable refused:",
+        "",
+        "| corpus | confidence alone | relevance (all corpora) | relevance, corpus left out | relevance or confidence, left out |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+
+    def rates(r: dict) -> str:
+        return f"{r['refused_when_unanswerable']:.2f} / {r['refused_when_answerable']:.2f}"
+
+    for corpus in fit["corpora"]:
+        out.append(
+            f"| {corpus} | {rates(refusal['confidence_alone']['per_corpus'][corpus])} | {rates(refusal['relevance']['per_corpus'][corpus])} | "
+            f"{rates(refusal['relevance']['leave_one_corpus_out'][corpus])} | {rates(refusal['relevance_or_confidence']['leave_one_corpus_out'][corpus])} |"
+        )
+    return "\n".join(out)
+
+
 def limits() -> str:
     """The bounds the hostile-input section names, from the code that enforces them."""
     sys.path.insert(0, str(ROOT))
@@ -278,6 +331,7 @@ SECTIONS = {
     "answer-fit": answer_fit,
     "judge-fit": judge_fit,
     "span-fit": span_fit,
+    "rerank-fit": rerank_fit,
 }
 
 

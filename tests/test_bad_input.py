@@ -131,7 +131,16 @@ def test_bad_input(case: Case, outcomes: dict[str, Future[Outcome]]) -> None:
 def test_enough_cases() -> None:
     assert len(CASES) >= 30
     assert len({c.name for c in CASES}) == len(CASES), "case names are unique (they are the test ids)"
-    assert {c.stage for c in CASES} == {"rag-chunk", "rag-expand", "rag-embed", "rag-index", "rag-search", "rag-answer", "rag-eval"}
+    assert {c.stage for c in CASES} == {
+        "rag-chunk",
+        "rag-expand",
+        "rag-embed",
+        "rag-index",
+        "rag-search",
+        "rag-rerank",
+        "rag-answer",
+        "rag-eval",
+    }
 
 
 # --------------------------------------------------------------------------- fuzzing: only StageError, ever

@@ -51,20 +51,25 @@ def stage_params(flags: dict[str, list[str]]) -> dict[str, dict]:
     import rag_embed
     import rag_expand
     import rag_index
+    import rag_rerank
     import rag_search
 
     commands = {"chunk": (rag_chunk, ["x"]), "expand": (rag_expand, []), "embed": (rag_embed, []), "index": (rag_index, ["--out", "x"])}
-    commands |= {"search": (rag_search, ["--index", "x"]), "answer": (rag_answer, ["--index", "x"])}
+    commands |= {"search": (rag_search, ["--index", "x"]), "rerank": (rag_rerank, []), "answer": (rag_answer, ["--index", "x"])}
     return {stage: module.main.make_context(stage, [*base, *flags[stage]]).params for stage, (module, base) in commands.items()}
 
 
 class TestRuns:
     def test_flags_from_the_configuration(self):
-        assert evalruns.run_flags(RUNS["default"]) == {"chunk": [], "expand": [], "embed": [], "index": [], "search": [], "answer": []}
+        assert evalruns.run_flags(RUNS["default"]) == {
+            "chunk": [], "expand": [], "embed": [], "index": [], "search": [], "rerank": [], "answer": [],
+        }  # fmt: skip
         assert evalruns.run_flags(RUNS["expand"])["expand"] == ["--questions", "4"]
         assert evalruns.run_flags(RUNS["hash-dense"]) == {
-            "chunk": [], "expand": [], "embed": ["--model", "hash"], "index": [], "search": ["--no-sparse"], "answer": [],
+            "chunk": [], "expand": [], "embed": ["--model", "hash"], "index": [], "search": ["--no-sparse"], "rerank": [], "answer": [],
         }  # fmt: skip
+        reranked = evalruns.run_flags(RUNS["local-rerank"])
+        assert (reranked["search"], reranked["rerank"]) == (["--k", "20"], ["--depth", "20"])  # as many hits as the model scores
         assert evalruns.run_flags(RUNS["threshold-0"])["answer"] == ["--threshold", "0"]
         assert evalruns.run_flags(RUNS["window-120"])["chunk"] == ["--words", "120"]
         assert evalruns.run_flags(RUNS["answer-no-cue"])["answer"] == ["--off", "cue"]
@@ -91,7 +96,9 @@ class TestRuns:
         # rag-expand runs only where a run has flags for it (the justfile's _run): without, a chunk has no questions
         flags = evalruns.run_flags(config)
         assert (params["expand"]["questions"] if flags["expand"] else 0) == config["questions"]
-        assert set(OPTIONS) | {"features", "questions"} == {k.name for k in evalruns.CONFIG_KEYS}
+        # and rag-rerank likewise: without flags for it, the hits are retrieval's order
+        assert (params["rerank"]["depth"] if flags["rerank"] else 0) == config["rerank_depth"]
+        assert set(OPTIONS) | {"features", "questions", "rerank_depth"} == {k.name for k in evalruns.CONFIG_KEYS}
 
     def test_a_record_without_a_newer_key_reads_as_its_absent_value(self, golden):
         old = perfect_run(sparse=False)  # written before fusion, dense_weight and passages existed
@@ -119,7 +126,7 @@ class TestRuns:
         assert [r.label for r in runs] == ["local-judge"] * len(evalruns.CORPORA) and runs[0].flags["answer"] == ["--reader", "judge"]
         runs, absent = evalruns.plan(["bm25", "gds-way", "default"], present=lambda docs: True)
         assert [(r.corpus.name, r.label) for r in runs] == [("gds-way", "default"), ("gds-way", "bm25")]  # RUNS' order
-        assert runs[1].tsv() == "gds-way\tbm25\t../shared/corpora/gds-way/docs\teval/gds-way.golden.yaml\t\t\t\t\t--no-dense\t"
+        assert runs[1].tsv() == "gds-way\tbm25\t../shared/corpora/gds-way/docs\teval/gds-way.golden.yaml\t\t\t\t\t--no-dense\t\t"
         runs, absent = evalruns.plan(["hash"], present=lambda docs: docs == "corpus")
         assert [r.corpus.name for r in runs] == ["northwind"] and [c.name for c in absent] == [
             "eng-practices",
@@ -136,7 +143,7 @@ class TestRuns:
         result = runner.invoke(main, ["plan", "answer-no-idf", "dense"])
         assert result.exit_code == 0, result.output
         assert result.stdout == (
-            "northwind\tdense\tcorpus\tgolden.yaml\t\t\t\t\t--no-sparse\t\nnorthwind\tanswer-no-idf\tcorpus\tgolden.yaml\t\t\t\t\t\t--off idf\n"
+            "northwind\tdense\tcorpus\tgolden.yaml\t\t\t\t\t--no-sparse\t\t\nnorthwind\tanswer-no-idf\tcorpus\tgolden.yaml\t\t\t\t\t\t\t--off idf\n"
         )
         assert result.stderr == (
             "rag-eval: ../shared/corpora/eng-practices/docs is absent: no runs on eng-practices\n"

@@ -98,7 +98,18 @@ def test_the_wheel_installs_the_stages_and_ragline_only(tmp_path):
     assert done.returncode == 0, done.stderr
     (wheel,) = (tmp_path / "dist").glob("ragline-*.whl")
     names = {n.split("/")[0].removesuffix(".py") for n in zipfile.ZipFile(wheel).namelist() if not n.split("/")[0].endswith(".dist-info")}
-    assert names == {"rag_chunk", "rag_expand", "rag_embed", "rag_index", "rag_search", "rag_answer", "rag_eval", "rag_serve", "ragline"}
+    assert names == {
+        "rag_chunk",
+        "rag_expand",
+        "rag_embed",
+        "rag_index",
+        "rag_search",
+        "rag_rerank",
+        "rag_answer",
+        "rag_eval",
+        "rag_serve",
+        "ragline",
+    }
     packaged = {n for n in zipfile.ZipFile(wheel).namelist() if n.startswith("ragline/")}
     assert {"ragline/__init__.py", "ragline/eval/metrics.py", "ragline/answer/citations.py", "ragline/options.py"} <= packaged
 

@@ -144,7 +144,7 @@ def test_the_request_fields_hold_the_declared_ranges_and_choices():
 
 def test_the_configuration_keys_are_the_recorded_options():
     keys = {k.name: k for k in evalruns.CONFIG_KEYS}
-    assert set(keys) == {o.name for o in options.recorded()} | {"features", "questions"}
+    assert set(keys) == {o.name for o in options.recorded()} | {"features", "questions", "rerank_depth"}
     for option in options.recorded():
         key = keys[option.name]
         assert (key.default, key.absent, key.holder) == (option.default, option.absent, option.recorded)

@@ -73,7 +73,11 @@ def test_a_registered_reader_is_in_the_eval_plan_and_the_bench(echo_reader):
 
 def test_the_registry_decides_what_writes_and_what_runs_the_local_model():
     assert evalruns.run_flags(evalruns.RUNS["local-write"])["answer"] == ["--reader", "write"]  # a writer: no --off
-    assert set(evalruns.LOCAL_RUNS) == {f"local-{k.name}" for k in reader.REGISTRY.values() if k.local} | {"expand", "expand-dense"}
+    assert set(evalruns.LOCAL_RUNS) == {f"local-{k.name}" for k in reader.REGISTRY.values() if k.local} | {
+        "expand",
+        "expand-dense",
+        "local-rerank",
+    }
     assert evalruns.RUNS["local-span"]["features"] == evalruns.RUNS["default"]["features"]
     with pytest.raises(KeyError, match="no reader named 'nope'"):
         reader.kind_of("nope")

@@ -506,3 +506,11 @@ class Judge:
         prefix, after = whole.split(_PIECE)
         excerpts = [Prompt(((f"Excerpt (from {' > '.join(headings)}): {text}", False),)) + after for headings, text in pieces]
         return self.model.judge(prefix, excerpts, self.yes, self.no, budget)
+
+    def prior(self, question: str, budget: Budget | None = None) -> float:
+        """The "likelihood" score of the question with no passage: the instruction, then `Question:`.
+        What a passage's score means beyond how predictable the question's own words are (their
+        ratio is the pointwise mutual information of question and passage, `ragline.rerank`)."""
+        if self.method != "likelihood":
+            raise StageError(f"the {self.method!r} judge has no likelihood of a question alone")
+        return self.model.likelihood(LIKELIHOOD_PREFIX, ["Question:"], " " + " ".join(question.split()), budget)[0]

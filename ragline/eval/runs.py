@@ -38,6 +38,7 @@ LEVEL = 0.95  # interval coverage
 
 FEATURES = ANSWER_FEATURES  # the extractive generator's switches, one ablation each
 QUESTIONS = 0  # rag-expand's questions a chunk in the shipped pipeline: none (README's pipeline has no rag-expand)
+RERANK_DEPTH = 0  # rag-rerank's depth in the shipped pipeline: none (README's pipeline has no rag-rerank)
 STAGES = options.PIPELINE  # rag-chunk ... rag-answer: the plan's flag columns
 
 # --------------------------------------------------------------------------- corpora
@@ -120,6 +121,8 @@ def _keys() -> tuple[Key, ...]:
     keys.append(Key("features", list(FEATURES), ("answer",), _features_off, holder="generator"))
     # rag-expand's questions a chunk (0: the pipeline has no rag-expand, its default); the index records them
     keys.append(Key("questions", QUESTIONS, ("expand",), lambda n: ["--questions", str(n)], absent=0))
+    # rag-rerank's depth (0: the pipeline has no rag-rerank, its default); a run with it retrieves as many (its `k`)
+    keys.append(Key("rerank_depth", RERANK_DEPTH, ("rerank",), lambda n: ["--depth", str(n)], absent=0))
     rank = {name: n for n, name in enumerate(ORDER)}
     return tuple(sorted(keys, key=lambda k: rank.get(k.name, len(ORDER))))
 
@@ -168,6 +171,8 @@ RUNS: dict[str, dict[str, Any]] = {
     # every reader of the registry that runs the local model (`just eval-llm`), as `local-NAME`: the model judging
     # the extractive reader's best pieces, scoring spans, or writing the answer (a writer uses no extractive feature)
     **{f"local-{k.name}": _variant(reader=k.name, **({"features": []} if k.writes else {})) for k in reader.REGISTRY.values() if k.local},
+    # rag-rerank at its default depth over as many hits of rag-search: the local model reordering what retrieval found
+    "local-rerank": _variant(k=options.default("depth", "rerank"), rerank_depth=options.default("depth", "rerank")),
 }
 
 # The runs of the local model: minutes to hours where the others take seconds, and a model of ~0.5-1.1 GB
@@ -178,6 +183,7 @@ LOCAL_RUNS: tuple[str, ...] = tuple(
     for label, config in RUNS.items()
     if (config.get("reader") in reader.REGISTRY and reader.REGISTRY[config["reader"]].local)
     or config.get("questions", QUESTIONS) != QUESTIONS
+    or config.get("rerank_depth", RERANK_DEPTH) != RERANK_DEPTH
 )
 
 # Runs of the default configuration on another file of the default model, made beside the plan

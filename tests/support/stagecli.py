@@ -19,7 +19,7 @@ import orjson
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 BIN = Path(sys.executable).parent
-STAGES = ("rag-chunk", "rag-expand", "rag-embed", "rag-index", "rag-search", "rag-answer", "rag-eval")
+STAGES = ("rag-chunk", "rag-expand", "rag-embed", "rag-index", "rag-search", "rag-rerank", "rag-answer", "rag-eval")
 NO_MODELS = "/nonexistent/ragline-models"
 
 GOLDEN = """version: 1
