@@ -296,11 +296,12 @@ def score_question(
     ):
         row[name] = rounded(value) if q.answerable else None
     on_target = irmetrics.citations_on_target([c.get("doc") for c in citations], docs) if q.answerable else None
+    words = None if refused else len(ragline.answer.citations.CITATION.sub("", answer).split())
     row |= {
-        "answer_ok": irmetrics.answer_ok(answer, refused, q.answer_contains, q.answerable),
+        "answer_ok": irmetrics.answer_ok(answer, refused, q.answer_contains, q.answerable, words),
         "citations": len(citations),
         "citations_on_target": rounded(on_target),
-        "answer_words": None if refused else len(ragline.answer.citations.CITATION.sub("", answer).split()),
+        "answer_words": words,
         "refused": refused,
         "reason": record.get("reason"),
         "confidence": confidence,

@@ -42,13 +42,14 @@ import rag_embed  # noqa: E402
 import rag_index  # noqa: E402
 from ragline.answer import choice  # noqa: E402
 from ragline.answer import context as answer_context  # noqa: E402
+from ragline.eval import metrics  # noqa: E402
 from ragline.eval.golden import load_golden  # noqa: E402
 from ragline.eval.metrics import answer_ok  # noqa: E402
 
 OUT = ROOT / "results" / "answer-fit.json"
 MEDIAN_WORDS = 60
 P90_WORDS = 120
-LONG_WORDS = 100
+LONG_WORDS = metrics.LONG_WORDS  # the answer among filler is no answer (ragline.eval.metrics.answer_ok)
 HAND = choice.ChoiceWeights(headings=0.3, cue=0.3, dense=0.6, rank=0.3, keep=0.75, most=3, budget=1000)
 GRID = [
     choice.ChoiceWeights(headings=h, cue=c, dense=d, rank=r, keep=k, most=3, budget=b, listed=n)
@@ -94,7 +95,7 @@ def answers(corpus: str, docs: str, golden: str, work: Path) -> tuple[list[tuple
         for q, blocks in asked:
             text = generator.generate(q.question, blocks)
             words.append(len(text.split()))
-            ok.append(answer_ok(text, False, q.answer_contains, True) and words[-1] <= LONG_WORDS)
+            ok.append(answer_ok(text, False, q.answer_contains, True, words[-1]))
         scores[point] = (float(np.mean(ok)), float(np.median(words)), float(np.percentile(words, 90)))
     return scores
 

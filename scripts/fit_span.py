@@ -157,7 +157,7 @@ def answers(corpus: str, docs: str, golden: str, work: Path, cache: Path, model:
         for q, captured in asked:
             text = chosen_text(reader, captured, point)
             words.append(len(text.split()))
-            ok.append(bool(answer_ok(text, False, q.answer_contains, True) and words[-1] <= LONG_WORDS))
+            ok.append(answer_ok(text, False, q.answer_contains, True, words[-1]))
         kinds = [q.kind for q, _ in asked]
         table[point] = {
             "answer_ok": float(np.mean(ok)),

@@ -303,6 +303,14 @@ class TestScore:
         assert result["aggregates"]["overall"]["refused_when_unanswerable"] == 0.0
         assert result["aggregates"]["overall"]["answer_ok"] == 0.6
 
+    def test_the_fact_among_filler_is_a_wrong_answer(self, golden):
+        records = perfect_run()
+        right = records[0]["answer"]
+        records[0]["answer"] = right + " More." * (101 - len(right.split()))  # every phrase still in it, in 101 words
+        assert not score(golden, records, resamples=50)["questions"][0]["answer_ok"]
+        records[0]["answer"] = right + " More." * (100 - len(right.split()))  # 100 words: still an answer
+        assert score(golden, records, resamples=50)["questions"][0]["answer_ok"]
+
     def test_refound_gold_is_what_is_scored(self, golden):
         chunks = [c | {"id": "idem#keys-2"} if c["id"] == "idem#keys" else c for c in CHUNKS]
         records = perfect_run()

@@ -130,6 +130,9 @@ def test_answer_ok():
     assert answer_ok("Anything.", False, [], True)  # no phrases: an answer is enough
     assert answer_ok("", True, [], False)  # unanswerable and refused
     assert not answer_ok("Yes, Apple Pay works.", False, [], False)
+    assert answer_ok("Send an idempotency key.", False, ["idempotency key"], True, words=100)  # 100 words: short enough
+    assert not answer_ok("Send an idempotency key.", False, ["idempotency key"], True, words=101)  # the fact among filler
+    assert answer_ok("", True, [], False, words=500)  # a refusal has no length to judge
 
 
 def test_citations_on_target():

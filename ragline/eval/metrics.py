@@ -90,16 +90,20 @@ def _fold(text: str) -> str:
     return " ".join(text.casefold().split())
 
 
-def answer_ok(answer: str, refused: bool, phrases: Sequence[str], answerable: bool) -> bool:
+LONG_WORDS = 100  # an answer longer than this holds its fact among filler: wrong (issue 36; the user's attention is ~60 words)
+
+
+def answer_ok(answer: str, refused: bool, phrases: Sequence[str], answerable: bool, words: int | None = None) -> bool:
     """Did the answer stage do the right thing?
 
-    Answerable: not refused, and every phrase occurs in the answer, compared
-    case-insensitively (casefold) with runs of whitespace folded to one space.
-    Unanswerable: refused. An answerable question with no phrases needs only an answer.
+    Answerable: not refused, every phrase occurs in the answer, compared
+    case-insensitively (casefold) with runs of whitespace folded to one space, and the
+    answer's `words` (where given) at most LONG_WORDS. Unanswerable: refused. An
+    answerable question with no phrases needs only an answer.
     """
     if not answerable:
         return refused
-    if refused:
+    if refused or (words is not None and words > LONG_WORDS):
         return False
     text = _fold(answer)
     return all(_fold(p) in text for p in phrases)

@@ -618,8 +618,8 @@ def main_table(c: Comparison) -> list[str]:
     intro = (
         f"Scored against `{c.golden['source']}` (sha256 `{c.golden['sha256'][:12]}`): {counts['questions']} questions, "
         f"{counts['answerable']} answerable and {counts['unanswerable']} unanswerable. Retrieval metrics and citations on target "
-        f"over the answerable questions at cutoff {CUTOFF}; answer ok over all (refusing is the right answer to an unanswerable "
-        "one); ms p50 is the median time per question, search and answer. 95% percentile-bootstrap intervals over questions in "
+        f"over the answerable questions at cutoff {CUTOFF}; answer ok over all (every `answer_contains` phrase in at most "
+        f"{irmetrics.LONG_WORDS} words; refusing is the right answer to an unanswerable one); ms p50 is the median time per question, search and answer. 95% percentile-bootstrap intervals over questions in "
         "brackets."
     )
     head = ["run", *(title for title, _ in MAIN_COLUMNS), "ms p50"]
