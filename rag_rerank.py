@@ -42,15 +42,15 @@ from ragline.records import StageError
 STAGE = "rag-rerank"
 
 
-def checked(records: Any) -> list[dict[str, Any]]:
-    """Every record, each a hits record: a `question` string and `hits` whose each has a `score`."""
+def checked(records: Any) -> list[tuple[Any, dict[str, Any]]]:
+    """Every (place, record), each a hits record: a `question` string and `hits` whose each has a `score`."""
     out = []
     for where, record in records:
         question = ragline.records.require_field(record, "question", str, where)
         if not question.strip():
             raise StageError("field 'question' is empty", str(where))
         ragline.records.check_hits(record, where, scored=True)
-        out.append(record)
+        out.append((where, record))
     return out
 
 
@@ -74,12 +74,12 @@ def main(
         ragline.records.read_records(inputs, usage="no input: pipe rag-search's records into rag-rerank or name a file (see --help)")
     )
     from ragline import local_models
-    from ragline.answer.local import Judge, LocalModel
+    from ragline.answer.local import Judge, LocalModel, OverBudget
 
     path, sha256 = local_models.model_file(local_model)
     name = local_models.known_or_path(local_model)
     reranker = rerank.Reranker(Judge(LocalModel(path, local_threads, local_context, sha256, name)), depth, rerank_weight, rerank_words)
-    shallow = sum(len(r["hits"]) < depth for r in records)
+    shallow = sum(len(r["hits"]) < depth for _, r in records)
     if shallow:
         ragline.records.note(
             f"{STAGE}: {shallow} of {len(records)} records hold fewer than --depth {depth} hits: "
@@ -89,13 +89,16 @@ def main(
     meta = {"model": name, "model_sha256": sha256, "depth": depth, "weight": rerank_weight, "words": rerank_words}
     meter = progress.Progress(STAGE, unit="questions", total=len(records), quiet=quiet, piped=False)
     start = time.monotonic()
-    for record in meter.track(records):
-        record["hits"], record["relevance"] = reranker.rerank(record["question"], record["hits"])
+    for where, record in meter.track(records):
+        try:
+            record["hits"], record["relevance"] = reranker.rerank(record["question"], record["hits"])
+        except OverBudget as err:
+            raise StageError(f"{err.why}: fewer --words or a larger --local-context", str(where)) from None
         record["rerank"] = meta
         if isinstance(record.get("retrieval"), dict):
             record["retrieval"]["rerank_depth"] = depth
     out = sys.stdout.buffer
-    for record in records:
+    for _, record in records:
         out.write(ragline.records.dumps(record))
     if records:
         seconds = time.monotonic() - start

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import functools
+import math
 import os
 import signal
 import sys
@@ -332,7 +333,7 @@ def check_hits(record: dict[str, Any], where: Line | str, scored: bool = False) 
         if not isinstance(headings, list) or not all(isinstance(h, str) for h in headings):
             raise StageError(f"hit {i + 1}: 'headings' must be a list of strings", str(where))
         score = hit.get("score")
-        if scored and (isinstance(score, bool) or not isinstance(score, (int, float)) or score != score):
+        if scored and (isinstance(score, bool) or not isinstance(score, (int, float)) or not math.isfinite(score)):
             raise StageError(f"hit {i + 1}: 'score' must be a number (rag-search's hits carry one)", str(where))
     return hits
 

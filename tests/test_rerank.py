@@ -134,6 +134,27 @@ class TestTheStage:
         assert capsysbinary.readouterr().out == b""
 
 
+    def test_hits_over_the_context_are_one_line_naming_the_record(self, tmp_path, monkeypatch, capsysbinary):
+        import rag_rerank
+        from ragline.answer.local import OverBudget
+
+        class Full(Written):
+            def scores(self, question, pieces, budget=None):
+                raise OverBudget("a piece needs 900 tokens after the prompt's 20, over the local model's context of 512")
+
+        staged(monkeypatch, tmp_path, Full({}))
+        path = records_file(tmp_path, "q1")
+        with pytest.raises(SystemExit) as done:
+            rag_rerank.main([str(path), "--quiet"])
+        assert done.value.code == 1
+        captured = capsysbinary.readouterr()
+        assert captured.out == b""
+        assert captured.err.decode() == (
+            f"rag-rerank: {path}:1: a piece needs 900 tokens after the prompt's 20, over the local model's context of 512: "
+            "fewer --words or a larger --local-context\n"
+        )
+
+
 @pytest.mark.local
 def test_rag_rerank_puts_the_models_choice_first(tmp_path: Path) -> None:
     """On the real model, through the stage: with the model alone deciding (a weight of 1000), the
