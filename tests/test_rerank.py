@@ -133,7 +133,6 @@ class TestTheStage:
         assert done.value.code == 130
         assert capsysbinary.readouterr().out == b""
 
-
     def test_hits_over_the_context_are_one_line_naming_the_record(self, tmp_path, monkeypatch, capsysbinary):
         import rag_rerank
         from ragline.answer.local import OverBudget
