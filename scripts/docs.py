@@ -253,10 +253,10 @@ def rerank_fit() -> str:
     out += [
         "",
         "Refusing on `relevance` (the best hit's PMI with the question), its threshold chosen as the abstain threshold is "
-        f"(at most 1 in 8 answerable refused on every corpus); beside it, rag-search's confidence at the shipped threshold "
-        f"({refusal['shipped_confidence_threshold']:g}) alone and with it. Unanswerable refused / answerable refused:",
+        "(at most 1 in 8 answerable refused on every corpus), alone and on top of rag-answer's own refusals on the reordered "
+        "hits. Unanswerable refused / answerable refused:",
         "",
-        "| corpus | confidence alone | relevance (all corpora) | relevance, corpus left out | relevance or confidence, left out |",
+        "| corpus | rag-answer alone | relevance alone (all corpora) | relevance alone, corpus left out | rag-answer or relevance, left out |",
         "| --- | --- | --- | --- | --- |",
     ]
 
@@ -265,8 +265,8 @@ def rerank_fit() -> str:
 
     for corpus in fit["corpora"]:
         out.append(
-            f"| {corpus} | {rates(refusal['confidence_alone']['per_corpus'][corpus])} | {rates(refusal['relevance']['per_corpus'][corpus])} | "
-            f"{rates(refusal['relevance']['leave_one_corpus_out'][corpus])} | {rates(refusal['relevance_or_confidence']['leave_one_corpus_out'][corpus])} |"
+            f"| {corpus} | {rates(refusal['answer_alone']['per_corpus'][corpus])} | {rates(refusal['relevance']['per_corpus'][corpus])} | "
+            f"{rates(refusal['relevance']['leave_one_corpus_out'][corpus])} | {rates(refusal['relevance_or_answer']['leave_one_corpus_out'][corpus])} |"
         )
     return "\n".join(out)
 

@@ -65,15 +65,21 @@ def plan() -> list[tuple[str, str, str]]:
     return [(f[0], f[2], f[3]) for f in (line.split("\t") for line in lines.splitlines() if line)]
 
 
-def hits_for(corpus: str, docs: str, golden: str, work: Path) -> tuple[Path, list[dict]]:
-    """The default index of the corpus (built once into work/CORPUS) and the default hits of its golden questions."""
-    idx, hits = work / corpus / "idx", work / corpus / "hits.jsonl"
+def hits_for(corpus: str, docs: str, golden: str, work: Path, k: int | None = None) -> tuple[Path, list[dict]]:
+    """The default index of the corpus (built once into work/CORPUS, its chunks beside it in chunks.jsonl) and the
+    default hits of its golden questions (with `k`, that many each)."""
+    idx, chunks, hits = (
+        work / corpus / "idx",
+        work / corpus / "chunks.jsonl",
+        work / corpus / ("hits.jsonl" if k is None else f"hits-{k}.jsonl"),
+    )
     if not hits.exists():
         (work / corpus).mkdir(parents=True, exist_ok=True)
         cache = os.environ.get("RAG_EMBED_CACHE", ".cache/embed-cache.sqlite")
         script = (
-            f'rag-chunk "{docs}" | rag-embed --quiet --cache "{cache}" | rag-index --out "{idx}" && '
-            f'rag-eval questions "{golden}" | rag-search --index "{idx}" > "{hits}.tmp" && mv "{hits}.tmp" "{hits}"'
+            f'rag-chunk "{docs}" > "{chunks}.tmp" && mv "{chunks}.tmp" "{chunks}" && '
+            f'rag-embed --quiet --cache "{cache}" < "{chunks}" | rag-index --out "{idx}" && '
+            f'rag-eval questions "{golden}" | rag-search --index "{idx}" {"" if k is None else f"--k {k}"} > "{hits}.tmp" && mv "{hits}.tmp" "{hits}"'
         )
         subprocess.run(["bash", "-euo", "pipefail", "-c", script], check=True, cwd=ROOT)
     return idx, [json.loads(line) for line in hits.read_text().splitlines()]

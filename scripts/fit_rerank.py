@@ -23,8 +23,9 @@ corpus: semantic MRR at least 0.60, no other kind more than 0.02 below retrieval
 Refusal: the record's `relevance` (the best hit's PMI with the question, `ragline.rerank`)
 as a refusal signal, swept as the abstain threshold is: the threshold that, with at most one
 answerable question in eight refused on every corpus, refuses the most unanswerable ones;
-chosen on all corpora and on the others (leave-one-corpus-out), beside rag-search's
-confidence at the shipped threshold. results/rerank-fit.json holds all of it.
+chosen on all corpora and on the others (leave-one-corpus-out); beside rag-answer's own
+refusals on the reordered hits (the abstain threshold on rag-search's confidence, a name the
+handbook lacks, no evidence), and either. results/rerank-fit.json holds all of it.
 """
 
 from __future__ import annotations
@@ -33,8 +34,6 @@ import argparse
 import itertools
 import json
 import math
-import os
-import subprocess
 import sys
 import time
 from collections.abc import Sequence
@@ -47,15 +46,16 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from fit_answer import plan  # noqa: E402
+from fit_answer import hits_for, plan  # noqa: E402
 
 import rag_answer  # noqa: E402
 import rag_embed  # noqa: E402
 import rag_index  # noqa: E402
 import ragline.records  # noqa: E402
+from rag_eval import cut_labels  # noqa: E402
 from ragline import local_models, options, rerank  # noqa: E402
 from ragline.answer import context as answer_context  # noqa: E402
-from ragline.eval.golden import cut_labels, load_golden, read_chunking, resolve_gold  # noqa: E402
+from ragline.eval.golden import load_golden, read_chunking, resolve_gold  # noqa: E402
 from ragline.eval.metrics import answer_ok, reciprocal_rank  # noqa: E402
 from ragline.eval.runs import CUTOFF  # noqa: E402
 
@@ -103,24 +103,10 @@ class Recorded:
         return self.known[key]
 
 
-def deep_hits(corpus: str, docs: str, golden: str, work: Path) -> tuple[Path, Path, list[dict]]:
-    """The default index of the corpus, its chunks, and the default retrieval's DEEPEST hits of its golden questions."""
-    idx, chunks, hits = work / corpus / "idx", work / corpus / "chunks.jsonl", work / corpus / f"hits-{DEEPEST}.jsonl"
-    if not hits.exists():
-        (work / corpus).mkdir(parents=True, exist_ok=True)
-        cache = os.environ.get("RAG_EMBED_CACHE", ".cache/embed-cache.sqlite")
-        script = (
-            f'rag-chunk "{docs}" > "{chunks}.tmp" && mv "{chunks}.tmp" "{chunks}" && '
-            f'rag-embed --quiet --cache "{cache}" < "{chunks}" | rag-index --out "{idx}" && '
-            f'rag-eval questions "{golden}" | rag-search --index "{idx}" --k {DEEPEST} > "{hits}.tmp" && mv "{hits}.tmp" "{hits}"'
-        )
-        subprocess.run(["bash", "-euo", "pipefail", "-c", script], check=True, cwd=ROOT)
-    return idx, chunks, [json.loads(line) for line in hits.read_text().splitlines()]
-
-
 def measure(corpus: str, docs: str, golden: str, work: Path, scorer: Recorded) -> dict[str, Any]:
     """Per grid point: each question's reciprocal rank, answer-ok and relevance; and each question's kind and confidence."""
-    idx, chunks, records = deep_hits(corpus, docs, golden, work)
+    idx, records = hits_for(corpus, docs, golden, work, DEEPEST)
+    chunks = idx.parent / "chunks.jsonl"
     index = rag_index.load(str(idx))
     generator = rag_answer.Extractive(
         rag_answer.FEATURES, index.bm25, rag_answer.embed_with(rag_embed.load_embedder(index.manifest["model"]))
@@ -133,7 +119,7 @@ def measure(corpus: str, docs: str, golden: str, work: Path, scorer: Recorded) -
     for r in records:
         q = questions[r["id"]]
         gold = resolve_gold(q, chunking, gold_file.where(q))[0] if q.answerable else ()
-        out["questions"].append({"id": q.id, "kind": q.kind, "answerable": q.answerable, "confidence": r["confidence"], "gold": gold})
+        out["questions"].append({"id": q.id, "kind": q.kind, "answerable": q.answerable, "gold": gold})
     for depth, weight in GRID:
         rows = []
         for r, q in zip(records, out["questions"], strict=True):
@@ -151,8 +137,21 @@ def measure(corpus: str, docs: str, golden: str, work: Path, scorer: Recorded) -
         text = generator.generate(question, answer_context.context(hits, rag_answer.CONTEXT))
         return answer_ok(text, False, questions[qid].answer_contains, True, len(text.split()))
 
-    out["answer"] = answer
+    def refused(record: dict, hits: list[dict]) -> bool:
+        """rag-answer's own refusal (the abstain threshold, a name the handbook lacks, no evidence) on these hits."""
+        return bool(rag_answer.answer(record | {"hits": hits}, generator, rag_answer.DEFAULT_ABSTAIN, rag_answer.CONTEXT)["refused"])
+
+    out["answer"], out["refused"], out["records"] = answer, refused, records
     return out
+
+
+def refusing(m: dict[str, Any], point: tuple[int, float]) -> list[bool]:
+    """rag-answer's refusal of each question at a point (on its reordered hits), computed once."""
+    rows = m["points"][point]
+    if "refused" not in rows[0]:
+        for r, row in zip(m["records"], rows, strict=True):
+            row["refused"] = m["refused"](r, row["hits"])
+    return [row["refused"] for row in rows]
 
 
 def answered(m: dict[str, Any], point: tuple[int, float]) -> list[bool]:
@@ -191,26 +190,26 @@ def bar(mine: dict[str, Any], base: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def refusal_at(m: dict[str, Any], point: tuple[int, float], t: float, confidence: float | None = None) -> dict[str, float]:
-    """Refusal rates refusing when relevance < t (and, with `confidence`, also when rag-search's confidence is under it)."""
+def refusal_at(m: dict[str, Any], point: tuple[int, float], t: float, answering: bool = False) -> dict[str, float]:
+    """Refusal rates refusing when relevance < t (and, `answering`, also where rag-answer refuses on the reordered hits)."""
     refused = {True: [], False: []}  # type: dict[bool, list[bool]]
-    for q, row in zip(m["questions"], m["points"][point], strict=True):
-        low = row["relevance"] is None or row["relevance"] < t or (confidence is not None and q["confidence"] < confidence)
-        refused[q["answerable"]].append(low)
+    by_answer = refusing(m, point) if answering else [False] * len(m["questions"])
+    for q, row, no in zip(m["questions"], m["points"][point], by_answer, strict=True):
+        refused[q["answerable"]].append(no or row["relevance"] is None or row["relevance"] < t)
     return {
         "refused_when_unanswerable": round(float(np.mean(refused[False])), 4) if refused[False] else 0.0,
         "refused_when_answerable": round(float(np.mean(refused[True])), 4),
     }
 
 
-def refusal_threshold(table: dict[str, dict[str, Any]], corpora: list[str], point: tuple[int, float], confidence: float | None) -> float:
+def refusal_threshold(table: dict[str, dict[str, Any]], corpora: list[str], point: tuple[int, float], answering: bool) -> float:
     """The abstain rule on `relevance`: on every corpus at most REFUSED_ANSWERABLE answerable refused; within that the most
     unanswerable refused (the mean over the corpora), then the fewest answerable."""
     values = sorted({row["relevance"] for c in corpora for row in table[c]["points"][point] if row["relevance"] is not None})
     candidates = [-math.inf] + [v + 1e-6 for v in values]
     best, key = -math.inf, (-1.0, 0.0)
     for t in candidates:
-        rates = [refusal_at(table[c], point, t, confidence) for c in corpora]
+        rates = [refusal_at(table[c], point, t, answering) for c in corpora]
         if any(r["refused_when_answerable"] > REFUSED_ANSWERABLE for r in rates):
             continue
         k = (
@@ -223,20 +222,20 @@ def refusal_threshold(table: dict[str, dict[str, Any]], corpora: list[str], poin
 
 
 def refusals(table: dict[str, dict[str, Any]], corpora: list[str], point: tuple[int, float]) -> dict[str, Any]:
-    shipped = options.default("threshold", "answer")
-    out: dict[str, Any] = {"shipped_confidence_threshold": shipped}
-    for name, confidence in (("relevance", None), ("relevance_or_confidence", shipped)):
-        t = refusal_threshold(table, corpora, point, confidence)
+    """rag-answer's own refusals on the reordered hits; relevance alone as the refusal; and either, each threshold chosen
+    on all corpora and on the others (leave-one-corpus-out)."""
+    out: dict[str, Any] = {"answer_alone": {"per_corpus": {c: refusal_at(table[c], point, -math.inf, True) for c in corpora}}}
+    for name, answering in (("relevance", False), ("relevance_or_answer", True)):
+        t = refusal_threshold(table, corpora, point, answering)
         loco = {}
         for held in corpora:
-            other = refusal_threshold(table, [c for c in corpora if c != held], point, confidence)
-            loco[held] = {"threshold": _finite(other)} | refusal_at(table[held], point, other, confidence)
+            other = refusal_threshold(table, [c for c in corpora if c != held], point, answering)
+            loco[held] = {"threshold": _finite(other)} | refusal_at(table[held], point, other, answering)
         out[name] = {
             "threshold": _finite(t),
-            "per_corpus": {c: refusal_at(table[c], point, t, confidence) for c in corpora},
+            "per_corpus": {c: refusal_at(table[c], point, t, answering) for c in corpora},
             "leave_one_corpus_out": loco,
         }
-    out["confidence_alone"] = {"per_corpus": {c: refusal_at(table[c], point, -math.inf, shipped) for c in corpora}}
     return out
 
 
