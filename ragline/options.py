@@ -366,7 +366,7 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "rerank_weight",
         float,
-        2.0,
+        1.0,
         "The model's share against the retrieval score, both min-max normalised (0: retrieval's order).",
         flags=("--weight",),
         env="RAG_RERANK_WEIGHT",

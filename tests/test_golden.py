@@ -15,7 +15,7 @@ from corpora import ROOT, SHARED
 import rag_answer
 import rag_chunk
 import rag_eval
-from ragline import options
+from ragline import options, rerank
 from ragline.answer import choice
 from ragline.answer.local import METHOD
 from ragline.eval import runs as evalruns
@@ -221,3 +221,12 @@ def test_the_answer_choice_ships_the_fitted_weights():
     assert set(span["leave_one_corpus_out"]) == set(span["corpora"])
     assert set(fit["leave_one_corpus_out"]) == set(fit["corpora"]) == {c.name for c in evalruns.CORPORA}  # all five
     assert fit["objective"].startswith("mean answer-ok (and at most 100 words)")  # the answer among filler is no answer
+
+
+def test_rag_rerank_ships_the_fitted_depth_and_weight():
+    """rag-rerank's --depth and --weight defaults are the point scripts/fit_rerank.py chose (results/rerank-fit.json),
+    fitted for the model it ships with, on every development corpus, each left out in turn."""
+    fit = json.loads((ROOT / "results" / "rerank-fit.json").read_text())
+    assert fit["chosen"]["point"] == {"depth": rerank.DEPTH, "weight": rerank.WEIGHT}, "rerun 'just fit-rerank' and set the defaults"
+    assert (fit["model"], fit["words"]) == (options.default("local_model", "rerank"), rerank.WORDS)
+    assert fit["corpora"] == [c.name for c in evalruns.CORPORA] and set(fit["leave_one_corpus_out"]) == set(fit["corpora"])
