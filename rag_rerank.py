@@ -28,6 +28,7 @@ interrupt leaves stdout empty.
 
 from __future__ import annotations
 
+import math
 import sys
 import time
 from typing import Any
@@ -49,7 +50,9 @@ def checked(records: Any) -> list[tuple[Any, dict[str, Any]]]:
         question = ragline.records.require_field(record, "question", str, where)
         if not question.strip():
             raise StageError("field 'question' is empty", str(where))
-        ragline.records.check_hits(record, where, scored=True)
+        for i, hit in enumerate(ragline.records.check_hits(record, where, scored=True)):
+            if not isinstance(hit.get("signals") or {}, dict):
+                raise StageError(f"hit {i + 1}: 'signals' must be an object", str(where))
         out.append((where, record))
     return out
 
@@ -70,9 +73,13 @@ def main(
     quiet: bool,
 ) -> None:
     """Reorder each hits record's first DEPTH hits (files or stdin) by the local model's likelihood of the question."""
+    if not math.isfinite(rerank_weight):
+        raise click.BadParameter(f"{rerank_weight} is not a number", param_hint="'--weight'")
     records = checked(
         ragline.records.read_records(inputs, usage="no input: pipe rag-search's records into rag-rerank or name a file (see --help)")
     )
+    if not records:
+        return  # nothing to reorder: no model to load
     from ragline import local_models
     from ragline.answer.local import Judge, LocalModel, OverBudget
 

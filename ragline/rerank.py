@@ -58,7 +58,11 @@ def passage(hit: dict[str, Any], words: int = WORDS) -> tuple[list[str], str]:
 
 
 def normalised(values: np.ndarray) -> np.ndarray:
-    """Min-max to [0, 1]; all equal: all 0 (they tell nothing apart)."""
+    """Min-max to [0, 1]; all equal: all 0 (they tell nothing apart). Scaled first, so finite values
+    whose spread overflows a float (1e308 and -1e308) still normalise."""
+    values = np.asarray(values, dtype=np.float64)
+    if len(values) and (scale := float(np.abs(values).max())) > 1e300:
+        values = values / scale
     spread = float(values.max() - values.min()) if len(values) else 0.0
     return (values - values.min()) / spread if spread > 0 else np.zeros_like(values, dtype=np.float64)
 

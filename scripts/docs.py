@@ -233,7 +233,7 @@ def rerank_fit() -> str:
         f"({fit['objective']}): `--depth` {point['depth']}, `--weight` {point['weight']:g}. Mean MRR over the corpora: "
         f"reranked {fit['chosen']['mean_mrr']:.2f}, retrieval's order {fit['retrieval']['mean_mrr']:.2f}.",
         "",
-        "| corpus | MRR: retrieval (fact / iden / proc / sema) | reranked | semantic ≥ 0.60 | the most another kind loses (≤ 0.02) | left out: MRR, semantic | answer ok: retrieval, reranked |",
+        "| corpus | MRR: retrieval (fact / iden / proc / sema) | reranked | semantic ≥ 0.60 | the most another kind loses (≤ 0.02) | left out: MRR, semantic | answer ok (refusals aside): retrieval, reranked |",
         "| --- | --- | --- | --- | ---: | --- | --- |",
     ]
 

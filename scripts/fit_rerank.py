@@ -211,7 +211,7 @@ def refusal_threshold(table: dict[str, dict[str, Any]], corpora: list[str], poin
     """The abstain rule on `relevance`: on every corpus at most REFUSED_ANSWERABLE answerable refused; within that the most
     unanswerable refused (the mean over the corpora), then the fewest answerable."""
     values = sorted({row["relevance"] for c in corpora for row in table[c]["points"][point] if row["relevance"] is not None})
-    candidates = [-math.inf] + [v + 1e-6 for v in values]
+    candidates = [-math.inf] + [(a + b) / 2 for a, b in itertools.pairwise(values)] + ([values[-1] + 1.0] if values else [])
     best, key = -math.inf, (-1.0, 0.0)
     for t in candidates:
         rates = [refusal_at(table[c], point, t, answering) for c in corpora]

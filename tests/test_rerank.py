@@ -68,6 +68,19 @@ def test_rerank_keeps_the_depth_renumbers_and_says_why() -> None:
     assert hits[1]["rank"] == 2 and "local" not in hits[1]["signals"]  # the input hits are not changed
 
 
+def test_relevance_is_the_likeliest_hits_not_the_first_ones() -> None:
+    hits = [hit(1, "alpha", 1.0), hit(2, "beta", 0.0)]
+    scorer = Written({"alpha": math.exp(-2.0), "beta": math.exp(-1.5)}, prior=math.exp(-3.0))
+    out, relevance = rerank.Reranker(scorer, depth=2, weight=0.1).rerank("q", hits)
+    assert [h["chunk_id"] for h in out] == ["d#alpha", "d#beta"]  # retrieval still wins the order
+    assert relevance == pytest.approx(1.5)  # beta's PMI, the best, not the first hit's (1.0)
+
+
+def test_scores_whose_spread_overflows_still_order() -> None:
+    got = rerank.combined(np.array([1e308, -1e308, 0.0]), np.array([-1.0, -2.0, -3.0]), 1.0)
+    assert np.isfinite(got).all() and got.tolist() == pytest.approx([2.0, 0.5, 0.5])
+
+
 def test_no_hits_no_model() -> None:
     scorer = Written({})
     assert rerank.Reranker(scorer).rerank("q", []) == ([], None)
@@ -117,6 +130,15 @@ class TestTheStage:
         assert out[0]["retrieval"] == {"k": 3, "rerank_depth": 5} and out[0]["confidence"] == 0.5
         assert out[0]["relevance"] == pytest.approx(-1.0 - math.log(0.01))
         assert b"2 of 2 records hold fewer than --depth 5 hits: rag-search --k 5" in captured.err  # told, not refused
+
+    def test_no_records_load_no_model(self, tmp_path, monkeypatch, capsysbinary):
+        import rag_rerank
+
+        monkeypatch.setattr("ragline.local_models.model_file", lambda name: pytest.fail("the model was looked for"))
+        (tmp_path / "empty.jsonl").write_text("")
+        with pytest.raises(SystemExit) as done:
+            rag_rerank.main([str(tmp_path / "empty.jsonl")])
+        assert done.value.code == 0 and capsysbinary.readouterr().out == b""
 
     def test_an_interrupt_writes_nothing(self, tmp_path, monkeypatch, capsysbinary):
         import rag_rerank

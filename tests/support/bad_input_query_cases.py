@@ -251,6 +251,22 @@ QUERY_CASES: list[Case] = [
         lambda d: (d / "hits.jsonl").read_bytes(),
     ),
     Case(
+        "rerank: signals not an object",
+        "rag-rerank",
+        (),
+        1,
+        "rag-rerank: <stdin>:1: hit 1: 'signals' must be an object",
+        lambda d: hits_record(d, hits=[{"chunk_id": "a#b", "text": "The sweep runs at 23:40.", "score": 1.0, "signals": "s"}]),
+    ),
+    Case(
+        "rerank: a weight that is no number",
+        "rag-rerank",
+        ("--weight", "nan"),
+        2,
+        "Error: Invalid value for '--weight': nan is not a number",
+        stdin(b""),
+    ),
+    Case(
         "rerank: depth 0",
         "rag-rerank",
         ("--depth", "0"),
