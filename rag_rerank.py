@@ -107,9 +107,8 @@ def main(
     out = sys.stdout.buffer
     for _, record in records:
         out.write(ragline.records.dumps(record))
-    if records:
-        seconds = time.monotonic() - start
-        ragline.records.note(f"{STAGE}: reranked {len(records)} questions in {seconds:.0f} s ({seconds / len(records):.1f} s each)", quiet)
+    seconds = time.monotonic() - start
+    ragline.records.note(f"{STAGE}: reranked {len(records)} questions in {seconds:.0f} s ({seconds / len(records):.1f} s each)", quiet)
 
 
 if __name__ == "__main__":

@@ -37,6 +37,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from ragline import options
+from ragline.ranking import topk
 
 DEPTH = options.default("depth", "rerank")  # hits the model scores: chosen by scripts/fit_rerank.py (results/rerank-fit.json)
 WEIGHT = options.default("rerank_weight", "rerank")  # the model's weight against retrieval's: chosen by scripts/fit_rerank.py
@@ -69,13 +70,17 @@ def normalised(values: np.ndarray) -> np.ndarray:
 
 def combined(base: np.ndarray, logp: np.ndarray, weight: float) -> np.ndarray:
     """The score `order` sorts by: normalised retrieval score + weight x normalised log-likelihood."""
-    return normalised(np.asarray(base, dtype=np.float64)) + weight * normalised(np.asarray(logp, dtype=np.float64))
+    return normalised(base) + weight * normalised(logp)
+
+
+def best_first(score: np.ndarray) -> np.ndarray:
+    """The indices of `score`, best first; ties keep the given order (retrieval's)."""
+    return topk(score, len(score), np.arange(len(score)))
 
 
 def order(base: np.ndarray, logp: np.ndarray, weight: float) -> np.ndarray:
     """The indices of the hits, best first by `combined`; ties keep retrieval's order."""
-    score = combined(base, logp, weight)
-    return np.array(sorted(range(len(score)), key=lambda i: (-score[i], i)), dtype=np.int64)
+    return best_first(combined(base, logp, weight))
 
 
 def relevance(logps: Sequence[float], prior: float) -> float:
@@ -105,9 +110,9 @@ class Reranker:
         prior = math.log(max(likely, FLOOR))
         base = np.array([float(h["score"]) for h in top])
         score = combined(base, logp, self.weight)
-        by_model = {int(i): r for r, i in enumerate(np.argsort(-logp, kind="stable"), 1)}
+        by_model = {int(i): r for r, i in enumerate(best_first(logp), 1)}
         out = []
-        for rank, i in enumerate(order(base, logp, self.weight), 1):
+        for rank, i in enumerate(best_first(score), 1):
             hit = dict(top[i])
             hit["signals"] = dict(hit.get("signals") or {}) | {
                 "local": {"logp": round(float(logp[i]), 6), "pmi": round(float(logp[i] - prior), 6), "rank": by_model[int(i)]},

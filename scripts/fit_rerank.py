@@ -104,7 +104,8 @@ class Recorded:
 
 
 def measure(corpus: str, docs: str, golden: str, work: Path, scorer: Recorded) -> dict[str, Any]:
-    """Per grid point: each question's reciprocal rank, answer-ok and relevance; and each question's kind and confidence."""
+    """Per grid point: each question's reordered hits, reciprocal rank and relevance (answer-ok and refusal computed when
+    asked, `answered` and `refusing`); and each question's kind and gold."""
     idx, records = hits_for(corpus, docs, golden, work, DEEPEST)
     chunks = idx.parent / "chunks.jsonl"
     index = rag_index.load(str(idx))
@@ -124,7 +125,7 @@ def measure(corpus: str, docs: str, golden: str, work: Path, scorer: Recorded) -
         rows = []
         for r, q in zip(records, out["questions"], strict=True):
             hits, relevance = rerank.Reranker(scorer, depth, weight).rerank(r["question"], r["hits"])
-            row: dict[str, Any] = {"relevance": relevance, "hits": hits, "question": r["question"]}
+            row: dict[str, Any] = {"relevance": relevance, "hits": hits}
             if q["answerable"]:
                 row["rr"] = reciprocal_rank([h["chunk_id"] for h in hits], q["gold"], CUTOFF)
             rows.append(row)
@@ -156,12 +157,11 @@ def refusing(m: dict[str, Any], point: tuple[int, float]) -> list[bool]:
 
 def answered(m: dict[str, Any], point: tuple[int, float]) -> list[bool]:
     """Answer-ok of each answerable question at a point (the extractive reader on its reordered hits), computed once."""
-    rows = m["points"][point]
-    if "ok" not in next((row for q, row in zip(m["questions"], rows, strict=True) if q["answerable"]), {"ok": None}):
-        for q, row in zip(m["questions"], rows, strict=True):
-            if q["answerable"]:
-                row["ok"] = m["answer"](row["question"], q["id"], row["hits"])
-    return [row["ok"] for q, row in zip(m["questions"], rows, strict=True) if q["answerable"]]
+    asked = [(q, r, row) for q, r, row in zip(m["questions"], m["records"], m["points"][point], strict=True) if q["answerable"]]
+    if asked and "ok" not in asked[0][2]:
+        for q, r, row in asked:
+            row["ok"] = m["answer"](r["question"], q["id"], row["hits"])
+    return [row["ok"] for _, _, row in asked]
 
 
 def figures(m: dict[str, Any], point: tuple[int, float], answers: bool = False) -> dict[str, Any]:
