@@ -382,30 +382,59 @@ def disk_full(err: BaseException) -> bool:
     return isinstance(err, DiskFull) or (isinstance(err, OSError) and err.errno in DISK_FULL)
 
 
+def _temporary(directory: Path, prefix: str, made: list[Path], *, folder: bool = False, suffix: str = ".tmp") -> Path:
+    """Create an empty temporary file (or directory) in `directory` and return its path.
+
+    The name is chosen and put in `made` before the file exists, so that a caller's
+    cleanup finds it whatever moment an interrupt lands at. tempfile.mkstemp creates
+    first and names after: a Ctrl-C between its open and the caller's assignment left a
+    file nobody knew of (a `.CURRENT.*.tmp` beside an index, seen in CI).
+    """
+    import secrets
+
+    while True:
+        path = directory / f"{prefix}{secrets.token_hex(6)}{suffix}"
+        made.append(path)
+        try:
+            if folder:
+                os.mkdir(path, 0o777)  # less the umask, as any directory
+            else:
+                os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+            return path
+        except FileExistsError:
+            made.pop()  # someone else's: not ours to remove
+
+
+def _remove(paths: list[Path]) -> None:
+    import shutil
+
+    for path in paths:
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+
+
 @contextlib.contextmanager
 def atomic_file(path: str | os.PathLike[str], mode: str = "wb") -> Iterator[IO[Any]]:
     """Write `path` atomically: a temporary file beside it, fsync, os.replace on success.
 
-    On any failure (including KeyboardInterrupt) the temporary file is removed and
-    `path` is left as it was. A full disk is a DiskFull naming `path`.
+    On any failure (including KeyboardInterrupt, at any moment) the temporary file is
+    removed and `path` is left as it was. A full disk is a DiskFull naming `path`.
     """
-    import tempfile  # in the writers only: a stage that only reads (rag-search QUESTION) does not load it
-
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = None
+    made: list[Path] = []
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-        os.chmod(tmp, 0o666 & ~_umask())
-        with os.fdopen(fd, mode) as handle:
+        tmp = _temporary(target.parent, f".{target.name}.", made)
+        with open(tmp, mode) as handle:
             yield handle
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, target)
     except BaseException as err:
-        if tmp is not None:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp)
+        _remove(made)
         if disk_full(err):
             kept = "the previous file is untouched" if target.exists() else "nothing was written"
             raise DiskFull(str(target), kept) from None
@@ -421,36 +450,26 @@ def atomic_dir(path: str | os.PathLike[str]) -> Iterator[Path]:
     kill between them leaves the old one at `.NAME.old-*` beside it (see
     rag_index for the generation scheme that closes that window for indexes).
     """
-    import shutil
-    import tempfile
-
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
-    os.chmod(tmp, 0o777 & ~_umask())
-    old: Path | None = None
+    made: list[Path] = []
+    old: list[Path] = []
     try:
+        tmp = _temporary(target.parent, f".{target.name}.", made, folder=True)
         yield tmp
         if target.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old-", dir=target.parent))
-            os.replace(target, old / "x")
+            aside = _temporary(target.parent, f".{target.name}.old-", old, folder=True, suffix="")
+            os.replace(target, aside / "x")
             os.replace(tmp, target)
-            shutil.rmtree(old, ignore_errors=True)
+            _remove(old)
         else:
             os.replace(tmp, target)
     except BaseException:
-        if old is not None and (old / "x").exists() and not target.exists():
-            os.replace(old / "x", target)  # Ctrl-C between the two renames: put the old one back
-        shutil.rmtree(tmp, ignore_errors=True)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
+        if old and (old[0] / "x").exists() and not target.exists():
+            os.replace(old[0] / "x", target)  # Ctrl-C between the two renames: put the old one back
+        _remove(made)
+        _remove(old)
         raise
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
 
 
 def fsync_dir(path: str | os.PathLike[str]) -> None:

@@ -279,3 +279,37 @@ def test_interrupt_between_the_renames_of_atomic_dir_keeps_the_old_dir(tmp_path,
     monkeypatch.undo()
     assert (target / "file").read_text() == "old"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["model"], "no temporary folder left"
+
+
+def _interrupted_once_created(monkeypatch, name: str):
+    """os.open / os.mkdir that create what was asked, then take a Ctrl-C before returning:
+    the moment the signal lands once the temporary file exists but before its caller holds its name."""
+    real = getattr(os, name)
+
+    def create(path, *args, **kwargs):
+        result = real(path, *args, **kwargs)
+        if name == "open":
+            if not args[0] & os.O_CREAT:
+                return result
+            os.close(result)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(os, name, create)
+
+
+def test_interrupt_as_atomic_file_creates_its_temp_file_leaves_nothing(tmp_path, monkeypatch):
+    (tmp_path / "CURRENT").write_text("old\n")
+    _interrupted_once_created(monkeypatch, "open")
+    with pytest.raises(KeyboardInterrupt), ragline.records.atomic_file(tmp_path / "CURRENT") as handle:
+        handle.write(b"new\n")
+    monkeypatch.undo()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["CURRENT"], "no temporary file left"
+    assert (tmp_path / "CURRENT").read_text() == "old\n"
+
+
+def test_interrupt_as_atomic_dir_creates_its_temp_dir_leaves_nothing(tmp_path, monkeypatch):
+    _interrupted_once_created(monkeypatch, "mkdir")
+    with pytest.raises(KeyboardInterrupt), ragline.records.atomic_dir(tmp_path / "model") as build:
+        (build / "file").write_text("new")
+    monkeypatch.undo()
+    assert list(tmp_path.iterdir()) == [], "no temporary folder left"
