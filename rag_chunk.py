@@ -513,11 +513,13 @@ def chunk_file(
     mdx: bool = False,
     root: Path | None = None,
     told: Callable[[str], None] = lambda notice: None,
+    selection: dict[str, list[str]] | None = None,
 ) -> Iterator[dict[str, Any]]:
     """The chunk records of one markdown file (`mdx`: an MDX page), streamed: its memory is a
     window of its lines and its section slugs, however long the file. `where` names it in errors.
     With `root` (the folder walked, or the file as named), each record carries the file's facts
-    as `source` (`ragline.sources.facts`), for the index to tell when it changes. `told` hears
+    as `source` (`ragline.sources.facts`, with the globs of `selection` that chose it), for the
+    index to tell when it changes and how to build it again. `told` hears
     the notices of a page read in part (front matter over its bound).
 
     The records wait in a spool file for their ids, which need every section's slug.
@@ -527,7 +529,7 @@ def chunk_file(
     except OSError as err:
         raise StageError(err.strerror or str(err), where) from None
     digest = check(file, where)
-    source = sources.facts(str(root), digest, stat) if root is not None else None
+    source = sources.facts(str(root), digest, stat, selection) if root is not None else None
     doc = Doc(name, where, source=lambda: file_lines(file, where), mdx=mdx)
     paths: list[list[str]] = []
     with tempfile.TemporaryFile(prefix="rag-chunk-") as spool:
@@ -590,6 +592,10 @@ class Selection:
         if not folder and self.include and first_match(self.include, rel) is None:
             return "not included (no --include matches it)"
         return None
+
+    def given(self) -> dict[str, list[str]]:
+        """The patterns as given, for each chunk's `source`: the index's rebuild command repeats them."""
+        return {"include": [g.pattern for g in self.include], "exclude": [g.pattern for g in self.exclude]}
 
 
 def _covering(globs: tuple[Glob, ...], folder: str) -> Glob | None:
@@ -729,7 +735,9 @@ def chunk_paths(
         if name in seen:
             raise StageError(f"document id '{name}' is also the id of {seen[name]}", str(file))
         seen[name] = file
-        yield from chunk_file(name, file, str(file), window, mdx=page_type(file.name) == ".mdx", root=root, told=told)
+        yield from chunk_file(
+            name, file, str(file), window, mdx=page_type(file.name) == ".mdx", root=root, told=told, selection=select.given()
+        )
 
 
 # --------------------------------------------------------------------------- the command

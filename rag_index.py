@@ -715,9 +715,11 @@ def watch(index: Index) -> sources.Watch:
 def rebuild_command(index: Index) -> str:
     """The pipeline that builds this index again: its inputs, and the options the manifest shows were not the defaults."""
     m = index.manifest
-    roots = " ".join(shlex.quote(terminal.shown_path(r)) for r in watch(index).roots()) or "HANDBOOK"
+    watched = watch(index)
+    roots = " ".join(shlex.quote(terminal.shown_path(r)) for r in watched.roots()) or "HANDBOOK"
     window = (m.get("chunking") or {}).get("window")
     chunk = "rag-chunk" + (f" --words {window}" if isinstance(window, int) and window != options.default("window") else "")
+    chunk += "".join(f" --{kind} {shlex.quote(glob)}" for kind, globs in watched.selection().items() for glob in globs)
     embed = "rag-embed" + (f" --model {shlex.quote(m['model'])}" if m["model"] != options.default("model", "embed") else "")
     for key, name in (("embed_headings", "embed_headings"), ("embed_passages", "passages")):
         option = options.get(name, "embed")

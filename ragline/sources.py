@@ -37,10 +37,20 @@ ANCHORED = {"file": str, **FACTS}  # a manifest's entry: the file and root relat
 NAMED = 3  # sources a notice names before it counts the rest
 
 
-def facts(root: str, digest: str, stat: os.stat_result) -> dict[str, Any]:
+SELECTION = ("include", "exclude")  # rag-chunk's globs that chose the page, where given: the rebuild command repeats them
+
+
+def facts(root: str, digest: str, stat: os.stat_result, selection: dict[str, list[str]] | None = None) -> dict[str, Any]:
     """The facts of a source file read from the input `root`: `stat` taken before it was read,
-    `digest` the sha256 of what was read."""
-    return {"root": root, "size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "sha256": digest}
+    `digest` the sha256 of what was read, and the --include / --exclude globs given (`selection`,
+    each list only when not empty)."""
+    out = {"root": root, "size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "sha256": digest}
+    return out | {k: list(v) for k, v in (selection or {}).items() if k in SELECTION and v}
+
+
+def _globs(value: Any) -> bool:
+    """Whether a source's `include` and `exclude`, where present, are lists of strings."""
+    return all(isinstance(g := value.get(k, []), list) and all(isinstance(x, str) for x in g) for k in SELECTION)
 
 
 def _valid(value: Any, fields: dict[str, type]) -> bool:
@@ -50,8 +60,8 @@ def _valid(value: Any, fields: dict[str, type]) -> bool:
 def gather(sources: dict[str, dict[str, Any]], path: str, value: Any, where: str) -> None:
     """Add a chunk's `source` (the facts of its file `path`) to `sources`: a StageError naming
     `where` when they are not facts, or not the facts the file's other chunks carry."""
-    if not _valid(value, FACTS):
-        raise StageError("field 'source' must be {root, size, mtime_ns, sha256}, as rag-chunk writes it", where)
+    if not _valid(value, FACTS) or not _globs(value):
+        raise StageError("field 'source' must be {root, size, mtime_ns, sha256} (and lists of globs), as rag-chunk writes it", where)
     known = sources.setdefault(path, value)
     if known != value:
         raise StageError(f"the chunks of {path} come from two versions of it (chunked at two times): chunk it once", where)
@@ -86,7 +96,7 @@ class Watch:
 
     def __init__(self, sources: Any, index: Path | str):
         entries = sources.items() if isinstance(sources, dict) else ()
-        self.sources = {p: f for p, f in entries if _valid(f, ANCHORED)}
+        self.sources = {p: f for p, f in entries if _valid(f, ANCHORED) and _globs(f)}
         self.base = os.path.abspath(index)
         self._files = {p: self.where(f["file"]) for p, f in self.sources.items()}  # resolved once: a check only stats
         self._seen: dict[str, tuple[int, int, bool]] = {}  # path -> (size, mtime_ns) hashed since, and whether it held the same bytes
@@ -102,6 +112,15 @@ class Watch:
     def roots(self) -> list[str]:
         """The files and folders the sources were chunked from (what rag-chunk was given), absolute, sorted."""
         return sorted({self.where(f["root"]) for f in self.sources.values()})
+
+    def selection(self) -> dict[str, list[str]]:
+        """The --include and --exclude globs the sources were chosen with, each in the order first
+        given (the union over the sources: one rag-chunk run gives them all the same)."""
+        out: dict[str, list[str]] = {k: [] for k in SELECTION}
+        for fact in self.sources.values():
+            for k in SELECTION:
+                out[k] += [g for g in fact.get(k, []) if g not in out[k]]
+        return out
 
     def check(self) -> Report:
         """Stat every source; hash one whose size is its own but whose mtime moved (once per move)."""

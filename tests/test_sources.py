@@ -14,6 +14,7 @@ from jsonl import parse
 from stagecli import run
 
 import rag_index
+from rag_chunk import Selection
 from rag_chunk import main as chunk_main
 from ragline import sources
 from ragline.models import sha256_file
@@ -115,6 +116,8 @@ def test_rag_index_refuses_sources_that_disagree() -> None:
         sources.gather(files, "a.md", fact | {"size": 11}, "<stdin>:3")
     with pytest.raises(StageError, match=r"field 'source' must be"):
         sources.gather(files, "b.md", {"root": "/h"}, "<stdin>:4")
+    with pytest.raises(StageError, match=r"field 'source' must be .* \(and lists of globs\)"):
+        sources.gather(files, "c.md", fact | {"exclude": "drafts"}, "<stdin>:5")
 
 
 @pytest.mark.battery  # eight stage processes
@@ -144,6 +147,21 @@ def test_the_rebuild_command_is_the_pipeline_that_built_the_index(tmp_path: Path
     index = build_index(tmp_path, window=120, passages=False)
     command = rag_index.rebuild_command(rag_index.load(index))
     assert command == f"rag-chunk --words 120 {tmp_path / 'corpus'} | rag-embed --model hash --no-passages | rag-index --out {index}"
+
+
+def test_the_rebuild_command_repeats_the_globs_that_chose_the_pages(tmp_path: Path) -> None:
+    """Following the stale notice must not index what --exclude left out (issue 40, item 8)."""
+    (tmp_path / "corpus" / "drafts").mkdir(parents=True)
+    (tmp_path / "corpus" / "drafts" / "plan.md").write_text("# Plan\n\nNot for the index.\n")
+    select = Selection.of(include=["*.md"], exclude=["drafts", "old *.md"])
+    index = build_index(tmp_path, select=select)
+    loaded = rag_index.load(index)
+    assert not any(c["doc"].startswith("drafts") for c in loaded.chunks)
+    command = rag_index.rebuild_command(loaded)
+    assert command == (
+        f"rag-chunk --include '*.md' --exclude drafts --exclude 'old *.md' {tmp_path / 'corpus'} "
+        f"| rag-embed --model hash --no-passages | rag-index --out {index}"
+    )
 
 
 @pytest.mark.battery  # five stage processes

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -72,8 +73,10 @@ curl -X POST https://api.example/v2/charges -H "NW-Idempotency-Key: abc"
 }
 
 
-def build_index(tmp_path: Path, docs: dict[str, str] | None = None, model: str = "hash", window: int = 180, passages: bool = False) -> Path:
-    """Chunk, embed and index a tiny corpus in-process; returns the index directory."""
+def build_index(
+    tmp_path: Path, docs: dict[str, str] | None = None, model: str = "hash", window: int = 180, passages: bool = False, select: Any = None
+) -> Path:
+    """Chunk, embed and index a tiny corpus in-process (`select`: rag-chunk's Selection, its globs); returns the index directory."""
     import rag_chunk
     import rag_embed
     import rag_index
@@ -83,7 +86,7 @@ def build_index(tmp_path: Path, docs: dict[str, str] | None = None, model: str =
     corpus.mkdir(exist_ok=True)
     for name, text in (docs or TINY).items():
         (corpus / f"{name}.md").write_text(text)
-    chunks = list(rag_chunk.chunk_paths([str(corpus)], window))
+    chunks = list(rag_chunk.chunk_paths([str(corpus)], window, select=select or rag_chunk.Selection()))
     embedder = rag_embed.load_embedder(model)
     records = list(rag_embed.embed_records(((Line("x", i), c) for i, c in enumerate(chunks, 1)), embedder, passages=passages))
     for r in records:
