@@ -52,7 +52,7 @@ import rag_search
 import ragline
 import ragline.records
 from ragline import cli, local_models, options, progress, terminal
-from ragline.answer.citations import CITATION, Source, check_citations
+from ragline.answer.citations import CITATION, Source, check_citations, shown_markers
 from ragline.answer.context import context
 from ragline.answer.extractive import Extractive
 from ragline.answer.reader import Embed, Reader, Setup, kind_of
@@ -190,7 +190,7 @@ def render(record: dict[str, Any], width: int | None = None) -> str:
     """An answer with numbered footnotes, for a terminal; with `width`, every line fits it:
     prose and footnotes are wrapped (a footnote's further lines indented), a line of quoted
     code is cut. Without, lines are as long as they are (the README's examples)."""
-    lines = [record["answer"], ""]
+    lines = [shown_markers(record["answer"], {c["n"] for c in record["citations"]}), ""]
     if record["refused"]:
         lines.append(f"({record['reason']})")
     notes = [(f"[{c['n']}] {c['doc']} :: {' > '.join(c['headings'])}", c) for c in record["citations"]]

@@ -10,6 +10,7 @@ import pytest
 from ragline.answer.choice import (
     ChoiceWeights,
     Scored,
+    asks,
     choose,
     continued,
     fit_list,
@@ -354,3 +355,12 @@ def test_span_choice_scales_each_term_among_the_candidates():
     assert span_choice([0.0, 0.0], [2.0, 2.0], 1.0) == 0  # nothing to tell them apart: the first
     with pytest.raises(ValueError, match="no candidate spans"):
         span_choice([], [], 1.0)
+
+
+def test_a_question_the_handbook_asks_is_no_answer():
+    """Issue 40, item 15: "When does the settlement sweep run [1]?" quoted as the answer. A sentence
+    that is a question is not a candidate (unless nothing else is); a list of questions is content."""
+    assert asks(sentence(1, 1, "Does this change even make sense?"))
+    assert asks(sentence(1, 1, 'Bad: "Why did you use threads here?"'))
+    assert not asks(sentence(1, 1, "Ask why it is here."))
+    assert not asks(item(1, 1, "What can go wrong?"))

@@ -171,6 +171,13 @@ def span_choice(scores: Sequence[float], pmi: Sequence[float], weight: float) ->
     return max(range(len(total)), key=lambda i: (total[i], -i))
 
 
+def asks(piece: Piece) -> bool:
+    """Whether a piece is a sentence that is itself a question: its text, closing emphasis and quotes
+    aside, ends in a question mark. A list's items are not asked: a list of questions is content
+    (the four questions a threat-modelling session answers)."""
+    return piece.kind == "sentence" and piece.text.rstrip(" *_`)\"'\u201d").endswith("?")
+
+
 def holds_asked(cue: str | None, piece: Piece, question: str) -> bool:
     """Whether a piece holds what the question asks for: the cue's kind fully
     (`cue_match`), and the precise quantity where the question names one (`asked_quantity`:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import html
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 
 import ragline.text
@@ -24,6 +24,17 @@ CITATION = re.compile(r"(?<!\\)\[(\d{1,3})\]")
 def escape_markers(text: str) -> str:
     """Make `[7]` in quoted handbook text inert (`\\[7]`), so it can never read as a citation."""
     return CITATION.sub(lambda m: "\\[" + m.group(1) + "]", text)
+
+
+ESCAPED = re.compile(r"\\\[(\d{1,3})\]")
+
+
+def shown_markers(text: str, cited: Collection[int] = ()) -> str:
+    """An answer as a person reads it in a terminal: the handbook's own `[7]`, made inert in the
+    record (`escape_markers`), shown as the handbook has it, without the backslash; but where 7 is
+    also the number of a source the answer cites (`cited`), left escaped, so it never reads as that
+    source's footnote (the page shows it plain, its citations being links)."""
+    return ESCAPED.sub(lambda m: m.group(0) if int(m.group(1)) in cited else f"[{m.group(1)}]", text)
 
 
 def sentences(text: str) -> list[str]:
