@@ -147,6 +147,51 @@ def _within(part: list[str], whole: list[str]) -> bool:
     return n > 0 and any(whole[i : i + n] == part for i in range(len(whole) - n + 1))
 
 
+_CODE = re.compile(r"(`+)(.+?)\1")
+_NEGATION = re.compile(r"\b(?:not|never|no|none|nothing|nobody|neither|nor|cannot|without)\b|n't\b", re.I)
+_UNIT = (
+    r"%|percent|per cent|(?:milli)?seconds?|ms|minutes?|mins?|hours?|hrs?|days?|weeks?|months?|years?|business|working|calendar"
+    r"|am|pm|utc|gmt|ist|bst|cet|cest|pst|pdt|est|edt|sgt|jst|aest|kb|mb|gb|tb|kib|mib|gib"
+)
+_QUANTITY_UNIT = re.compile(r"(?<![\w.:])(\d[\d,.:]*)\s*(" + _UNIT + r")\b", re.I)
+
+
+def _negated(text: str) -> bool:
+    return bool(_NEGATION.search(text))
+
+
+def _contradicts(sentence: str, blocks: Sequence[str]) -> str | None:
+    """Why `sentence` says what its cited blocks (their texts) contradict, or None: term overlap
+    alone keeps "The sweep never runs at 23:40 IST" citing "The sweep runs at 23:40 IST". In order:
+    code it quotes (`rm -rf /`) that no cited block holds; a quantity whose unit differs from the
+    block's for the same number (18:10 IST where the block says 18:10 UTC, 3 days where it says
+    3 hours); a negation the closest sentence of the blocks (most terms in common) does not have,
+    or one it has that the sentence drops. `unsupported` asks only of a sentence that is not a quote
+    of a cited block's prose."""
+    flat = [" ".join(plain(b).split()).casefold() for b in blocks]
+    for m in _CODE.finditer(sentence):
+        code = " ".join(m.group(2).split()).casefold()
+        if code and not any(code in " ".join(b.split()).casefold() or code in f for b, f in zip(blocks, flat, strict=True)):
+            return f"quotes code `{m.group(2).strip()}` that the cited block does not hold"
+    units = {(n.rstrip(".,"), u.casefold()) for f in flat for n, u in _QUANTITY_UNIT.findall(f)}
+    numbers = {n for n, _ in units}
+    for n, u in _QUANTITY_UNIT.findall(" ".join(plain(sentence).split())):
+        n, u = n.rstrip(".,"), u.casefold()
+        if n in numbers and (n, u) not in units and (n, u.rstrip("s")) not in units and (n, u + "s") not in units:
+            return f"states {n} {u}, where the cited block gives {n} another unit"
+    terms = set(ragline.text.tokenize(sentence))
+    if not terms:
+        return None
+    closest = max(  # ties: the one that agrees (the benefit of the doubt)
+        (c for b in blocks for line in plain(b).splitlines() for c in sentences(line) if c.strip()),
+        key=lambda c: (len(terms & set(ragline.text.tokenize(c))), _negated(c) == _negated(sentence)),
+        default=None,
+    )
+    if closest is not None and terms & set(ragline.text.tokenize(closest)) and _negated(sentence) != _negated(closest):
+        return "negates what the cited block says" if _negated(sentence) else "drops a negation the cited block has"
+    return None
+
+
 def unsupported(sentence: str, sources: Sequence[Source], cited: Sequence[int], prompt: Sequence[str] = ()) -> str | None:
     """Why the blocks `cited` (numbers into `sources`) do not support `sentence`, or None when they do.
 
@@ -158,7 +203,11 @@ def unsupported(sentence: str, sources: Sequence[Source], cited: Sequence[int], 
     """
     body = CITATION.sub(" ", sentence)
     words = _words(body)
-    quoted = any(_within(words, _words(_ATX.sub("", sources[n - 1].text))) for n in cited)  # a quote of the block's own prose
+    quoted = any(  # a quote of the block's own prose, as it stands or as a reader sees it (links as their label)
+        _within(words, _words(prose))
+        for n in cited
+        for prose in {_ATX.sub("", sources[n - 1].text), plain(_ATX.sub("", sources[n - 1].text))}
+    )
     if not quoted and any(_within(words, _words(" > ".join(s.headings))) for s in sources):
         return "repeats a heading path"
     if not quoted and any(_within(words, _words(p)) for p in prompt):
@@ -167,6 +216,8 @@ def unsupported(sentence: str, sources: Sequence[Source], cited: Sequence[int], 
     missing = [t for t in stated(body) if t not in held]
     if missing:
         return f"states {', '.join(missing)}, which the cited block does not"
+    if not quoted and (why := _contradicts(body, [sources[n - 1].text for n in cited])) is not None:
+        return why
     terms = set(ragline.text.tokenize(body))
     share = len(terms & held) / len(terms) if terms else 0.0
     if share < SUPPORT:
