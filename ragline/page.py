@@ -61,12 +61,21 @@ const num = (x, d) => (typeof x === "number" ? x.toFixed(d) : "-");
 
 function view() { return document.querySelector("input[name=view]:checked").value; }
 
-async function call(path, init) {
+const BUSY_TRIES = 3, BUSY_WAIT_MAX = 30;  // a 429 is asked again after its Retry-After (seconds, at most 30), three times
+
+async function call(path, init, tries = BUSY_TRIES) {
   const token = sessionStorage.getItem("rag-serve-token");
   init = init || {};
   init.headers = Object.assign({"Accept": "application/json"}, init.headers || {});
   if (token) init.headers["Authorization"] = "Bearer " + token;
   const response = await fetch(path, init);
+  if (response.status === 429 && tries > 0) {  // the server is busy: wait as long as it says, then ask again
+    const wait = Math.min(BUSY_WAIT_MAX, Math.max(1, parseInt(response.headers.get("Retry-After"), 10) || 1));
+    status.textContent = `The server is busy: asking again in ${wait} s…`;
+    await new Promise((resume) => setTimeout(resume, wait * 1000));
+    status.textContent = "Asking…";
+    return call(path, init, tries - 1);
+  }
   const body = await response.json().catch(() => ({error: `HTTP ${response.status}`}));
   if (response.status === 401) $("auth").hidden = false;
   if (!response.ok) throw new Error(body.error || `HTTP ${response.status}`);

@@ -139,3 +139,60 @@ def test_one_long_token_wraps_instead_of_widening_the_page(server: Server, brows
     assert "9f9f9f" in browser.find_element(By.ID, "result").get_attribute("textContent")
     wide, window = browser.execute_script("return [document.documentElement.scrollWidth, window.innerWidth]")
     assert wide <= window, f"the page is {wide} px wide in a {window} px window"
+
+
+def test_a_busy_server_is_asked_again_after_its_retry_after(browser) -> None:
+    """Issue 40, item 12: the page honours a 429's Retry-After, asking again instead of showing the
+    refusal. A stand-in server (the page's own HTML) answers the first POST /answer with 429 and
+    `Retry-After: 1`, the next with an answer."""
+    import http.server
+    import json
+    import threading
+
+    from ragline import page as servepage
+
+    record = {
+        "question": "When does the sweep run?",
+        "answer": "The sweep runs at 23:40 IST [1].",
+        "refused": False,
+        "reason": None,
+        "confidence": 0.9,
+        "generator": {"threshold": 0.2},
+        "citations": [{"n": 1, "rank": 1, "doc": "settlement", "headings": ["Settlement"], "path": "s.md", "start_line": 1, "end_line": 2}],
+        "hits": [{"text": "The sweep runs at 23:40 IST."}],
+        "ms": 1,
+    }
+    asked: list[str] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def reply(self, code: int, kind: str, body: bytes, headers: dict[str, str] | None = None) -> None:
+            self.send_response(code)
+            for name, value in {"Content-Type": kind, "Content-Length": str(len(body)), **(headers or {})}.items():
+                self.send_header(name, value)
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_GET(self) -> None:
+            self.reply(200, "text/html; charset=utf-8", servepage.PAGE.encode())
+
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            asked.append(self.path)
+            if len(asked) == 1:
+                self.reply(429, "application/json", b'{"error": "busy: try again"}', {"Retry-After": "1"})
+            else:
+                self.reply(200, "application/json", json.dumps(record).encode())
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    stand_in = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=stand_in.serve_forever, daemon=True).start()
+    try:
+        browser.get(f"http://127.0.0.1:{stand_in.server_address[1]}/?" + urlencode({"q": record["question"]}))
+        result_title(browser, "Answer")
+        assert "23:40 IST" in browser.find_element(By.ID, "result").text
+        assert asked == ["/answer", "/answer"]
+    finally:
+        stand_in.shutdown()
+        stand_in.server_close()
