@@ -166,8 +166,8 @@ def _contradicts(sentence: str, blocks: Sequence[str]) -> str | None:
     code it quotes (`rm -rf /`) that no cited block holds; a quantity whose unit differs from the
     block's for the same number (18:10 IST where the block says 18:10 UTC, 3 days where it says
     3 hours); a negation the closest sentence of the blocks (most terms in common) does not have,
-    or one it has that the sentence drops. `unsupported` asks only of a sentence that is not a quote
-    of a cited block's prose."""
+    or one it has that the sentence drops. `unsupported` asks only of a written sentence that is not
+    a quote of a cited block's prose (a quoting reader's sentences are the block's own)."""
     flat = [" ".join(plain(b).split()).casefold() for b in blocks]
     for m in _CODE.finditer(sentence):
         code = " ".join(m.group(2).split()).casefold()
@@ -182,8 +182,8 @@ def _contradicts(sentence: str, blocks: Sequence[str]) -> str | None:
     terms = set(ragline.text.tokenize(sentence))
     if not terms:
         return None
-    closest = max(  # ties: the one that agrees (the benefit of the doubt)
-        (c for b in blocks for line in plain(b).splitlines() for c in sentences(line) if c.strip()),
+    closest = max(  # a line (a table row) or one of its sentences; ties: the one that agrees (the benefit of the doubt)
+        (c for b in blocks for line in plain(b).splitlines() for c in {line, *sentences(line)} if c.strip()),
         key=lambda c: (len(terms & set(ragline.text.tokenize(c))), _negated(c) == _negated(sentence)),
         default=None,
     )
@@ -192,14 +192,17 @@ def _contradicts(sentence: str, blocks: Sequence[str]) -> str | None:
     return None
 
 
-def unsupported(sentence: str, sources: Sequence[Source], cited: Sequence[int], prompt: Sequence[str] = ()) -> str | None:
+def unsupported(
+    sentence: str, sources: Sequence[Source], cited: Sequence[int], prompt: Sequence[str] = (), written: bool = False
+) -> str | None:
     """Why the blocks `cited` (numbers into `sources`) do not support `sentence`, or None when they do.
 
     In order: the sentence's words are a run of a block's heading path (an echoed heading,
     "[1] Error codes > Why NW-5001 is different") or of a prompt text (the instructions, the
     question), and not of a cited block's prose (a list item that is also another block's
-    heading is a quote); a fact it states (`stated`) is in none of the cited blocks; fewer
-    than SUPPORT of its terms are in them.
+    heading is a quote); a fact it states (`stated`) is in none of the cited blocks; a `written`
+    sentence (a model's) that is not a quote of a cited block's prose says what they contradict
+    (`_contradicts`); fewer than SUPPORT of its terms are in them.
     """
     body = CITATION.sub(" ", sentence)
     words = _words(body)
@@ -216,7 +219,7 @@ def unsupported(sentence: str, sources: Sequence[Source], cited: Sequence[int], 
     missing = [t for t in stated(body) if t not in held]
     if missing:
         return f"states {', '.join(missing)}, which the cited block does not"
-    if not quoted and (why := _contradicts(body, [sources[n - 1].text for n in cited])) is not None:
+    if written and not quoted and (why := _contradicts(body, [sources[n - 1].text for n in cited])) is not None:
         return why
     terms = set(ragline.text.tokenize(body))
     share = len(terms & held) / len(terms) if terms else 0.0
@@ -264,7 +267,7 @@ def check_citations(answer: str, sources: Sequence[Source], prompt: Sequence[str
         if any(not 1 <= n <= n_blocks for n in numbers):
             sentence = CITATION.sub(lambda m: m.group(0) if 1 <= int(m.group(1)) <= n_blocks else "", sentence)
             sentence = re.sub(r"\s{2,}", " ", sentence).strip()
-        why = unsupported(sentence, sources, valid, prompt)
+        why = unsupported(sentence, sources, valid, prompt, written)
         if why is not None and written:
             other = _supporter(sentence, sources, prompt, valid)
             if other is not None:
@@ -280,7 +283,9 @@ def check_citations(answer: str, sources: Sequence[Source], prompt: Sequence[str
 
 def _supporter(sentence: str, sources: Sequence[Source], prompt: Sequence[str], besides: Sequence[int] = ()) -> int | None:
     """The first block sent (in rank order), other than `besides`, that supports `sentence` alone; None if none does."""
-    return next((n for n in range(1, len(sources) + 1) if n not in besides and unsupported(sentence, sources, [n], prompt) is None), None)
+    return next(
+        (n for n in range(1, len(sources) + 1) if n not in besides and unsupported(sentence, sources, [n], prompt, True) is None), None
+    )
 
 
 MIN_WORDS = 3  # a written sentence of fewer words is a fragment ("[3] Sandbox Accounts"), not an answer
