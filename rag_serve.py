@@ -299,6 +299,7 @@ class Live:
                 "expected_wait_s": None if (w := self.pool.expected_wait()) is None else round(w, 3),
                 "refused": self.pool.refused,
                 "dropped": self.pool.dropped,
+                "abandoned": self.pool.abandoned,
             },
             "connections": None if self.policy is None else self.policy.counts(),
             "sources": rag_index.source_report(engine.index, engine.watch),

@@ -40,6 +40,7 @@ from typing import IO, Any
 
 import orjson
 
+import ragline.abandon
 import ragline.records
 
 EXTRA = "rag-serve --mcp needs the mcp extra: pip install 'ragline[mcp]' (the official MCP SDK)"
@@ -119,7 +120,7 @@ def serve_stdio(
     )
 
     async def on_worker(fn: Callable[..., Any], *args: Any) -> Any:
-        return await anyio.to_thread.run_sync(lambda: worker.submit(fn, *args).result())
+        return await run_on(worker, fn, *args)
 
     def failed(message: str) -> Any:
         return types.CallToolResult(content=[types.TextContent(text=ragline.records.one_line(message))], is_error=True)
@@ -170,6 +171,22 @@ def serve_stdio(
             await server.run(read_stream, write_stream, server.create_initialization_options())
 
     anyio.run(run)
+
+
+async def run_on(worker: Executor, fn: Callable[..., Any], *args: Any) -> Any:
+    """fn(*args) on `worker`, awaited. When the request is cancelled (the host's
+    `notifications/cancelled`, or stdin closing) before it starts, it never runs; while it runs,
+    it is abandoned (`ragline.abandon`): the local model stops at its next decode step, so the
+    worker is free for the next call and the process can exit."""
+    import anyio
+
+    future, abandon = ragline.abandon.submit(worker, fn, *args)
+    try:
+        return await anyio.to_thread.run_sync(future.result, abandon_on_cancel=True)
+    except anyio.get_cancelled_exc_class():
+        if not future.cancel():
+            abandon.set()
+        raise
 
 
 TOO_LONG = object()  # what `_read_line` gives for a line over the bound

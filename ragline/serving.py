@@ -33,7 +33,8 @@ service from everyone else lives here, so each rule is written once and tested a
   client has nothing else in is let in unless everyone's work in passes MAX_BACKLOG, so one client's
   flood is refused while a team's searches are not. So sixteen clients of searches are all served, and
   one agent's sixteen searches, while eight slow answers from one client fill its queue. Work whose client has closed its connection before the work began is dropped
-  (the Gate's DEPARTED event; 499 in the log). `/health` never enters the pool.
+  (the Gate's DEPARTED event; 499 in the log); work that had begun is abandoned, the local model
+  stopping at its next decode step (`ragline.abandon`; a 499 too). `/health` never enters the pool.
 - **A request's budget** (`check_budget`). Questions x hits (the larger of k and the candidate
   lists) at most MAX_HITS, question characters at most MAX_CHARS: a bigger request is a 413
   saying which bound and by how much, so no single request holds the worker for long.
@@ -65,6 +66,7 @@ from typing import Any
 
 import orjson
 
+import ragline.abandon
 import ragline.records
 from ragline.records import StageError
 
@@ -140,7 +142,8 @@ class Pool:
 
     A request whose client has gone (`DEPARTED`, set by the Gate when the connection closes)
     before its work started is dropped from the queue at once (`Gone`), its questions no longer
-    counted; work already running finishes."""
+    counted; work already running is abandoned (`ragline.abandon`): the local model stops at its
+    next decode step, and the request is a Gone too (499) once the worker is free."""
 
     def __init__(self, workers: int = WORKERS, queue: int = QUEUE, name: str = "rag-serve", max_wait: float = MAX_WAIT):
         self.executor = ThreadPoolExecutor(workers, thread_name_prefix=name)
@@ -154,6 +157,7 @@ class Pool:
         self.clients: dict[str | None, int] = {}  # each client's requests running or waiting
         self.refused = 0
         self.dropped = 0  # requests whose client left before their work began
+        self.abandoned = 0  # requests whose client left while their work ran (stopped at the model's next step)
 
     def expected_wait(self) -> float | None:
         """Seconds the work already in is expected to take (on `workers` threads), or None before any has run."""
@@ -195,7 +199,7 @@ class Pool:
         self.inflight[timed] = weight
         departed = DEPARTED.get()
         try:
-            future = self.executor.submit(timed)
+            future, abandon = ragline.abandon.submit(self.executor, timed)
             done = asyncio.wrap_future(future)
             if departed is not None:
                 left = asyncio.ensure_future(departed.wait())
@@ -206,6 +210,12 @@ class Pool:
                 if not done.done() and future.cancel():  # not started: nobody is waiting for it
                     self.dropped += 1
                     raise Gone("the client closed the connection before its request ran")
+                if not done.done():  # running: the local model stops at its next decode step
+                    abandon.set()
+                    self.abandoned += 1
+                    with contextlib.suppress(Exception):
+                        await done  # the worker is free again only once it has stopped
+                    raise Gone("the client closed the connection while its request ran: its work was abandoned")
             return await done
         finally:
             self.admitted -= 1

@@ -705,6 +705,80 @@ def test_work_for_a_client_that_left_is_dropped(index: Path) -> None:
     assert server.log().count("POST /answer 499 ") == 3 and "Traceback" not in server.log(), server.log()
 
 
+def _abandonable() -> tuple[Callable[[], str], threading.Event, list[str]]:
+    """A request's work as the local model does it: it starts, then takes its next decode step
+    (`Budget.spend`) only once it sees its work abandoned (or after 30 s, when nobody abandons it);
+    what that step met goes into the list."""
+    from ragline.abandon import ABANDONED
+    from ragline.answer.local import Budget, OverBudget
+
+    started, seen = threading.Event(), []
+
+    def work() -> str:
+        started.set()
+        event = ABANDONED.get()
+        if event is None or not event.wait(30):
+            seen.append("never abandoned")
+        try:
+            Budget().spend(1)
+        except OverBudget:
+            seen.append("stopped")
+            raise
+        seen.append("finished")
+        return "finished"
+
+    return work, started, seen
+
+
+def test_running_work_whose_client_left_is_abandoned() -> None:
+    """Issue 40, item 3: `curl -m 5 .../answer` gave up, and the local model ran 306 s more for nobody,
+    logged as 200. The Gate's DEPARTED now abandons work already running: the model stops at its next
+    decode step, and the request is a Gone (499)."""
+    import asyncio
+
+    work, started, seen = _abandonable()
+
+    async def scenario() -> policy.Pool:
+        pool = policy.Pool()
+        departed = asyncio.Event()
+        token = policy.DEPARTED.set(departed)
+        try:
+            request = asyncio.ensure_future(pool.run(work))
+            assert await asyncio.to_thread(started.wait, 30)
+            departed.set()
+            with pytest.raises(policy.Gone, match="while its request ran: its work was abandoned"):
+                await request
+        finally:
+            policy.DEPARTED.reset(token)
+        return pool
+
+    pool = asyncio.run(scenario())
+    assert seen == ["stopped"] and (pool.abandoned, pool.dropped, pool.admitted) == (1, 0, 0)
+
+
+def test_an_mcp_call_cancelled_while_it_runs_is_abandoned() -> None:
+    """Issue 40, item 3: after `notifications/cancelled` and stdin closing, rag-serve --mcp exited only once
+    the model had finished (78 s). A cancelled call's running work is abandoned at its next step."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import anyio
+
+    from ragline.mcpserver import run_on
+
+    work, started, seen = _abandonable()
+    worker = ThreadPoolExecutor(1)
+
+    async def scenario() -> None:
+        async with anyio.create_task_group() as group:
+            group.start_soon(run_on, worker, work)
+            assert await anyio.to_thread.run_sync(started.wait, 30)
+            group.cancel_scope.cancel()
+
+    anyio.run(scenario)
+    worker.shutdown(wait=True)
+    assert seen == ["stopped"]
+
+
 def test_head_of_the_page_is_200(index: Path) -> None:
     """D16: `curl -I /` was a 405 (HEAD /health was already a 200): a monitor checking the page got an error."""
     with serving(index, "--quiet") as server, server.client() as c:

@@ -331,3 +331,41 @@ def test_a_page_longer_than_the_context_costs_one_question_at_most(tmp_path):
         else:  # a block too long to be the spans' prefix: the extractive choice, said so
             assert "over the local model's context of 1024 (--local-context)" in records[0]["fallback"]
             assert not records[0]["refused"] and not records[1]["refused"]
+
+
+@pytest.mark.serve
+def test_rag_serve_abandons_the_models_work_when_its_client_leaves(tmp_path):
+    """Issue 40, item 3 on the real model: a client that gave up (`curl -m 5`) left the model writing for
+    nobody, logged as 200, the next question waiting behind it. Now the work stops at the model's next
+    decode step once the connection closes: /health counts it as abandoned, the log says 499."""
+    import socket
+    import time
+
+    import httpx
+    from serving import Server
+
+    server = Server.start(
+        build_index(tmp_path),
+        "--reader",
+        "write",
+        env=stage_env(RAG_MODEL_HOME=str(PATH.parent.parent), RAG_LOCAL_TIMEOUT="600"),
+        timeout=300,
+    )
+    try:
+        body = json.dumps({"question": "When does the nightly sweep run, and what happens when it fails?"}).encode()
+        head = f"POST /answer HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+        host, port = server.url.removeprefix("http://").rsplit(":", 1)
+        client = socket.create_connection((host, int(port)), timeout=30)
+        client.sendall(head.encode() + body)
+        deadline = time.monotonic() + 120  # a bound on the waiting, not what is asserted
+        while httpx.get(server.url + "/health", timeout=30).json()["busy"]["running_or_waiting"] < 1:
+            assert time.monotonic() < deadline, "the request never ran"
+            time.sleep(0.05)
+        client.close()  # the client gives up while the model works
+        while (busy := httpx.get(server.url + "/health", timeout=30).json()["busy"])["running_or_waiting"]:
+            assert time.monotonic() < deadline + 600, f"the work is still running: {busy}"
+            time.sleep(0.05)
+    finally:
+        server.stop()
+    assert (busy["abandoned"], busy["dropped"]) == (1, 0), busy
+    assert "POST /answer 499 " in server.log() and "Traceback" not in server.log(), server.log()

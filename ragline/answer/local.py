@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
+from ragline.abandon import abandoned
 from ragline.records import StageError, env_default
 
 if TYPE_CHECKING:
@@ -109,7 +110,8 @@ class Budget:
     """One question's bounds on the local model's work: a deadline `seconds` after it is made (on
     `clock`) and the `tokens` it may decode. `spend(n)` comes before each decode of n tokens (a
     step of a prompt's evaluation, a generated token): OverBudget past the deadline, or when the n
-    would pass the tokens (so the tokens decoded never pass them). None: no such bound."""
+    would pass the tokens (so the tokens decoded never pass them), or once the work is abandoned
+    (`ragline.abandon`: rag-serve's client left). None: no such bound."""
 
     def __init__(self, seconds: float | None = None, tokens: int | None = None, clock: Callable[[], float] = time.monotonic):
         self.seconds, self.tokens, self.clock = seconds, tokens, clock
@@ -117,6 +119,8 @@ class Budget:
         self.spent = 0
 
     def spend(self, n: int) -> None:
+        if abandoned():  # rag-serve's client has gone (`ragline.abandon`): nobody will read what follows
+            raise OverBudget("the client left: the local model's work was abandoned")
         if self.deadline is not None and self.clock() >= self.deadline:
             raise OverBudget(f"the local model did not finish within {self.seconds:g} s (RAG_LOCAL_TIMEOUT raises the limit)")
         if self.tokens is not None and self.spent + n > self.tokens:
