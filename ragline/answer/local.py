@@ -29,7 +29,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -47,6 +47,7 @@ EXTRA = (
     "(it builds llama.cpp from source: `just llm-model` does both and fetches the model)"
 )
 SEQUENCES = 17  # sequences in one batch: the prefix and 16 pieces
+OUTPUTS = 64  # logits rows one decode reads at most: llama.cpp keeps n_outputs x n_vocab floats (0.6 MB a row for Qwen2.5)
 TIMEOUT = 60.0  # seconds a question's model work may take (RAG_LOCAL_TIMEOUT)
 TOKENS = 8192  # tokens the model may decode for one question (RAG_LOCAL_TOKENS): the judge's median on Northwind is ~600
 _HOLE = "\x02{}\x02"  # where a message's content goes while the chat template is written (`LocalModel.chat`)
@@ -318,8 +319,7 @@ class LocalModel:
         flat = [(k, i, token, seq, start) for k, (tokens, seq, start, _) in enumerate(items) for i, token in enumerate(tokens)]
         b = self.batch
         out: list[list[T]] = [[] for _ in items]
-        for first in range(0, len(flat), self.ubatch):
-            step = flat[first : first + self.ubatch]
+        for step in self._steps(flat, items):
             if budget is not None:
                 budget.spend(len(step))
             rows = []
@@ -337,6 +337,25 @@ class LocalModel:
             for k, i, n in rows:
                 out[k].append(take(np.ctypeslib.as_array(self.L.llama_get_logits_ith(self.ctx, n), shape=(self.n_vocab,)), k, i))
         return out
+
+    def _steps(
+        self, flat: list[tuple[int, int, int, int, int]], items: Sequence[tuple[Sequence[int], int, int, range]]
+    ) -> Iterator[list[tuple[int, int, int, int, int]]]:
+        """`flat` (item, index, token, sequence, start) cut into decode steps of at most `self.ubatch`
+        tokens and OUTPUTS rows of logits read: llama.cpp's output buffer grows to the most rows one
+        decode reads and stays there, so a long question scored by 16 pieces no longer holds a row
+        (151,936 floats) for each of its tokens at once."""
+        step: list[tuple[int, int, int, int, int]] = []
+        rows = 0
+        for entry in flat:
+            read = entry[1] in items[entry[0]][3]
+            if step and (len(step) == self.ubatch or (read and rows == OUTPUTS)):
+                yield step
+                step, rows = [], 0
+            step.append(entry)
+            rows += read
+        if step:
+            yield step
 
     def shared(
         self,
@@ -391,10 +410,13 @@ class LocalModel:
         sequences = [(t, range(len(t) - 1, len(t))) for t in (self.tokens(s) for s in suffixes)]
         return [rows[-1] for rows in self.shared(prefix, sequences, p_yes, budget)]
 
-    def likelihood(self, prefix: str, heads: Sequence[str], continuation: str, budget: Budget | None = None) -> list[float]:
-        """For each head: the geometric mean of the probabilities of `continuation`'s tokens after
-        prefix + head, exp(mean log p(token | what precedes it)), in (0, 1]. Every text is plain text."""
-        tail = self.tokenize(continuation)
+    def likelihood(
+        self, prefix: str, heads: Sequence[str], continuation: str, budget: Budget | None = None, most: int | None = None
+    ) -> list[float]:
+        """For each head: the geometric mean of the probabilities of `continuation`'s tokens (its first
+        `most`, where given) after prefix + head, exp(mean log p(token | what precedes it)), in (0, 1].
+        Every text is plain text."""
+        tail = self.tokenize(continuation)[:most]
 
         def logp(row: np.ndarray, tokens: list[int], i: int) -> float:
             return float(row[tokens[i + 1]] - row.max() - np.log(np.exp(row - row.max()).sum()))
@@ -471,6 +493,8 @@ JUDGE_SYSTEM = (
 )
 LIKELIHOOD_PREFIX = "Read the passage from an engineering handbook and write a question that it answers.\n\n"
 _ASKED = "Question:"  # what precedes the question the "likelihood" judge scores, after a passage or alone (`Judge.prior`)
+QUESTION_TOKENS = 96  # of a question, the tokens the "likelihood" judge scores: a golden question has at most ~40; a
+# 1,900-character one (~400) made each of 16 pieces read logits at every one of its tokens (issue 40: 3.3 GB, 301 s)
 METHODS = ("likelihood", "yes")
 METHOD = "likelihood"  # chosen by scripts/fit_judge.py: see results/judge-fit.json
 _PIECE = "\x01PIECE\x01"  # where a piece goes in the yes/no prompt: the text before it is the shared prefix
@@ -506,7 +530,7 @@ class Judge:
             return []
         if self.method == "likelihood":
             heads = [f"Passage ({' > '.join(headings)}): {text}\n{_ASKED}" for headings, text in pieces]
-            return self.model.likelihood(LIKELIHOOD_PREFIX, heads, _asked(question), budget)
+            return self.model.likelihood(LIKELIHOOD_PREFIX, heads, _asked(question), budget, QUESTION_TOKENS)
         whole = self.model.chat([("system", JUDGE_SYSTEM), ("user", f"Question: {question}\n{_PIECE}")])
         prefix, after = whole.split(_PIECE)
         excerpts = [Prompt(((f"Excerpt (from {' > '.join(headings)}): {text}", False),)) + after for headings, text in pieces]
@@ -518,7 +542,7 @@ class Judge:
         ratio is the pointwise mutual information of question and passage, `ragline.rerank`)."""
         if self.method != "likelihood":
             raise StageError(f"the {self.method!r} judge has no likelihood of a question alone")
-        return self.model.likelihood(LIKELIHOOD_PREFIX, [_ASKED], _asked(question), budget)[0]
+        return self.model.likelihood(LIKELIHOOD_PREFIX, [_ASKED], _asked(question), budget, QUESTION_TOKENS)[0]
 
 
 def _asked(question: str) -> str:
