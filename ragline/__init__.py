@@ -3,7 +3,7 @@
 One module per concept (docs/design.md lists them, and tests/test_docs.py holds it to the tree):
 `records`, `text`, `markup`, `markdown`, `globs`, `sources`, `options`, `cli`, `bm25`, `index`, `ranking`,
 `abstain`, `models`, `local_models`, `expand`, `rerank`, `vectorcache`, `progress`, `terminal`; rag-serve's `api`,
-`serving`, `prefork`, `mcpserver`, `page`; `eval/` and `answer/` (every reader, one module
+`serving`, `abandon`, `prefork`, `mcpserver`, `page`; `eval/` and `answer/` (every reader, one module
 each, behind `answer.reader`'s protocol and registry). Nothing in the
 package imports a stage, and importing it loads nothing. The one exception is below: the
 console scripts, each of which imports its stage by name when it is run.
