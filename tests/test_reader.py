@@ -21,7 +21,7 @@ from ragline.answer import choice
 from ragline.answer.citations import Source, check_citations
 from ragline.answer.context import ContextBlock
 from ragline.answer.judge import Judged
-from ragline.answer.local import Bounds, Budget, Judge, OverBudget
+from ragline.answer.local import QUESTION_TOKENS, Bounds, Budget, Judge, OverBudget
 from ragline.answer.prompt import fitted, messages, shown_block
 from ragline.answer.refusal import REFUSAL, judged_none
 from ragline.answer.write import LocalWriter
@@ -50,7 +50,8 @@ class FakeModel:
     def tokens(self, prompt):
         return str(prompt).split()
 
-    def likelihood(self, prefix, heads, continuation, budget=None):
+    def likelihood(self, prefix, heads, continuation, budget=None, most=None):
+        self.most = most  # the question's tokens the judge asked to be scored
         if budget is not None:
             budget.spend(sum(len(h.split()) for h in heads))
         self.judged += heads
@@ -97,6 +98,7 @@ def test_the_judge_sees_the_best_pieces_only_with_their_heading_paths():
     )
     assert len(model.judged) == 2
     assert all(s.startswith("Passage (Guide > Alpha): ") and s.endswith("\nQuestion:") for s in model.judged)
+    assert model.most == QUESTION_TOKENS  # a long question costs no more than its first tokens (issue 40, item 2)
 
 
 def test_no_piece_judged_to_answer_is_a_refusal_with_its_reason():

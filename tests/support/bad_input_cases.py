@@ -716,7 +716,7 @@ BUILD_CASES: list[Case] = [
         "rag-index",
         ("--out", "idx"),
         1,
-        "rag-index: <stdin>:1: field 'source' must be {root, size, mtime_ns, sha256}, as rag-chunk writes it",
+        "rag-index: <stdin>:1: field 'source' must be {root, size, mtime_ns, sha256} (and lists of globs), as rag-chunk writes it",
         first_embedded(lambda r: edit(r, 0, source="corpus/settlement.md")),
     ),
     Case(
