@@ -371,22 +371,11 @@ def test_rag_serve_abandons_the_models_work_when_its_client_leaves(tmp_path):
     assert "POST /answer 499 " in server.log() and "Traceback" not in server.log(), server.log()
 
 
-def _peak_kb(args: list[str], env: dict[str, str]) -> tuple[int, int]:
-    """(exit code, peak resident set in KB) of one stage process (wait4: that child's own rusage)."""
-    import os
-    import subprocess
-
-    proc = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    _, status, usage = os.wait4(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    return proc.returncode, usage.ru_maxrss
-
-
 def test_a_long_question_costs_the_judge_no_more_memory_than_a_short_one(tmp_path):
     """Issue 40, item 2: a 1,928-character question took 3.3 GB in judge mode (930 MB for a short one):
     the likelihood read the whole vocabulary's logits at every question token of 16 pieces at once. The
     judge scores a question's first QUESTION_TOKENS and a decode reads at most OUTPUTS rows."""
-    from stagecli import command
+    from stagecli import command, measure
 
     index = build_index(tmp_path)
     env = stage_env(RAG_MODEL_HOME=str(PATH.parent.parent))
@@ -394,9 +383,10 @@ def test_a_long_question_costs_the_judge_no_more_memory_than_a_short_one(tmp_pat
     assert len(long) > 1900
     peaks = {}
     for name, question in (("short", "When does the sweep run?"), ("long", long)):
-        code, peaks[name] = _peak_kb([*command("rag-answer"), "--index", str(index), "--reader", "judge", "--json", question], env)
-        assert code == 0, name
-    assert peaks["long"] <= peaks["short"] + 100_000, peaks  # KB: within 100 MB of the short question's peak
+        done = measure([*command("rag-answer"), "--index", str(index), "--reader", "judge", "--json", question], env=env)
+        assert done["exit"] == 0, done["stderr"]
+        peaks[name] = done["peak_rss_mib"]  # the child's own VmHWM: not what it inherited from this process
+    assert peaks["long"] <= peaks["short"] + 100, peaks  # MiB
 
 
 def test_decode_steps_hold_at_most_outputs_rows_and_ubatch_tokens():

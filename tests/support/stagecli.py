@@ -205,7 +205,7 @@ def copy_workspace(source: Path, target: Path) -> Path:
     return target
 
 
-def measure(argv: list[str], stdin_path: Path | None = None, cwd: Path | None = None) -> dict:
+def measure(argv: list[str], stdin_path: Path | None = None, cwd: Path | None = None, env: dict[str, str] | None = None) -> dict:
     """Run argv (stdout to /dev/null) and report its exit code, wall time and peak RSS (MiB).
 
     The peak is the child's own VmHWM (/proc/PID/status), polled every 10 ms until it
@@ -231,7 +231,7 @@ def measure(argv: list[str], stdin_path: Path | None = None, cwd: Path | None = 
 
     with open(stdin_path or os.devnull, "rb") as source, open(os.devnull, "wb") as sink:
         start = time.perf_counter()
-        proc = subprocess.Popen(argv, stdin=source, stdout=sink, stderr=subprocess.PIPE, cwd=cwd, env=stage_env())
+        proc = subprocess.Popen(argv, stdin=source, stdout=sink, stderr=subprocess.PIPE, cwd=cwd, env=env or stage_env())
         done = threading.Event()  # Popen returns after the exec: every reading is the stage's own
         watcher = threading.Thread(target=poll, args=(proc.pid, done), daemon=True)
         watcher.start()
