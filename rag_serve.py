@@ -82,6 +82,7 @@ from ragline.records import StageError
 STAGE = "rag-serve"
 MAX_BODY = ragline.options.default("max_body")  # bytes of a request body
 SEARCHERS = 16  # retrieval configurations kept ready per generation
+WARM_UP = "how is this handbook organised"  # the search rag-serve times at start (`Live`), answered to nobody
 RELOAD_RETRY = 30.0  # seconds before a generation that failed to load is tried again
 EXTRA = "rag-serve needs the serve extra: pip install 'ragline[serve]' (FastAPI and uvicorn)"
 HTTP_ONLY = ("host", "port", "token", "is_open", "cors", "max_body", "workers", "quiet")  # the options --mcp has no use for
@@ -206,6 +207,9 @@ class Live:
         self.note = note
         self.pool = pool or serving.Pool(name=STAGE)
         self.engine = self.pool.call(lambda: open_engine(settings))
+        started = time.perf_counter()  # one search timed before any request: the pool's estimate of a search
+        self.pool.call(lambda: self.engine.search([{"id": "warm-up", "question": WARM_UP}], {}))
+        self.pool.warm("search", time.perf_counter() - started)
         self.failed: tuple[str, str] | None = None  # (generation, why) of the last swap that failed
         self.failed_at = 0.0
         self.served = 0
@@ -300,6 +304,7 @@ class Live:
                 "refused": self.pool.refused,
                 "dropped": self.pool.dropped,
                 "abandoned": self.pool.abandoned,
+                "mean_s": {kind: round(seconds, 4) for kind, seconds in sorted(self.pool.means.items())},
             },
             "connections": None if self.policy is None else self.policy.counts(),
             "sources": rag_index.source_report(engine.index, engine.watch),
@@ -340,15 +345,15 @@ def make_app(
 
     from ragline import page as servepage
 
-    async def work(fn: Callable[[Engine], Any], questions: int = 1) -> Any:
-        """Run fn (of `questions` questions) on the engine of the moment, on the pool's worker (a 429
-        at once when the pool admits no more)."""
+    async def work(fn: Callable[[Engine], Any], questions: int = 1, kind: str = "search") -> Any:
+        """Run fn (of `questions` questions, a search or an answer: `kind`, whose mean the pool keeps apart)
+        on the engine of the moment, on the pool's worker (a 429 at once when the pool admits no more)."""
 
         def job() -> Any:
             live.served += 1
             return fn(live.current())
 
-        return await live.pool.run(job, questions)
+        return await live.pool.run(job, questions, kind=kind)
 
     def budget(questions: list[str], options: dict[str, Any], context: int | None = None) -> None:
         check_budget(live.settings, questions, options, context)
@@ -397,7 +402,7 @@ def make_app(
         """Answer one question, as POST /answer does: an answer/1 record, as `rag-answer --json` writes it."""
         queries = serving.query_records(params.q, None)
         budget([params.q], api.retrieval(params), params.context or live.settings.context)
-        return record((await work(lambda e: e.answer(queries, api.retrieval(params), params.threshold, params.context)))[0])
+        return record((await work(lambda e: e.answer(queries, api.retrieval(params), params.threshold, params.context), kind="answer"))[0])
 
     @app.post(
         "/answer",
@@ -410,7 +415,7 @@ def make_app(
         """Answer one question or a batch, with checked citations, or refuse."""
         queries = serving.query_records(body.question, body.questions, body.id)
         budget([q["question"] for q in queries], api.retrieval(body), body.context or live.settings.context)
-        found = await work(lambda e: e.answer(queries, api.retrieval(body), body.threshold, body.context), len(queries))
+        found = await work(lambda e: e.answer(queries, api.retrieval(body), body.threshold, body.context), len(queries), "answer")
         return record(found[0] if body.question is not None else found)
 
     @app.get("/explain", responses=servepage.responses(servepage.EXPLAIN, "per-term BM25 contributions"))

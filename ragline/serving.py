@@ -24,8 +24,8 @@ service from everyone else lives here, so each rule is written once and tested a
 - **Work** (`Pool`). Search and answer run on WORKERS threads (one: the embedding cache's
   sqlite connection belongs to the thread that opened it, and the work is Python under the
   interpreter's lock anyway). A request waits for them while the work ahead of it is expected
-  to end within MAX_WAIT seconds (the questions in, times the mean time of one question lately,
-  less what the running one has done), and while the questions in, its own included, fit in
+  to end within MAX_WAIT seconds (the questions in, times the mean time of one question of their
+  kind lately, less what the running one has done; a kind never run is unknown: `Pool.warm`), and while the questions in, its own included, fit in
   WORKERS + QUEUE (a batch of 64 takes 64 of that room, so nine such batches are not all let
   in); past that, or past QUEUE_MAX requests in, a request is refused at once with 429 and
   `Retry-After`, rather than waiting behind the others. A request with nothing ahead always
@@ -81,6 +81,7 @@ MAX_WAIT = 4.0  # seconds of work ahead a client's request may wait behind once 
 MAX_BACKLOG = 30.0  # seconds of everyone's work in, past which even a client with nothing in is refused (GRACE: it can finish)
 QUEUE_MAX = 256  # requests running or waiting, at most, however quick they are
 RECENT = 0.2  # the weight of the latest request's time in the running mean
+WORK = "work"  # the kind of work a request is when it names none: each kind (rag-serve's search, answer) has its own mean
 MAX_HITS = 6400  # questions x max(k, candidates) in one request (64 questions of 100 hits)
 MAX_CHARS = 16_384  # characters of all the questions of one request
 RETRY_AFTER = 1  # seconds, in a 429's Retry-After
@@ -150,22 +151,42 @@ class Pool:
         self.workers = workers
         self.capacity = workers + queue  # questions always admitted
         self.max_wait = max_wait
-        self.mean_seconds: float | None = None  # of one question's work, recently; None until a request has run
+        self.means: dict[str, float] = {}  # of one question's work of each kind, recently; a kind absent until one has run
         self.admitted = 0  # requests running or waiting; touched on the event loop only
         self.questions = 0  # the questions they hold
-        self.inflight: dict[_Timed, int] = {}  # each request running or waiting, and its questions
+        self.inflight: dict[_Timed, tuple[int, str]] = {}  # each request running or waiting: its questions and kind
         self.clients: dict[str | None, int] = {}  # each client's requests running or waiting
         self.refused = 0
         self.dropped = 0  # requests whose client left before their work began
         self.abandoned = 0  # requests whose client left while their work ran (stopped at the model's next step)
 
+    @property
+    def mean_seconds(self) -> float | None:
+        """The recent mean time of one question of the default kind of work (WORK)."""
+        return self.means.get(WORK)
+
+    @mean_seconds.setter
+    def mean_seconds(self, value: float | None) -> None:
+        if value is None:
+            self.means.pop(WORK, None)
+        else:
+            self.means[WORK] = value
+
+    def warm(self, kind: str, seconds: float) -> None:
+        """What one question of `kind` takes, measured before any request (rag-serve times a search at
+        start): a fresh server's first burst of searches is then judged by it, not refused for want of a
+        mean past the room always kept (`just hostile` saw 7 of 208 refused)."""
+        self.means.setdefault(kind, seconds)
+
     def expected_wait(self) -> float | None:
-        """Seconds the work already in is expected to take (on `workers` threads), or None before any has run."""
-        if self.mean_seconds is None:
-            return None
+        """Seconds the work already in is expected to take (on `workers` threads), each request at the mean
+        of its kind; None while a kind in has never run (its cost unknown: the room always kept is all
+        that is let in)."""
         now, ahead = time.perf_counter(), 0.0
-        for timed, weight in self.inflight.items():
-            expected = weight * self.mean_seconds
+        for timed, (weight, kind) in self.inflight.items():
+            if (mean := self.means.get(kind)) is None:
+                return None
+            expected = weight * mean
             ahead += expected if timed.started is None else max(0.0, expected - (now - timed.started))
         return ahead / self.workers
 
@@ -184,7 +205,7 @@ class Pool:
             return True
         return wait is not None and wait <= self.max_wait
 
-    async def run(self, fn: Callable[[], Any], questions: int = 1, client: str | None = None) -> Any:
+    async def run(self, fn: Callable[[], Any], questions: int = 1, client: str | None = None, kind: str = WORK) -> Any:
         """fn() on a worker thread, `questions` the work it holds, for `client` (default: CLIENT's); Busy at once
         when the pool does not admit it, Gone when the client leaves before it starts."""
         weight = max(1, questions)
@@ -196,7 +217,7 @@ class Pool:
         self.clients[client] = self.clients.get(client, 0) + 1
         self.questions += weight
         timed = _Timed(fn)
-        self.inflight[timed] = weight
+        self.inflight[timed] = (weight, kind)
         departed = DEPARTED.get()
         try:
             future, abandon = ragline.abandon.submit(self.executor, timed)
@@ -224,8 +245,8 @@ class Pool:
                 self.clients[client] = left_in
             del self.inflight[timed]
             if timed.seconds is not None:
-                each, m = timed.seconds / weight, self.mean_seconds
-                self.mean_seconds = each if m is None else (1 - RECENT) * m + RECENT * each
+                each, m = timed.seconds / weight, self.means.get(kind)
+                self.means[kind] = each if m is None else (1 - RECENT) * m + RECENT * each
 
     def call(self, fn: Callable[[], Any]) -> Any:
         """fn() on a worker thread, from outside the event loop (loading the first engine)."""

@@ -1320,6 +1320,50 @@ def test_sixteen_concurrent_searchers_are_all_served(work) -> None:
     assert team == ["ran"] * 16 and agent == ["ran"] * 16, (team, agent)
 
 
+def test_a_fresh_servers_first_burst_of_searches_is_served(work) -> None:
+    """40.12, seen by `just hostile`: sixteen searches from one address at a fresh rag-serve got 7 refusals:
+    nothing had finished yet, so past the room always kept an unknown mean refused. rag-serve times a
+    search at start (`Pool.warm`); a kind never timed (answers, an LLM's) is still refused past the room."""
+    import asyncio
+
+    async def burst(warmed: bool) -> list[str]:
+        pool = policy.Pool()
+        if warmed:
+            pool.warm("search", 0.01)
+        started, release = threading.Event(), threading.Event()
+
+        def first() -> None:
+            started.set()
+            release.wait(30)
+
+        head = asyncio.ensure_future(pool.run(first, client="127.0.0.1", kind="search"))
+        assert await asyncio.to_thread(started.wait, 30)
+
+        async def one() -> str:
+            try:
+                await pool.run(work(0.01), client="127.0.0.1", kind="search")
+                return "ran"
+            except policy.Busy:
+                return "busy"
+
+        rest = asyncio.gather(*(one() for _ in range(15)))
+        await asyncio.sleep(0)  # every one of them admitted or refused before the first finishes
+        release.set()
+        await head
+        return await rest
+
+    assert asyncio.run(burst(warmed=True)) == ["ran"] * 15
+    refused = asyncio.run(burst(warmed=False))
+    assert refused.count("busy") == 15 - (policy.WORKERS + policy.QUEUE - 1), refused
+
+
+def test_rag_serve_times_a_search_before_its_first_request(index: Path) -> None:
+    """What `Pool.warm` is given: rag-serve measures one search as it starts; answers have no mean until one has run."""
+    with serving(index, "--quiet") as server, server.client() as c:
+        means = c.get("/health").json()["busy"]["mean_s"]
+    assert means.get("search", 0) > 0 and "answer" not in means, means
+
+
 def test_a_flooding_client_is_shed_not_the_others(work) -> None:
     """40.12: the wait bound is applied per client: one client's forty slow requests past the room and the
     bound are refused, while another client's search, arriving behind them, is let in."""

@@ -20,6 +20,8 @@ server's defences do not depend on the model), starts `rag-serve` with an open-f
 - the index pointer damaged four times (bytes that are not a generation's name, a directory,
   a FIFO, a symbolic link to /dev/zero), then repaired by a rebuild (`rag-index --out` over
   the damaged pointer).
+- round four (issue 40, `hostile_four.py`), after the load: each attack once, its seconds and
+  peak resident set (the local model's attacks where `just llm-model` has run).
 
 Every request must get an HTTP answer (nothing lost: no connection error, no 5xx), /health must
 answer throughout, the access log must hold no forged line, no escape byte and no traceback,
@@ -47,6 +49,7 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import hostile_four
 from stagecli import ROOT, command, run, stage_env
 
 from ragline import serving as policy
@@ -296,6 +299,7 @@ def main() -> int:
         proc.wait(60)
         text = log.read_text(errors="replace")
         live = (index / "CURRENT").read_text().strip()
+        four = hostile_four.round_four(index)
     lines = text.splitlines()
     result = {
         "schema": "hostile/1",
@@ -326,6 +330,7 @@ def main() -> int:
             "escape_bytes": text.count("\x1b") + text.count("\x07"),
             "tracebacks": text.count("Traceback"),
         },
+        "round_four": four,
         "machine": f"{platform.machine()}, {platform.python_implementation()} {platform.python_version()}",
     }
     result["markdown"] = markdown(result)
@@ -339,6 +344,7 @@ def main() -> int:
         and unread["cut"] == unread["sent"]
         and result["faults_reported"] == len(POINTER_FAULTS)
         and not any(result["log"][k] for k in ("forged", "escape_bytes", "tracebacks"))
+        and all(r["held"] is not False for r in four)
     )
     return 0 if ok else 1
 
@@ -382,7 +388,10 @@ def markdown(r: dict) -> str:
         "the issue's heavy request, forged log lines and bodies that never finish, waves of heads whose bodies never come, "
         "a client pipelining requests it never reads, foreign `Host:` names and malformed chunk sizes, and the index pointer "
         "damaged four times, then "
-        f"rebuilt ({r['machine']}).\n\n{table}"
+        f"rebuilt ({r['machine']}).\n\n{table}\n\n"
+        "Round four (issue 40), each attack once after the load, in `tests/support/hostile_four.py`: what it cost (seconds; "
+        "the stage's own peak resident set where one stage process ran it) and whether it held (skipped: the attack needs "
+        "the local model, `just llm-model`).\n\n" + hostile_four.markdown(r.get("round_four", []))
     )
 
 
