@@ -413,6 +413,8 @@ def round_four(index: Path) -> list[dict[str, Any]]:
             rows += attack(sub)
         rows += searchers(work, index)
         rows += mcp(work, index)
+    for r in rows:  # the temporary folder's name changes each run: the report names it $TMP
+        r["seen"] = r["seen"].replace(str(work), "$TMP")
     return sorted(rows, key=lambda r: r["item"])
 
 
