@@ -82,7 +82,7 @@ from ragline.records import StageError
 STAGE = "rag-serve"
 MAX_BODY = ragline.options.default("max_body")  # bytes of a request body
 SEARCHERS = 16  # retrieval configurations kept ready per generation
-WARM_UP = "how is this handbook organised"  # the search rag-serve times at start (`Live`), answered to nobody
+WARM_UP = ("how is this handbook organised", "who owns this page", "what should I read first")  # timed at start, for nobody
 RELOAD_RETRY = 30.0  # seconds before a generation that failed to load is tried again
 EXTRA = "rag-serve needs the serve extra: pip install 'ragline[serve]' (FastAPI and uvicorn)"
 HTTP_ONLY = ("host", "port", "token", "is_open", "cors", "max_body", "workers", "quiet")  # the options --mcp has no use for
@@ -169,6 +169,19 @@ def _lines(records: Any) -> Iterator[tuple[ragline.records.Line, dict[str, Any]]
     return ((ragline.records.Line("<request>", n), r) for n, r in enumerate(records, 1))
 
 
+def time_a_search(engine: Engine) -> float:
+    """Seconds one search takes once warm: WARM_UP's questions searched in turn, the fastest of all but the
+    first (which carries the start-up's one-off costs: the embedder's first run, the index's pages read
+    in: many times a warm search with MiniLM). Each question is another, so none is
+    answered from the question cache."""
+    times = []
+    for n, question in enumerate(WARM_UP):
+        started = time.perf_counter()
+        engine.search([{"id": f"warm-up-{n}", "question": question}], {})
+        times.append(time.perf_counter() - started)
+    return min(times[1:])
+
+
 def open_engine(settings: Settings, embedder: rag_embed.Embedder | None = None) -> Engine:
     """Load the live generation (and the model, unless `embedder` is the index's): a StageError when it cannot serve."""
     root = Path(settings.search.index_path)
@@ -207,9 +220,7 @@ class Live:
         self.note = note
         self.pool = pool or serving.Pool(name=STAGE)
         self.engine = self.pool.call(lambda: open_engine(settings))
-        started = time.perf_counter()  # one search timed before any request: the pool's estimate of a search
-        self.pool.call(lambda: self.engine.search([{"id": "warm-up", "question": WARM_UP}], {}))
-        self.pool.warm("search", time.perf_counter() - started)
+        self.pool.warm("search", self.pool.call(lambda: time_a_search(self.engine)))
         self.failed: tuple[str, str] | None = None  # (generation, why) of the last swap that failed
         self.failed_at = 0.0
         self.served = 0

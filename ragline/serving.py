@@ -219,6 +219,7 @@ class Pool:
         timed = _Timed(fn)
         self.inflight[timed] = (weight, kind)
         departed = DEPARTED.get()
+        abandon = None
         try:
             future, abandon = ragline.abandon.submit(self.executor, timed)
             done = asyncio.wrap_future(future)
@@ -238,13 +239,17 @@ class Pool:
                         await done  # the worker is free again only once it has stopped
                     raise Gone("the client closed the connection while its request ran: its work was abandoned")
             return await done
+        except asyncio.CancelledError:  # the server shuts down under this request: nobody will read it either
+            if abandon is not None:
+                abandon.set()
+            raise
         finally:
             self.admitted -= 1
             self.questions -= weight
             if (left_in := self.clients.pop(client) - 1) > 0:
                 self.clients[client] = left_in
             del self.inflight[timed]
-            if timed.seconds is not None:
+            if timed.seconds is not None and not (abandon is not None and abandon.is_set()):  # work cut short teaches nothing
                 each, m = timed.seconds / weight, self.means.get(kind)
                 self.means[kind] = each if m is None else (1 - RECENT) * m + RECENT * each
 
