@@ -147,49 +147,105 @@ def _within(part: list[str], whole: list[str]) -> bool:
     return n > 0 and any(whole[i : i + n] == part for i in range(len(whole) - n + 1))
 
 
-_CODE = re.compile(r"(`+)(.+?)\1")
-_NEGATION = re.compile(r"\b(?:not|never|no|none|nothing|nobody|neither|nor|cannot|without)\b|n't\b", re.I)
-_UNIT = (
-    r"%|percent|per cent|(?:milli)?seconds?|ms|minutes?|mins?|hours?|hrs?|days?|weeks?|months?|years?|business|working|calendar"
-    r"|am|pm|utc|gmt|ist|bst|cet|cest|pst|pdt|est|edt|sgt|jst|aest|kb|mb|gb|tb|kib|mib|gib"
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})[^\n]*\n(.*?)^ {0,3}\1[ \t]*$", re.M | re.S)
+_INLINE_CODE = re.compile(r"(?<!`)(`+)(?!`)([^\n]+?)(?<!`)\1(?!`)")
+_NEGATION = re.compile(r"\b(?:not|never|no|none|nothing|nobody|neither|nor|cannot|without|lacking)\b|n['’]t\b", re.I)
+# negating words that negate nothing: a bound ("no more than 3"), an exception ("nobody but on-call")
+_NOT_NEGATING = re.compile(
+    r"\b(?:no|not) (?:more|less|later|earlier|longer|fewer|sooner|greater|higher|lower) than\b|\bnot only\b"
+    r"|\b(?:nothing|nobody|no one|none) (?:but|except|other than)\b|\bno matter\b",
+    re.I,
 )
-_QUANTITY_UNIT = re.compile(r"(?<![\w.:])(\d[\d,.:]*)\s*(" + _UNIT + r")\b", re.I)
+_CLAUSE_END = re.compile(r"[,.;:!?()]|\b(?:when|if|because|unless|but|so|while|since|although|though|whereas)\b", re.I)
+NEGATION_SCOPE = 3  # content terms after a negating word that it is taken to negate (up to its clause's end)
+_UNITS = {
+    "%": "%|percent|per cent",
+    "ms": "ms|milliseconds?",
+    "second": "s|secs?|seconds?",
+    "minute": "mins?|minutes?",
+    "hour": "hrs?|hours?",
+    "day": "days?",
+    "week": "weeks?",
+    "month": "months?",
+    "year": "years?",
+    **{u: u for u in ("am", "pm", "utc", "gmt", "ist", "bst", "cet", "cest", "pst", "pdt", "est", "edt", "sgt", "jst", "aest")},
+    **{u: u for u in ("kb", "mb", "gb", "tb", "kib", "mib", "gib")},
+}
+_QUANTITY_UNIT = re.compile(
+    r"(?<![\w.:])(\d[\d,.:]*)\s*(?:(?:business|working|calendar)\s+)?(" + "|".join(_UNITS.values()) + r")(?!\w)", re.I
+)
+_UNIT_OF = [(canonical, re.compile(f"(?:{pattern})$", re.I)) for canonical, pattern in _UNITS.items()]
 
 
-def _negated(text: str) -> bool:
-    return bool(_NEGATION.search(text))
+def _unit(word: str) -> str:
+    """A unit as the check compares it: 30 min and 30 minutes alike, 5% and 5 percent alike."""
+    return next((canonical for canonical, pattern in _UNIT_OF if pattern.match(word)), word.casefold())
+
+
+def _quantities(text: str) -> set[tuple[str, str]]:
+    return {(n.rstrip(".,"), _unit(u)) for n, u in _QUANTITY_UNIT.findall(" ".join(plain(text).split()))}
+
+
+def _negated(text: str) -> list[set[str]]:
+    """What each negating word of `text` negates: the first NEGATION_SCOPE content terms after it, within its
+    clause (a bound like "no more than" and an exception like "nobody but" negate nothing)."""
+    text = _NOT_NEGATING.sub(" ", text)
+    scopes = []
+    for m in _NEGATION.finditer(text):
+        rest = text[m.end() :]
+        end = _CLAUSE_END.search(rest)
+        scopes.append(set(ragline.text.tokenize(rest[: end.start()] if end else rest)[:NEGATION_SCOPE]))
+    return [scope for scope in scopes if scope]
+
+
+def _negation_differs(sentence: str, terms: set[str], candidate: str) -> str | None:
+    """Whether `sentence` negates what `candidate` states, or leaves out a negation of something it states."""
+    mine, theirs = _negated(sentence), _negated(candidate)
+    held = set(ragline.text.tokenize(candidate))
+    if any(scope & held and not any(scope & other for other in theirs) for scope in mine):
+        return "negates what the cited block says"
+    if any(scope & terms and not any(scope & other for other in mine) for scope in theirs):
+        return "drops a negation the cited block has"
+    return None
+
+
+def _code_held(code: str, blocks: Sequence[str]) -> bool:
+    code = " ".join(code.split()).casefold()
+    return not code or any(code in " ".join(b.split()).casefold() or code in " ".join(plain(b).split()).casefold() for b in blocks)
 
 
 def _contradicts(sentence: str, blocks: Sequence[str]) -> str | None:
     """Why `sentence` says what its cited blocks (their texts) contradict, or None: term overlap
     alone keeps "The sweep never runs at 23:40 IST" citing "The sweep runs at 23:40 IST". In order:
-    code it quotes (`rm -rf /`) that no cited block holds; a quantity whose unit differs from the
-    block's for the same number (18:10 IST where the block says 18:10 UTC, 3 days where it says
-    3 hours); a negation the closest sentence of the blocks (most terms in common) does not have,
-    or one it has that the sentence drops. `unsupported` asks only of a written sentence that is not
-    a quote of a cited block's prose (a quoting reader's sentences are the block's own)."""
-    flat = [" ".join(plain(b).split()).casefold() for b in blocks]
-    for m in _CODE.finditer(sentence):
-        code = " ".join(m.group(2).split()).casefold()
-        if code and not any(code in " ".join(b.split()).casefold() or code in f for b, f in zip(blocks, flat, strict=True)):
+    code it quotes (a span `rm -rf /`, or a fenced block's lines) that no cited block holds; a
+    quantity whose unit differs from the block's for the same number (18:10 IST where the block
+    says 18:10 UTC, 3 days where it says 3 hours; 30 min and 30 minutes are one unit); a negation
+    of something the closest sentence of the blocks (most terms in common) states without one, or
+    one of its negations (of something the sentence states) left out. `unsupported` asks this of
+    written sentences only (a quoting reader's sentences are the block's own)."""
+    for fence in _FENCE.finditer(sentence):
+        for line in fence.group(2).splitlines():
+            if not _code_held(line, blocks):
+                return f"quotes code `{line.strip()}` that the cited block does not hold"
+    prose = _FENCE.sub(" ", sentence)
+    for m in _INLINE_CODE.finditer(prose):
+        if not _code_held(m.group(2), blocks):
             return f"quotes code `{m.group(2).strip()}` that the cited block does not hold"
-    units = {(n.rstrip(".,"), u.casefold()) for f in flat for n, u in _QUANTITY_UNIT.findall(f)}
-    numbers = {n for n, _ in units}
-    for n, u in _QUANTITY_UNIT.findall(" ".join(plain(sentence).split())):
-        n, u = n.rstrip(".,"), u.casefold()
-        if n in numbers and (n, u) not in units and (n, u.rstrip("s")) not in units and (n, u + "s") not in units:
+    given = set().union(*(_quantities(b) for b in blocks))
+    numbers = {n for n, _ in given}
+    for n, u in sorted(_quantities(prose)):
+        if n in numbers and (n, u) not in given:
             return f"states {n} {u}, where the cited block gives {n} another unit"
-    terms = set(ragline.text.tokenize(sentence))
+    terms = set(ragline.text.tokenize(prose))
     if not terms:
         return None
-    closest = max(  # a line (a table row) or one of its sentences; ties: the one that agrees (the benefit of the doubt)
-        (c for b in blocks for line in plain(b).splitlines() for c in {line, *sentences(line)} if c.strip()),
-        key=lambda c: (len(terms & set(ragline.text.tokenize(c))), _negated(c) == _negated(sentence)),
-        default=None,
-    )
-    if closest is not None and terms & set(ragline.text.tokenize(closest)) and _negated(sentence) != _negated(closest):
-        return "negates what the cited block says" if _negated(sentence) else "drops a negation the cited block has"
-    return None
+    candidates = [c for b in blocks for line in plain(b).splitlines() for c in {line, *sentences(line)} if c.strip()]
+    overlap = {c: len(terms & set(ragline.text.tokenize(c))) for c in candidates}
+    best = max(overlap.values(), default=0)
+    if best == 0:
+        return None
+    verdicts = [_negation_differs(prose, terms, c) for c in candidates if overlap[c] == best]
+    return None if None in verdicts else verdicts[0]  # ties: the benefit of the doubt
 
 
 def unsupported(
@@ -201,8 +257,9 @@ def unsupported(
     "[1] Error codes > Why NW-5001 is different") or of a prompt text (the instructions, the
     question), and not of a cited block's prose (a list item that is also another block's
     heading is a quote); a fact it states (`stated`) is in none of the cited blocks; a `written`
-    sentence (a model's) that is not a quote of a cited block's prose says what they contradict
-    (`_contradicts`); fewer than SUPPORT of its terms are in them.
+    sentence (a model's, even one whose words are a run of the block's: "Deploy on Fridays" out of
+    "Do not deploy on Fridays") says what they contradict (`_contradicts`); fewer than SUPPORT of
+    its terms are in them.
     """
     body = CITATION.sub(" ", sentence)
     words = _words(body)
@@ -219,7 +276,7 @@ def unsupported(
     missing = [t for t in stated(body) if t not in held]
     if missing:
         return f"states {', '.join(missing)}, which the cited block does not"
-    if written and not quoted and (why := _contradicts(body, [sources[n - 1].text for n in cited])) is not None:
+    if written and (why := _contradicts(body, [sources[n - 1].text for n in cited])) is not None:
         return why
     terms = set(ragline.text.tokenize(body))
     share = len(terms & held) / len(terms) if terms else 0.0
