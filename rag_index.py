@@ -715,17 +715,22 @@ def watch(index: Index) -> sources.Watch:
 def rebuild_command(index: Index) -> str:
     """The pipeline that builds this index again: its inputs, and the options the manifest shows were not the defaults."""
     m = index.manifest
-    watched = watch(index)
-    roots = " ".join(shlex.quote(terminal.shown_path(r)) for r in watched.roots()) or "HANDBOOK"
     window = (m.get("chunking") or {}).get("window")
-    chunk = "rag-chunk" + (f" --words {window}" if isinstance(window, int) and window != options.default("window") else "")
-    chunk += "".join(f" --{kind} {shlex.quote(glob)}" for kind, globs in watched.selection().items() for glob in globs)
+    words = f" --words {window}" if isinstance(window, int) and window != options.default("window") else ""
+    runs = [  # one rag-chunk a set of globs: the roots chosen with other globs are chunked apart, then joined
+        f"rag-chunk{words}"
+        + "".join(f" --{kind} {shlex.quote(glob)}" for kind, globs in chosen.items() for glob in globs)
+        + " "
+        + " ".join(shlex.quote(terminal.shown_path(r)) for r in roots)
+        for chosen, roots in watch(index).selections()
+    ] or [f"rag-chunk{words} HANDBOOK"]
+    chunk = runs[0] if len(runs) == 1 else "{ " + "; ".join(runs) + "; }"
     embed = "rag-embed" + (f" --model {shlex.quote(m['model'])}" if m["model"] != options.default("model", "embed") else "")
     for key, name in (("embed_headings", "embed_headings"), ("embed_passages", "passages")):
         option = options.get(name, "embed")
         if bool(m.get(key, option.default)) != option.default:
             embed += " " + option.args(bool(m.get(key)))[0]
-    return f"{chunk} {roots} | {embed} | rag-index --out {shlex.quote(terminal.shown_path(str(index.path)))}"
+    return f"{chunk} | {embed} | rag-index --out {shlex.quote(terminal.shown_path(str(index.path)))}"
 
 
 def source_report(index: Index, watched: sources.Watch | None = None) -> dict[str, Any]:

@@ -70,6 +70,7 @@ async function call(path, init, tries = BUSY_TRIES) {
   if (token) init.headers["Authorization"] = "Bearer " + token;
   const response = await fetch(path, init);
   if (response.status === 429 && tries > 0) {  // the server is busy: wait as long as it says, then ask again
+    await response.text().catch(() => "");  // the refusal's body, read so the connection is free
     const wait = Math.min(BUSY_WAIT_MAX, Math.max(1, parseInt(response.headers.get("Retry-After"), 10) || 1));
     status.textContent = `The server is busy: asking again in ${wait} s…`;
     await new Promise((resume) => setTimeout(resume, wait * 1000));
@@ -156,15 +157,20 @@ function showHits(r) {
   title.focus();
 }
 
+let asked = 0;  // the questions asked so far: an answer (after a busy server's wait, say) shows only if still the latest
+
 async function ask(question, mode) {
+  const mine = ++asked;
   status.textContent = "Asking…";
   try {
     const r = mode === "search"
       ? await call("/search?" + new URLSearchParams({q: question}))
       : await call("/answer", {method: "POST", headers: {"Content-Type": "application/json"}, body: JSON.stringify({question})});
+    if (mine !== asked) return;
     (mode === "search" ? showHits : showAnswer)(r);
     status.textContent = "";
   } catch (err) {
+    if (mine !== asked) return;
     out.replaceChildren(el("p", {class: "error", role: "alert"}, String(err.message || err)));
     status.textContent = "";
   }

@@ -406,13 +406,15 @@ def _temporary(directory: Path, prefix: str, made: list[Path], *, folder: bool =
 
 
 def _remove(paths: list[Path]) -> None:
+    """Remove what `_temporary` made, quietly: the error that brought us here is the one to tell (a path
+    named but never created, on a read-only file system, is EROFS rather than ENOENT to unlink)."""
     import shutil
 
     for path in paths:
         if path.is_dir() and not path.is_symlink():
             shutil.rmtree(path, ignore_errors=True)
         else:
-            with contextlib.suppress(FileNotFoundError):
+            with contextlib.suppress(OSError):
                 os.unlink(path)
 
 

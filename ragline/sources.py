@@ -96,7 +96,7 @@ class Watch:
 
     def __init__(self, sources: Any, index: Path | str):
         entries = sources.items() if isinstance(sources, dict) else ()
-        self.sources = {p: f for p, f in entries if _valid(f, ANCHORED) and _globs(f)}
+        self.sources = {p: f for p, f in entries if _valid(f, ANCHORED)}  # globs not lists of strings: watched, globs unread
         self.base = os.path.abspath(index)
         self._files = {p: self.where(f["file"]) for p, f in self.sources.items()}  # resolved once: a check only stats
         self._seen: dict[str, tuple[int, int, bool]] = {}  # path -> (size, mtime_ns) hashed since, and whether it held the same bytes
@@ -109,18 +109,19 @@ class Watch:
         """A source as a notice names it: where it is, relative to the working directory when under it."""
         return shown_path(self._files[path]) if path in self._files else path
 
-    def roots(self) -> list[str]:
-        """The files and folders the sources were chunked from (what rag-chunk was given), absolute, sorted."""
-        return sorted({self.where(f["root"]) for f in self.sources.values()})
-
-    def selection(self) -> dict[str, list[str]]:
-        """The --include and --exclude globs the sources were chosen with, each in the order first
-        given (the union over the sources: one rag-chunk run gives them all the same)."""
-        out: dict[str, list[str]] = {k: [] for k in SELECTION}
+    def selections(self) -> list[tuple[dict[str, list[str]], list[str]]]:
+        """The --include and --exclude globs the sources were chosen with, and the roots (absolute, sorted)
+        chosen with each: one rag-chunk run gives every root the same globs; chunk streams of runs with
+        other globs, joined, give one entry each."""
+        by: dict[str, dict[str, list[str]]] = {}
         for fact in self.sources.values():
-            for k in SELECTION:
-                out[k] += [g for g in fact.get(k, []) if g not in out[k]]
-        return out
+            chosen = {k: list(g) for k in SELECTION if isinstance(g := fact.get(k, []), list) and g and all(isinstance(x, str) for x in g)}
+            by.setdefault(self.where(fact["root"]), chosen)
+        groups: dict[str, tuple[dict[str, list[str]], list[str]]] = {}
+        for root in sorted(by):
+            key = repr(sorted(by[root].items()))
+            groups.setdefault(key, (by[root], []))[1].append(root)
+        return list(groups.values())
 
     def check(self) -> Report:
         """Stat every source; hash one whose size is its own but whose mtime moved (once per move)."""

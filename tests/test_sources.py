@@ -164,6 +164,22 @@ def test_the_rebuild_command_repeats_the_globs_that_chose_the_pages(tmp_path: Pa
     )
 
 
+def test_roots_chunked_with_other_globs_are_rebuilt_apart(tmp_path: Path) -> None:
+    """A review: two rag-chunk runs joined (`--include 'guide/**'` over one folder, nothing over the other)
+    gave a rebuild command applying the first run's globs to both, leaving the second's pages out."""
+    import types
+
+    one, two = corpus(tmp_path / "one"), corpus(tmp_path / "two")
+    gathered = {
+        str(p): sources.facts(str(root), sha256_file(p), os.stat(p), chosen)
+        for root, chosen in ((one, {"include": ["guide/**"]}), (two, None))
+        for p in sorted(root.glob("*.md"))
+    }
+    manifest = {"model": "hash", "sources": sources.anchor(gathered, tmp_path / "idx"), "chunking": {"window": 180}}
+    command = rag_index.rebuild_command(types.SimpleNamespace(manifest=manifest, path=tmp_path / "idx"))  # type: ignore[arg-type]
+    assert command.startswith(f"{{ rag-chunk --include 'guide/**' {one}; rag-chunk {two}; }} | rag-embed --model hash"), command
+
+
 @pytest.mark.battery  # five stage processes
 def test_an_index_moved_with_its_handbook_is_not_stale(tmp_path: Path) -> None:
     """The manifest keeps its sources relative to the index: built in one folder, moved whole, still fresh."""

@@ -175,7 +175,7 @@ def asks(piece: Piece) -> bool:
     """Whether a piece is a sentence that is itself a question: its text, closing emphasis and quotes
     aside, ends in a question mark. A list's items are not asked: a list of questions is content
     (the four questions a threat-modelling session answers)."""
-    return piece.kind == "sentence" and piece.text.rstrip(" *_`)\"'\u201d").endswith("?")
+    return piece.kind == "sentence" and piece.text.rstrip(" *_`)\"'\u201d\u2019").endswith("?")
 
 
 def holds_asked(cue: str | None, piece: Piece, question: str) -> bool:
