@@ -101,6 +101,7 @@ class Unit:
     words: int
     atomic: bool
     kind: str = "paragraph"  # the block's kind: how its text is shown (`markup.shown`)
+    leads: bool = False  # prose ending in a colon: it introduces what follows, and travels with it (`pack`)
 
 
 def _words(text: str) -> int:
@@ -123,6 +124,8 @@ def _sentence_units(doc: Doc, block: Block, window: int) -> list[Unit]:
         for k in range(0, len(words), window):
             group = words[k : k + window]
             units.append(Unit(block.start + a + group[0][0], block.start + a + group[-1][1], len(group), False))
+    if units:
+        units[-1].leads = text.rstrip().endswith(":")
     return units
 
 
@@ -151,7 +154,8 @@ def _units(doc: Doc, blocks: list[Block], window: int, lead_words: int = 0) -> l
         if block.kind == "paragraph" and words > room:
             units.extend(_sentence_units(doc, block, room))
         else:
-            units.append(Unit(block.start, block.end, words, block.kind != "paragraph", block.kind))
+            leads = block.kind == "paragraph" and doc.slice(block.start, block.end).rstrip().endswith(":")
+            units.append(Unit(block.start, block.end, words, block.kind != "paragraph", block.kind, leads))
     return units
 
 
@@ -159,16 +163,19 @@ def pack(units: list[Unit], window: int, lead_words: int = 0) -> list[list[Unit]
     """Greedy packing of units into groups of at most `window` words.
 
     A unit that does not fit starts a new group; a unit larger than the window
-    is a group of its own. `lead_words` are words already in the first group
-    (the heading lines that travel with it).
+    is a group of its own. A lead-in (prose ending in a colon: "...with the following
+    guidelines:") that would end a group goes with the unit after it, which it
+    introduces: a boundary fell between such a sentence and its list (issue 39.3).
+    `lead_words` are words already in the first group (the heading lines that travel with it).
     """
     groups: list[list[Unit]] = []
     current: list[Unit] = []
     size = lead_words
     for unit in units:
         if current and size + unit.words > window:
+            carried = [current.pop()] if len(current) > 1 and current[-1].leads else []
             groups.append(current)
-            current, size = [], 0
+            current, size = carried, sum(u.words for u in carried)
         current.append(unit)
         size += unit.words
     if current:

@@ -528,3 +528,14 @@ def test_slugify():
     assert slugify("Platform errors, 500 range") == "platform-errors-500-range"
     assert slugify("Über Größe") == "über-größe"
     assert slugify("!!!") == "section"
+
+
+def test_a_lead_in_ending_in_a_colon_stays_with_its_list():
+    """Issue 39.3: a chunk boundary fell between "...with the following guidelines:" and the list that
+    answers it. A lead-in that would end a chunk goes to the next one, with what it introduces."""
+    filler = " ".join(["Reviews keep the code healthy over time."] * 6)  # 42 words
+    text = f"# Guide\n\n## Reviews\n\n{filler}\n\nFollow the following guidelines:\n\n- one step\n- two steps\n- three steps\n"
+    parts = chunks(text, window=50)
+    assert len(parts) == 2, [p["text"] for p in parts]
+    assert "Follow the following guidelines:" in parts[1]["text"] and "- one step" in parts[1]["text"]
+    assert "guidelines" not in parts[0]["text"]
