@@ -149,12 +149,13 @@ def _units(doc: Doc, blocks: list[Block], window: int, lead_words: int = 0) -> l
     """Packing units; a paragraph that cannot fit an empty chunk becomes sentences."""
     units: list[Unit] = []
     for n, block in enumerate(blocks):
-        words = _words(doc.slice(block.start, block.end))
+        text = doc.slice(block.start, block.end)
+        words = _words(text)
         room = max(1, window - (lead_words if n == 0 else 0))
         if block.kind == "paragraph" and words > room:
             units.extend(_sentence_units(doc, block, room))
         else:
-            leads = block.kind == "paragraph" and doc.slice(block.start, block.end).rstrip().endswith(":")
+            leads = block.kind == "paragraph" and text.rstrip().endswith(":")
             units.append(Unit(block.start, block.end, words, block.kind != "paragraph", block.kind, leads))
     return units
 
@@ -738,13 +739,12 @@ def chunk_paths(
     """Chunk records for files and directories, document by document (`skipped` hears of what walks pass
     over, `told` of pages read in part)."""
     seen: dict[str, Path] = {}
+    given = select.given()
     for name, file, root in find_documents(paths, skipped, select):
         if name in seen:
             raise StageError(f"document id '{name}' is also the id of {seen[name]}", str(file))
         seen[name] = file
-        yield from chunk_file(
-            name, file, str(file), window, mdx=page_type(file.name) == ".mdx", root=root, told=told, selection=select.given()
-        )
+        yield from chunk_file(name, file, str(file), window, mdx=page_type(file.name) == ".mdx", root=root, told=told, selection=given)
 
 
 # --------------------------------------------------------------------------- the command

@@ -48,9 +48,15 @@ def facts(root: str, digest: str, stat: os.stat_result, selection: dict[str, lis
     return out | {k: list(v) for k, v in (selection or {}).items() if k in SELECTION and v}
 
 
+def _glob_list(value: dict[str, Any], kind: str) -> list[str] | None:
+    """A source's `include` or `exclude` (`kind`): its globs ([] where absent), None when not a list of strings."""
+    globs = value.get(kind, [])
+    return list(globs) if isinstance(globs, list) and all(isinstance(g, str) for g in globs) else None
+
+
 def _globs(value: Any) -> bool:
     """Whether a source's `include` and `exclude`, where present, are lists of strings."""
-    return all(isinstance(g := value.get(k, []), list) and all(isinstance(x, str) for x in g) for k in SELECTION)
+    return all(_glob_list(value, k) is not None for k in SELECTION)
 
 
 def _valid(value: Any, fields: dict[str, type]) -> bool:
@@ -115,7 +121,7 @@ class Watch:
         other globs, joined, give one entry each."""
         by: dict[str, dict[str, list[str]]] = {}
         for fact in self.sources.values():
-            chosen = {k: list(g) for k in SELECTION if isinstance(g := fact.get(k, []), list) and g and all(isinstance(x, str) for x in g)}
+            chosen = {k: g for k in SELECTION if (g := _glob_list(fact, k))}
             by.setdefault(self.where(fact["root"]), chosen)
         groups: dict[str, tuple[dict[str, list[str]], list[str]]] = {}
         for root in sorted(by):

@@ -182,8 +182,9 @@ def _unit(word: str) -> str:
     return next((canonical for canonical, pattern in _UNIT_OF if pattern.match(word)), word.casefold())
 
 
-def _quantities(text: str) -> set[tuple[str, str]]:
-    return {(n.rstrip(".,"), _unit(u)) for n, u in _QUANTITY_UNIT.findall(" ".join(plain(text).split()))}
+def _quantities(shown: str) -> set[tuple[str, str]]:
+    """The (number, unit) pairs of a text as a reader sees it (`plain`)."""
+    return {(n.rstrip(".,"), _unit(u)) for n, u in _QUANTITY_UNIT.findall(" ".join(shown.split()))}
 
 
 def _negated(text: str) -> list[set[str]]:
@@ -209,9 +210,10 @@ def _negation_differs(sentence: str, terms: set[str], candidate: str) -> str | N
     return None
 
 
-def _code_held(code: str, blocks: Sequence[str]) -> bool:
+def _code_held(code: str, held: Sequence[str]) -> bool:
+    """Whether `code` (white space folded, case aside) is in one of `held`, the blocks' texts so folded."""
     code = " ".join(code.split()).casefold()
-    return not code or any(code in " ".join(b.split()).casefold() or code in " ".join(plain(b).split()).casefold() for b in blocks)
+    return not code or any(code in text for text in held)
 
 
 def _contradicts(sentence: str, blocks: Sequence[str]) -> str | None:
@@ -223,23 +225,25 @@ def _contradicts(sentence: str, blocks: Sequence[str]) -> str | None:
     of something the closest sentence of the blocks (most terms in common) states without one, or
     one of its negations (of something the sentence states) left out. `unsupported` asks this of
     written sentences only (a quoting reader's sentences are the block's own)."""
+    shown = [plain(b) for b in blocks]  # each block as a reader sees it, made once for the three checks
+    held = [" ".join(text.split()).casefold() for text in (*blocks, *shown)]
     for fence in _FENCE.finditer(sentence):
         for line in fence.group(2).splitlines():
-            if not _code_held(line, blocks):
+            if not _code_held(line, held):
                 return f"quotes code `{line.strip()}` that the cited block does not hold"
     prose = _FENCE.sub(" ", sentence)
     for m in _INLINE_CODE.finditer(prose):
-        if not _code_held(m.group(2), blocks):
+        if not _code_held(m.group(2), held):
             return f"quotes code `{m.group(2).strip()}` that the cited block does not hold"
-    given = set().union(*(_quantities(b) for b in blocks))
+    given = set().union(*(_quantities(text) for text in shown))
     numbers = {n for n, _ in given}
-    for n, u in sorted(_quantities(prose)):
+    for n, u in sorted(_quantities(plain(prose))):
         if n in numbers and (n, u) not in given:
             return f"states {n} {u}, where the cited block gives {n} another unit"
     terms = set(ragline.text.tokenize(prose))
     if not terms:
         return None
-    candidates = [c for b in blocks for line in plain(b).splitlines() for c in {line, *sentences(line)} if c.strip()]
+    candidates = [c for text in shown for line in text.splitlines() for c in {line, *sentences(line)} if c.strip()]
     overlap = {c: len(terms & set(ragline.text.tokenize(c))) for c in candidates}
     best = max(overlap.values(), default=0)
     if best == 0:
@@ -263,11 +267,9 @@ def unsupported(
     """
     body = CITATION.sub(" ", sentence)
     words = _words(body)
-    quoted = any(  # a quote of the block's own prose, as it stands or as a reader sees it (links as their label)
-        _within(words, _words(prose))
-        for n in cited
-        for prose in {_ATX.sub("", sources[n - 1].text), plain(_ATX.sub("", sources[n - 1].text))}
-    )
+    proses = [_ATX.sub("", sources[n - 1].text) for n in cited]  # the cited blocks' prose, their heading lines out
+    # a quote of the block's own prose, as it stands or as a reader sees it (links as their label)
+    quoted = any(_within(words, _words(form)) for prose in proses for form in {prose, plain(prose)})
     if not quoted and any(_within(words, _words(" > ".join(s.headings))) for s in sources):
         return "repeats a heading path"
     if not quoted and any(_within(words, _words(p)) for p in prompt):
