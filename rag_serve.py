@@ -214,13 +214,20 @@ class Live:
     waits for the pool.
     """
 
-    def __init__(self, settings: Settings, note: Callable[[str], None] = lambda message: None, pool: serving.Pool | None = None):
+    def __init__(
+        self,
+        settings: Settings,
+        note: Callable[[str], None] = lambda message: None,
+        pool: serving.Pool | None = None,
+        warm: bool = True,
+    ):
         self.settings = settings
         self.root = Path(settings.search.index_path)
         self.note = note
         self.pool = pool or serving.Pool(name=STAGE)
         self.engine = self.pool.call(lambda: open_engine(settings))
-        self.pool.warm("search", self.pool.call(lambda: time_a_search(self.engine)))
+        if warm:  # the pool's admission needs a search's cost; MCP's one host, served in turn, does not (`warm=False`)
+            self.pool.warm("search", self.pool.call(lambda: time_a_search(self.engine)))
         self.failed: tuple[str, str] | None = None  # (generation, why) of the last swap that failed
         self.failed_at = 0.0
         self.served = 0
@@ -557,7 +564,7 @@ def mcp_documents(live: Live) -> ragline.mcpserver.Documents:
 def serve_mcp(settings: Settings) -> None:
     """Load the index (before any protocol: a missing one is the usual one line and exit 1), then serve MCP on stdio."""
     with contextlib.redirect_stdout(sys.stderr):  # stdout is the protocol's
-        live = Live(settings, note=serving.say)
+        live = Live(settings, note=serving.say, warm=False)
     e = live.engine
     sys.stderr.write(
         f"{STAGE}: serving {settings.search.index_path} (generation {e.generation}, {len(e.index.chunks)} chunks) over MCP on stdio\n"

@@ -160,18 +160,6 @@ class Pool:
         self.dropped = 0  # requests whose client left before their work began
         self.abandoned = 0  # requests whose client left while their work ran (stopped at the model's next step)
 
-    @property
-    def mean_seconds(self) -> float | None:
-        """The recent mean time of one question of the default kind of work (WORK)."""
-        return self.means.get(WORK)
-
-    @mean_seconds.setter
-    def mean_seconds(self, value: float | None) -> None:
-        if value is None:
-            self.means.pop(WORK, None)
-        else:
-            self.means[WORK] = value
-
     def warm(self, kind: str, seconds: float) -> None:
         """What one question of `kind` takes, measured before any request (rag-serve times a search at
         start): a fresh server's first burst of searches is then judged by it, not refused for want of a

@@ -226,7 +226,7 @@ def test_the_queue_is_bounded_by_the_wait_not_by_a_count(work) -> None:
     slow = asyncio.run(burst(0.2))  # QUEUE + 1 in are 1.8 s of work ahead: the next is refused
     assert slow.count("ran") == policy.WORKERS + policy.QUEUE and slow.count("busy") == 40 - policy.WORKERS - policy.QUEUE
     pool = policy.Pool()
-    pool.mean_seconds, pool.admitted = 0.0, policy.QUEUE_MAX  # however quick, never more than QUEUE_MAX
+    pool.means[policy.WORK], pool.admitted = 0.0, policy.QUEUE_MAX  # however quick, never more than QUEUE_MAX
     assert not pool.admits()
 
 
@@ -241,7 +241,7 @@ def test_the_wait_is_counted_in_questions(work) -> None:
         await pool.run(work(0.064), questions=64)  # 1 ms a question
         # QUEUE + 1 always; then each while the batches in hold at most a second of questions
         batches = await asyncio.gather(*(_attempt(pool, work(0.064), 64) for _ in range(24)))
-        mean = pool.mean_seconds
+        mean = pool.means.get(policy.WORK)
         singles = await asyncio.gather(*(_attempt(pool, work(0.001)) for _ in range(40)))
         return [*batches, *singles], mean
 
@@ -662,7 +662,7 @@ def test_batches_weigh_their_questions_in_the_queue_too(work) -> None:
 
     async def scenario() -> list[str]:
         pool = policy.Pool(max_wait=policy.MAX_WAIT)
-        pool.mean_seconds = 0.078  # a question's time in the batches (5 s / 64)
+        pool.means[policy.WORK] = 0.078  # a question's time in the batches (5 s / 64)
         return await asyncio.gather(*(_attempt(pool, work(0.05), 64) for _ in range(9)))
 
     assert asyncio.run(scenario()) == ["ran"] + ["busy"] * 8
