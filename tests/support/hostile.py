@@ -50,7 +50,7 @@ import orjson
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import hostile_four
-from stagecli import ROOT, command, run, stage_env
+from stagecli import ROOT, run
 
 from ragline import serving as policy
 
@@ -77,41 +77,13 @@ def build(work: Path) -> tuple[Path, bytes]:
 
 
 def start(index: Path, files: int, log: Path) -> tuple[subprocess.Popen[bytes], str]:
-    handle = open(log, "wb")  # noqa: SIM115 - the child writes to it until it exits
-    proc = subprocess.Popen(
-        [*command("rag-serve"), "--index", str(index), "--port", "0"],
-        stdin=subprocess.DEVNULL,
-        stdout=handle,
-        stderr=handle,
-        env=stage_env(),
-        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (files, files)),
-    )
-    handle.close()
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        text = log.read_text(errors="replace")
-        if " at http://" in text:
-            return proc, text.split(" at ", 1)[1].split()[0].rstrip("/")
-        if proc.poll() is not None:
-            raise SystemExit(f"rag-serve exited: {text}")
-        time.sleep(0.05)
-    raise SystemExit("rag-serve did not start")
+    proc, url = hostile_four.launch(index, log, files=files)
+    if url is None:
+        raise SystemExit(f"rag-serve did not start: {log.read_text(errors='replace')}")
+    return proc, url
 
 
-def request(address: tuple[str, int], raw: bytes, timeout: float = 60) -> int:
-    """Send one raw HTTP/1.1 request on a new connection; its status, or 0 when no answer came."""
-    try:
-        with socket.create_connection(address, timeout=timeout) as sock:
-            sock.sendall(raw)
-            data = b""
-            while chunk := sock.recv(65536):
-                data += chunk
-    except OSError:
-        return 0
-    try:
-        return int(data.split(b" ", 2)[1])
-    except (IndexError, ValueError):
-        return 0
+request = hostile_four.request
 
 
 def closed_by_server(sock: socket.socket, timeout: float = 0.05) -> bool:

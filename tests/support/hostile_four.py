@@ -9,6 +9,7 @@ llama-cpp-python is installed; else each says so and counts as skipped, not as h
 from __future__ import annotations
 
 import json
+import resource
 import socket
 import subprocess
 import tempfile
@@ -69,6 +70,49 @@ def _skipped(item: int, attack: str, why: str) -> dict[str, Any]:
 def _last_line(text: str) -> str:
     lines = [line for line in text.splitlines() if line.strip()]
     return lines[-1][:160] if lines else ""
+
+
+def launch(
+    index: Path, log: Path, *flags: str, env: dict[str, str] | None = None, files: int | None = None, timeout: float = 60
+) -> tuple[subprocess.Popen[bytes], str | None]:
+    """rag-serve on a free loopback port over `index`, its output to `log` (`files`: its open-file limit, as
+    `ulimit -n`): the process and its URL once it says it serves, None when it exited or took over `timeout` s."""
+    with open(log, "wb") as handle:
+        proc = subprocess.Popen(
+            [*command("rag-serve"), "--index", str(index), "--port", "0", *flags],
+            stdin=subprocess.DEVNULL,
+            stdout=handle,
+            stderr=handle,
+            env=env or stage_env(),
+            preexec_fn=None if files is None else lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (files, files)),
+        )
+    deadline = time.monotonic() + timeout
+    while " at http://" not in (text := log.read_text(errors="replace")):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            return proc, None
+        time.sleep(0.05)
+    return proc, text.split(" at ", 1)[1].split()[0].rstrip("/")
+
+
+def request(address: tuple[str, int], raw: bytes, timeout: float = 60) -> int:
+    """Send one raw HTTP/1.1 request on a new connection; its status, or 0 when no answer came."""
+    try:
+        with socket.create_connection(address, timeout=timeout) as sock:
+            sock.sendall(raw)
+            data = b""
+            while chunk := sock.recv(65536):
+                data += chunk
+    except OSError:
+        return 0
+    try:
+        return int(data.split(b" ", 2)[1])
+    except (IndexError, ValueError):
+        return 0
+
+
+def address(url: str) -> tuple[str, int]:
+    host, port = url.removeprefix("http://").rsplit(":", 1)
+    return host, int(port)
 
 
 # --------------------------------------------------------------------------- the attacks without a model
@@ -191,32 +235,19 @@ def quoted_question(work: Path) -> list[dict[str, Any]]:
 
 
 def searchers(work: Path, index: Path) -> list[dict[str, Any]]:
-    log = work / "sixteen.log"
-    with open(log, "wb") as handle:
-        proc = subprocess.Popen(
-            [*command("rag-serve"), "--index", str(index), "--port", "0"], stdout=handle, stderr=handle, env=stage_env()
-        )
+    proc, url = launch(index, work / "sixteen.log")
     try:
-        deadline = time.monotonic() + 60
-        while " at http://" not in (text := log.read_text(errors="replace")):
-            if proc.poll() is not None or time.monotonic() > deadline:
-                return [_row(12, "16 clients of 13 searches each", False, "rag-serve did not start")]
-            time.sleep(0.05)
-        url = text.split(" at ", 1)[1].split()[0].rstrip("/")
-        host, port = url.removeprefix("http://").rsplit(":", 1)
+        if url is None:
+            return [_row(12, "16 clients of 13 searches each", False, "rag-serve did not start")]
         statuses: list[int] = []
         lock = threading.Lock()
+        raw = b"GET /search?q=sweep HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
 
         def client() -> None:
             for _ in range(13):
-                raw = b"GET /search?q=sweep HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
-                with socket.create_connection((host, int(port)), timeout=60) as sock:
-                    sock.sendall(raw)
-                    data = b""
-                    while chunk := sock.recv(65536):
-                        data += chunk
+                status = request(address(url), raw)
                 with lock:
-                    statuses.append(int(data.split(b" ", 2)[1]) if data else 0)
+                    statuses.append(status)
 
         started = time.perf_counter()
         threads = [threading.Thread(target=client) for _ in range(16)]
@@ -349,21 +380,15 @@ def _departure(work: Path, index: Path, env: dict[str, str]) -> dict[str, Any]:
     import urllib.request
 
     log = work / "departure.log"
-    with open(log, "wb") as handle:
-        proc = subprocess.Popen(
-            [*command("rag-serve"), "--index", str(index), "--port", "0", "--reader", "write"], stdout=handle, stderr=handle, env=env
-        )
+    proc, url = launch(index, log, "--reader", "write", env=env, timeout=120)
     try:
+        if url is None:
+            return _row(3, "a client leaving while the model writes", False, "rag-serve did not start")
         deadline = time.monotonic() + 120
-        while " at http://" not in (text := log.read_text(errors="replace")):
-            if proc.poll() is not None or time.monotonic() > deadline:
-                return _row(3, "a client leaving while the model writes", False, "rag-serve did not start")
-            time.sleep(0.05)
-        url = text.split(" at ", 1)[1].split()[0].rstrip("/")
         health: Callable[[], dict[str, Any]] = lambda: json.loads(urllib.request.urlopen(url + "/health", timeout=60).read())["busy"]  # noqa: E731
-        host, port = url.removeprefix("http://").rsplit(":", 1)
+        host, port = address(url)
         body = json.dumps({"question": SWEEP + " What happens when it fails?"}).encode()
-        sock = socket.create_connection((host, int(port)), timeout=60)
+        sock = socket.create_connection((host, port), timeout=60)
         sock.sendall(
             f"POST /answer HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n".encode()
             + body
