@@ -31,7 +31,7 @@ template tags).
 Refusal: a question whose `confidence` (rag-search's abstain signal) is under
 the threshold (RAG_ABSTAIN_CONFIDENCE, default DEFAULT_ABSTAIN) is answered
 "I could not find that in the handbook." with `refused: true`. A page of the index
-changed since it was built: one line on stderr (`rag_index.say_if_stale`).
+changed since it was built: one line on stderr (`rag_index.stale_notice`).
 """
 
 from __future__ import annotations
@@ -289,7 +289,7 @@ def main(
             "the hits on stdin were retrieved already: give them to rag-search"
         )
     index = rag_index.load(search.index_path)
-    rag_index.say_if_stale(index, STAGE)
+    cli.note_stale(STAGE, index.path, rag_index.stale_notice(index))
     searcher = rag_search.Searcher(index, search.config(at_least=size), model=search.model, threads=search.threads) if searching else None
     reader = make_reader(answering, index, searcher.embedder if searcher else None, model=search.model, threads=search.threads)
     if searcher is not None:

@@ -746,10 +746,11 @@ def source_report(index: Index, watched: sources.Watch | None = None) -> dict[st
     }
 
 
-def say_if_stale(index: Index, stage: str) -> None:
-    """rag-search's and rag-answer's notice on stderr, when the index's sources have moved since it was built."""
-    if (line := source_report(index)["notice"]) is not None:
-        ragline.records.note(f"{stage}: {terminal.shown_path(str(index.path))}: {line}")
+def stale_notice(index: Index) -> str | None:
+    """The one line saying the index's sources have moved since it was built, with the command that
+    rebuilds it; None when none did. rag-search and rag-answer print it (`ragline.cli.note_stale`)."""
+    notice: str | None = source_report(index)["notice"]
+    return notice
 
 
 # --------------------------------------------------------------------------- the command

@@ -24,7 +24,7 @@ fuses by reciprocal rank instead, `--no-sparse` runs dense alone and `--no-dense
 BM25 alone. Dense retrieval embeds the question with the index's own model (with its
 query prefix); asking for another model is an error. When a page the index was built from
 has changed or vanished since, one line on stderr says which and how to rebuild
-(`rag_index.say_if_stale`).
+(`rag_index.stale_notice`).
 """
 
 from __future__ import annotations
@@ -486,7 +486,7 @@ def main(
 ) -> None:
     """Search an index for each question (arguments, query records on stdin, or plain lines with -R)."""
     index = rag_index.load(search.index_path)
-    rag_index.say_if_stale(index, STAGE)
+    cli.note_stale(STAGE, index.path, rag_index.stale_notice(index))
     searcher = Searcher(index, search.config(), model=search.model, threads=search.threads)
     records = cli.question_records(
         questions, queries, 'no input: pipe query records ({"id","question"}) into rag-search, or give questions as arguments', raw, STAGE

@@ -4,7 +4,8 @@ rag-search, rag-answer and rag-serve take the retrieval options (`search_options
 the command one `SearchArgs`); rag-answer and rag-serve the answer options (`answer_options`,
 one `AnswerArgs`); rag-search and rag-answer the two views (`view_options`) and the questions
 of the command line (`question_records`); rag-answer and rag-serve refuse options typed where
-they mean nothing (`given_on_command_line`). The options themselves are `ragline.options`'
+they mean nothing (`given_on_command_line`); rag-search and rag-answer say on stderr when the
+index's pages have moved since it was built (`note_stale`, the line `rag_index.stale_notice` makes). The options themselves are `ragline.options`'
 declarations. A stage imports these and an upstream stage's core, never another stage's
 command-line helpers (docs/design.md).
 """
@@ -21,7 +22,7 @@ from typing import Any
 import click
 
 import ragline.records
-from ragline import options
+from ragline import options, terminal
 from ragline.answer.reader import from_legacy
 from ragline.options import Config
 from ragline.records import ANSWER_FEATURES, StageError
@@ -133,6 +134,12 @@ def _raw_lines(path: str | None, usage: str) -> Iterator[tuple[ragline.records.L
                 raise StageError(f"not UTF-8 (byte 0x{raw[bad.start]:02x} at column {bad.start + 1})", f"{name}:{number}") from None
             if text:
                 yield ragline.records.Line(name, number), {"question": text}
+
+
+def note_stale(stage: str, index_path: os.PathLike[str] | str, notice: str | None) -> None:
+    """The stale notice on stderr, stage and index first (nothing when `notice` is None)."""
+    if notice is not None:
+        ragline.records.note(f"{stage}: {terminal.shown_path(str(index_path))}: {notice}")
 
 
 def given_on_command_line(names: Iterable[str]) -> list[str]:

@@ -101,7 +101,7 @@ def test_the_old_flags_name_the_same_readers(flags, named, monkeypatch):
     seen: list[str] = []
     monkeypatch.setattr(rag_answer, "make_reader", lambda args, *a, **k: seen.append(args.reader) or (_ for _ in ()).throw(SystemExit(0)))
     monkeypatch.setattr(rag_answer.rag_index, "load", lambda path: types.SimpleNamespace(path=path))
-    monkeypatch.setattr(rag_answer.rag_index, "say_if_stale", lambda index, stage: None)
+    monkeypatch.setattr(rag_answer.rag_index, "stale_notice", lambda index: None)
     result = CliRunner().invoke(rag_answer.main, ["--index", ".", *flags], input="")
     if named is None:
         assert result.exit_code == 2 and "disagree" in result.stderr
@@ -113,7 +113,7 @@ def test_the_old_variables_yield_to_reader(monkeypatch):
     seen: list[str] = []
     monkeypatch.setattr(rag_answer, "make_reader", lambda args, *a, **k: seen.append(args.reader) or (_ for _ in ()).throw(SystemExit(0)))
     monkeypatch.setattr(rag_answer.rag_index, "load", lambda path: types.SimpleNamespace(path=path))
-    monkeypatch.setattr(rag_answer.rag_index, "say_if_stale", lambda index, stage: None)
+    monkeypatch.setattr(rag_answer.rag_index, "stale_notice", lambda index: None)
     CliRunner().invoke(rag_answer.main, ["--index", "."], input="", env={"RAG_LLM": "local", "RAG_LOCAL_MODE": "write"})
     CliRunner().invoke(rag_answer.main, ["--index", ".", "--reader", "span"], input="", env={"RAG_LLM": "local"})
     assert seen == ["write", "span"]
