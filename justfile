@@ -179,6 +179,10 @@ fit-judge *args: model llm-model
 fit-span *args: model llm-model
     python3 scripts/fit_span.py {{args}}
 
+# Fit the PMI reader's weighing on the development corpora (results/pmi-fit.json; the model scores every piece of the best blocks once, cached in build/fit-span); then set ragline.answer.choice.PMI_FITTED to its chosen point.
+fit-pmi *args: model llm-model
+    python3 scripts/fit_pmi.py {{args}}
+
 # Fit rag-rerank (the local model reordering rag-search's hits) on the development corpora (results/rerank-fit.json; the model scores each question after each of its 20 best hits once, cached in build/fit-rerank: hours on two cores the first time); then set rag-rerank's --depth and --weight defaults to its chosen point.
 fit-rerank *args: model llm-model
     python3 scripts/fit_rerank.py {{args}}

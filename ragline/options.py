@@ -610,7 +610,7 @@ OPTIONS: tuple[Option, ...] = (
         "local_model",
         str,
         "qwen2.5-coder-0.5b-instruct",
-        "The judge, span and write readers: a known model's name (fetched by `just llm-model`) or a GGUF file's path.",
+        "The readers that run the local model (judge, span, pmi, write): a known model's name (fetched by `just llm-model`) or a GGUF file's path.",
         env="RAG_LOCAL_MODEL",
         stages=ANSWERING,
         recorded="generator",

@@ -20,6 +20,7 @@ README.md and docs/*.md (a section whose markers are missing, or found twice, is
   answer-fit  results/answer-fit.json's tables: the sentence choice's fitted weights, per corpus and left out (`just fit-answer`)
   judge-fit   results/judge-fit*.json's tables: how the local model's judgement joins the choice, per corpus and left out (`just fit-judge`)
   span-fit    results/span-fit.json's table: the span reader's fitted weights beside the extractive reader, per corpus and kind (`just fit-span`)
+  pmi-fit     results/pmi-fit.json's table: the PMI reader's fitted weighing beside the extractive reader, per corpus and kind (`just fit-pmi`)
   rerank-fit  results/rerank-fit.json's table: rag-rerank's fitted depth and weight, MRR by kind beside retrieval's, refusal on relevance (`just fit-rerank`)
 The result tables (`tables`, in docs/evaluation.md), every corpus's, belong to `rag-eval table --into`.
 """
@@ -219,6 +220,43 @@ def span_fit() -> str:
     return "\n".join(out)
 
 
+def pmi_fit() -> str:
+    """The PMI reader's fit (scripts/fit_pmi.py): per corpus, answerable questions right with the chosen point
+    and with the extractive reader, by kind, "gold block first, answer wrong" for each, the model's seconds a
+    question; each corpus left out."""
+    path = ROOT / "results" / "pmi-fit.json"
+    if not path.exists():
+        return "_Not fitted yet: run `just fit-pmi`._"
+    fit = json.loads(path.read_text())
+    weights = fit["chosen"]["weights"]
+    kinds = ("factual", "identifier", "procedural", "semantic")
+    out = [
+        f"`pmi-fit.json`: {fit['model']}; chosen among {fit['grid_points']} points ({fit['objective']}): "
+        + ", ".join(f"`{k}` {v:g}" for k, v in weights.items())
+        + f". Mean over the corpora: PMI reader {fit['chosen']['mean_answer_ok']:.2f}, extractive {fit['extractive']['mean_answer_ok']:.2f}.",
+        "",
+        "| corpus | PMI reader: right (fact / iden / proc / sema) | extractive | gold first, answer wrong: PMI, extractive | words p50: PMI, extractive "
+        "| model s a question | refusal AUC of the best PMI | left out: PMI reader | its point |",
+        "| --- | --- | --- | --- | --- | ---: | ---: | ---: | --- |",
+    ]
+
+    def cell(r: dict) -> str:
+        shares = " / ".join(f"{r['by_kind'].get(k, 0):.2f}" for k in kinds)
+        return f"{r['right']} of {r['of']} ({shares})"
+
+    for corpus in fit["corpora"]:
+        mine, alone = fit["chosen"]["per_corpus"][corpus], fit["extractive"]["per_corpus"][corpus]
+        other = fit["leave_one_corpus_out"][corpus]["chosen_on_the_others"]
+        seconds = fit["cost"][corpus].get("seconds_per_question")
+        out.append(
+            f"| {corpus} | {cell(mine)} | {cell(alone)} | {mine['gold_first_wrong']} of {mine['gold_first']}, "
+            f"{alone['gold_first_wrong']} of {alone['gold_first']} | {mine['words_p50']:g}, {alone['words_p50']:g} "
+            f"| {'-' if seconds is None else f'{seconds:.1f}'} | {fit['cost'][corpus].get('refusal_auc') or 0:.2f} "
+            f"| {other['answer_ok']:.2f} | {_differs(weights, other['weights'])} |"
+        )
+    return "\n".join(out)
+
+
 def rerank_fit() -> str:
     """rag-rerank's fit (scripts/fit_rerank.py): per corpus, MRR by kind with retrieval's order and the
     model's, issue 37's bar, each corpus left out, answer-ok, and the relevance signal as a refusal."""
@@ -333,6 +371,7 @@ SECTIONS = {
     "answer-fit": answer_fit,
     "judge-fit": judge_fit,
     "span-fit": span_fit,
+    "pmi-fit": pmi_fit,
     "rerank-fit": rerank_fit,
 }
 

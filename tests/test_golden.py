@@ -219,6 +219,10 @@ def test_the_answer_choice_ships_the_fitted_weights():
     assert span["chosen"]["weights"] == dataclasses.asdict(choice.SPANNED), "rerun 'just fit-span' and update choice.SPANNED"
     assert span["model"] == options.default("local_model", "answer") and span["corpora"] == [c.name for c in evalruns.CORPORA]
     assert set(span["leave_one_corpus_out"]) == set(span["corpora"])
+    pmi = json.loads((ROOT / "results" / "pmi-fit.json").read_text())
+    assert pmi["chosen"]["weights"] == dataclasses.asdict(choice.PMI_FITTED), "rerun 'just fit-pmi' and update choice.PMI_FITTED"
+    assert pmi["model"] == options.default("local_model", "answer") and pmi["corpora"] == [c.name for c in evalruns.CORPORA]
+    assert set(pmi["leave_one_corpus_out"]) == set(pmi["corpora"])
     assert set(fit["leave_one_corpus_out"]) == set(fit["corpora"]) == {c.name for c in evalruns.CORPORA}  # all five
     assert fit["objective"].startswith("mean answer-ok (and at most 100 words)")  # the answer among filler is no answer
 

@@ -88,7 +88,7 @@ def test_generation_is_greedy_bounded_and_stops(model):
 
 def test_the_reader_answers_and_records_its_model(tmp_path):
     index = build_index(tmp_path)
-    for mode in ("judge", "span", "write"):
+    for mode in ("judge", "span", "pmi", "write"):
         result = run(
             "rag-answer",
             "--index",

@@ -1,5 +1,5 @@
-"""The readers' one registry (ragline.answer.reader), the flags before it, and the span reader
-without the model (a fake stands for llama.cpp; the real one is in tests/test_local_model.py)."""
+"""The readers' one registry (ragline.answer.reader), the flags before it, and the span and PMI
+readers without the model (a fake stands for llama.cpp; the real one is in tests/test_local_model.py)."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from ragline.answer import choice, reader
 from ragline.answer.context import ContextBlock
 from ragline.answer.extractive import Extractive
 from ragline.answer.local import Bounds
+from ragline.answer.pmi import PmiScored
 from ragline.answer.span import SpanScored, spans
 from ragline.eval import runs as evalruns
 
@@ -50,7 +51,7 @@ def test_a_registered_reader_is_a_choice_of_the_command_and_answers(echo_reader,
 
     runner = CliRunner()
     shown = runner.invoke(rag_answer.main, ["--help"]).stdout
-    assert "--reader [extractive|judge|span|write|openai|echo]" in " ".join(shown.split())
+    assert "--reader [extractive|judge|span|pmi|write|openai|echo]" in " ".join(shown.split())
     index = build_index(tmp_path)
     result = runner.invoke(
         rag_answer.main, ["--index", str(index), "--reader", "echo", "--threshold", "0", "--json", "When does the sweep run?"]
@@ -220,3 +221,54 @@ def test_pmi_not_likelihood_decides():
     assert choice.span_choice([1.0, 0.9], [2.0, 2.0], 1.0) == 0  # equal PMI: the extractive order
     with pytest.raises(ValueError):
         choice.span_choice([], [], 1.0)
+
+
+# --------------------------------------------------------------------------- the PMI reader
+
+
+def test_the_piece_the_question_makes_likely_is_quoted_by_the_pmi_reader():
+    question = "Why is there no release on Friday?"
+    plain = rag_answer.answer(record(question, STEPS), Extractive(FEATURES), 0.0)
+    assert "on-call cover" not in plain["answer"]  # the extractive reader quotes the steps instead
+    model = FakeModel("weekend has no on-call cover")
+    heavy = choice.PmiWeights(blocks=1, weight=4.0)  # the mechanism, not the fitted point
+    out = rag_answer.answer(record(question, STEPS), PmiScored(model, FEATURES, weighing=heavy), 0.0)  # type: ignore[arg-type]
+    assert "because the weekend has no on-call cover" in out["answer"] and not out["refused"]
+    assert out["generator"]["reader"] == "pmi" and out["llm_tokens"]["prompt"] > 0
+    prefix, pairs = model.calls[0]
+    assert prefix.startswith("Read the passage") and "Thursday noon" in prefix  # the block is the shared prefix
+    assert [h.strip() for h, _ in pairs[:2]] == [f"Question: {question}\nAnswer:", "Answer:"]  # with and without the question
+    assert len({t for _, t in pairs}) == len(pairs) // 2 >= 4  # every candidate piece of the block, each twice
+    off = rag_answer.answer(record(question, STEPS), PmiScored(FakeModel("x"), FEATURES, weighing=choice.PmiWeights(1, 0.0)), 0.0)  # type: ignore[arg-type]
+    assert off["answer"] == plain["answer"]  # weight 0: the extractive choice
+
+
+def test_the_pmi_reader_weighs_only_the_best_blocks():
+    question = "Why is there no release on Friday?"
+    other = hit("deploy#other", "Releases happen from the build host. Nobody releases on Friday, because the weekend has no on-call cover.")
+    model = FakeModel("weekend has no on-call cover")
+    one = PmiScored(model, FEATURES, weighing=choice.PmiWeights(blocks=1, weight=1.0))  # type: ignore[arg-type]
+    rag_answer.answer(record(question, STEPS, other), one, 0.0)
+    assert len({p for p, _ in model.calls}) == 1  # one block's prefix: the second block is not weighed
+    two = PmiScored(model := FakeModel("weekend has no on-call cover"), FEATURES, weighing=choice.PmiWeights(blocks=2, weight=1.0))  # type: ignore[arg-type]
+    rag_answer.answer(record(question, STEPS, other), two, 0.0)
+    assert len({p for p, _ in model.calls}) == 2
+
+
+def test_a_pmi_reader_past_its_budget_quotes_the_extractive_choice_and_says_why():
+    question = "Why is there no release on Friday?"
+    plain = rag_answer.answer(record(question, STEPS), Extractive(FEATURES), 0.0)
+    capped = PmiScored(FakeModel("weekend has no on-call cover"), FEATURES, weighing=choice.PmiWeights(1, 4.0), bounds=Bounds(tokens=20))  # type: ignore[arg-type]
+    out = rag_answer.answer(record(question, STEPS), capped, 0.0)
+    assert out["answer"] == plain["answer"] and "RAG_LOCAL_TOKENS" in out["fallback"] and "unweighed" in out["fallback"]
+
+
+def test_pmi_rescore_lifts_the_weighed_pieces_by_scaled_pmi():
+    block = ContextBlock(1, STEPS).quotes(True)
+    ranked = [choice.Scored(1.0 - 0.1 * i, p) for i, p in enumerate(block)]
+    last, first = block[-1], block[0]
+    out = choice.pmi_rescore(ranked, [first, last], [0.0, 7.0], 0.8)  # scaled: first 0, last 1 -> +0.8
+    assert out[0].piece == last and out[0].score == pytest.approx(ranked[-1].score + 0.8) and out[0].score > ranked[0].score
+    assert [s.piece for s in out[1:]] == [s.piece for s in ranked[:-1]]  # the rest keep their order and scores
+    assert choice.pmi_rescore(ranked, [first, last], [3.0, 3.0], 9.0) == ranked  # equal PMI tells nothing apart
+    assert choice.minmax([2.0, 4.0, 3.0]) == [0.0, 1.0, 0.5] and choice.minmax([]) == [] and choice.minmax([5.0]) == [0.0]

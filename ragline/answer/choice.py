@@ -95,6 +95,21 @@ class SpanWeights:
 SPANNED = SpanWeights(pieces=3, blocks=2, spans=4, weight=0.25)
 
 
+@dataclass(frozen=True)
+class PmiWeights:
+    """How the PMI reader (`rag-answer --reader pmi`, `ragline.answer.pmi`) weighs pieces: every candidate
+    piece of the blocks of the `blocks` best-ranked pieces is scored by the local model, and gains
+    `weight` x its PMI with the question min-max scaled among them (`pmi_rescore`)."""
+
+    blocks: int
+    weight: float
+
+
+# Chosen by scripts/fit_pmi.py (`just fit-pmi`) on the five development corpora: results/pmi-fit.json,
+# which tests/test_golden.py checks this against.
+PMI_FITTED = PmiWeights(blocks=2, weight=0.1)
+
+
 class Scored(NamedTuple):
     """A piece and its score (higher is better)."""
 
@@ -157,6 +172,20 @@ def relative(values: Sequence[float]) -> list[float]:
     return [v / top for v in values] if top > 0 else [0.0 for _ in values]
 
 
+def minmax(values: Sequence[float]) -> list[float]:
+    """Each value min-max scaled to [0, 1] among `values`; all equal (or one): all 0, so they tell
+    nothing apart."""
+    low, high = min(values, default=0.0), max(values, default=0.0)
+    return [(v - low) / (high - low) if high > low else 0.0 for v in values]
+
+
+def pmi_rescore(ranked: list[Scored], weighed: Sequence[Piece], pmi: Sequence[float], weight: float) -> list[Scored]:
+    """`ranked` with each piece of `weighed` plus `weight` x its PMI min-max scaled among them
+    (`minmax`), the whole ranking sorted again; the pieces not weighed keep their score."""
+    bonus = {(p.block, p.position): weight * v for p, v in zip(weighed, minmax(pmi), strict=True)}
+    return sorted((Scored(s.score + bonus.get((s.piece.block, s.piece.position), 0.0), s.piece) for s in ranked), key=_order)
+
+
 def span_choice(scores: Sequence[float], pmi: Sequence[float], weight: float) -> int:
     """The index of the span to quote: the best of score / max(scores) + weight x (pmi - min) /
     (max - min), the PMI scaled among these candidates (all equal: 0 for each, so the extractive
@@ -164,10 +193,7 @@ def span_choice(scores: Sequence[float], pmi: Sequence[float], weight: float) ->
     if not scores:
         raise ValueError("no candidate spans")
     top = max(scores)
-    low, high = min(pmi), max(pmi)
-    total = [
-        (s / top if top > 0 else 0.0) + weight * ((v - low) / (high - low) if high > low else 0.0) for s, v in zip(scores, pmi, strict=True)
-    ]
+    total = [(s / top if top > 0 else 0.0) + weight * v for s, v in zip(scores, minmax(pmi), strict=True)]
     return max(range(len(total)), key=lambda i: (total[i], -i))
 
 

@@ -14,7 +14,7 @@ and `just bench`'s rows all read REGISTRY, so a new reader is its module and one
 line. Nothing here imports a reader's module until it is built.
 
     >>> [kind.name for kind in REGISTRY.values()]
-    ['extractive', 'judge', 'span', 'write', 'openai']
+    ['extractive', 'judge', 'span', 'pmi', 'write', 'openai']
     >>> REGISTRY["write"].writes, REGISTRY["judge"].local
     (True, True)
 """
@@ -113,6 +113,7 @@ def register(kind: Kind) -> Kind:
 register(Kind("extractive", "ragline.answer.extractive", "quote the handbook's best sentences (no model)"))
 register(Kind("judge", "ragline.answer.judge", "the local model judges the extractive reader's best pieces", local=True))
 register(Kind("span", "ragline.answer.span", "the local model scores candidate spans of the best blocks", local=True))
+register(Kind("pmi", "ragline.answer.pmi", "the local model weighs the best blocks' pieces by PMI with the question", local=True))
 register(Kind("write", "ragline.answer.write", "the local model writes the answer, its citations checked", writes=True, local=True))
 register(
     Kind(

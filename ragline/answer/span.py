@@ -87,6 +87,35 @@ def spans(block: Sequence[Piece], around: Sequence[Piece], budget: int) -> list[
     return out
 
 
+def pmi(
+    model: LocalModel, question: str, blocks: Sequence[ContextBlock], texts: Sequence[tuple[int, str]], budget: Budget | None = None
+) -> list[float]:
+    """PMI of each (block number, text quoted from that block) with the question:
+
+        log P(text | INSTRUCTION, block, question) - log P(text | INSTRUCTION, block)
+
+    each a sum over the text's tokens (`LocalModel.logprobs`), block by block: the instruction and
+    the block (its heading path, then its quotable pieces) are the prefix decoded once, and each
+    text is scored after "Question: ...\nAnswer:" and after "Answer:" alone, in one batch."""
+    shown = {b.n: b for b in blocks}
+    values = [0.0] * len(texts)
+    asked = "Question: " + " ".join(question.split()) + "\nAnswer:"
+    for n in dict.fromkeys(block for block, _ in texts):
+        block = shown[n]
+        prefix = (
+            INSTRUCTION
+            + f"Passage ({' > '.join(block.headings)}):\n"
+            + "\n".join(quoted(p.text, p.kind, p.header) for p in block.quotes(True))
+        )
+        mine = [i for i, (b, _) in enumerate(texts) if b == n]
+        pairs = [(f"\n\n{head}", " " + texts[i][1]) for i in mine for head in (asked, "Answer:")]
+        scored = model.logprobs(prefix, pairs, budget)
+        for k, i in enumerate(mine):
+            (with_q, _), (without, _) = scored[2 * k], scored[2 * k + 1]
+            values[i] = with_q - without
+    return values
+
+
 class SpanScored(Extractive):
     """`Extractive`, whose choice is the best candidate span by extractive score and the model's PMI."""
 
@@ -122,24 +151,8 @@ class SpanScored(Extractive):
         return out[: self.spanning.spans]
 
     def pmi(self, question: str, blocks: list[ContextBlock], cands: list[Span], budget: Budget | None = None) -> list[float]:
-        """PMI of each span with the question, block by block (the block is the shared prefix), all within `budget`."""
-        shown = {b.n: b for b in blocks}
-        values = [0.0] * len(cands)
-        asked = "Question: " + " ".join(question.split()) + "\nAnswer:"
-        for n in dict.fromkeys(c.pieces[0].block for c in cands):
-            block = shown[n]
-            prefix = (
-                INSTRUCTION
-                + f"Passage ({' > '.join(block.headings)}):\n"
-                + "\n".join(quoted(p.text, p.kind, p.header) for p in block.quotes(True))
-            )
-            mine = [i for i, c in enumerate(cands) if c.pieces[0].block == n]
-            pairs = [(f"\n\n{head}", " " + cands[i].text()) for i in mine for head in (asked, "Answer:")]
-            scored = self.model.logprobs(prefix, pairs, budget)
-            for k, i in enumerate(mine):
-                (with_q, _), (without, _) = scored[2 * k], scored[2 * k + 1]
-                values[i] = with_q - without
-        return values
+        """PMI of each span with the question (`pmi`), all within `budget`."""
+        return pmi(self.model, question, blocks, [(c.pieces[0].block, c.text()) for c in cands], budget)
 
     def choose(
         self, question: str, blocks: list[ContextBlock], ranked: list[Scored], every: list[Piece], cands: list[Piece], cue: str | None
