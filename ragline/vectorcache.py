@@ -9,6 +9,7 @@ of blobs under it, also holds rag-expand's questions (`ragline.expand.QuestionCa
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -17,6 +18,22 @@ import numpy as np
 import ragline
 import ragline.records
 from ragline.records import StageError
+
+MOST_MB = 2048  # the default bound of a vector cache file (RAG_EMBED_CACHE_MB): over a million MiniLM vectors
+DROP_SHARE = 0.25  # past the bound, this share of the rows, the first stored, is dropped
+
+
+def most_bytes() -> int:
+    """The bound of a vector cache file in bytes: $RAG_EMBED_CACHE_MB megabytes, else MOST_MB (a value that
+    is not a positive number is an error naming the variable)."""
+    raw = os.environ.get("RAG_EMBED_CACHE_MB", "").strip()
+    try:
+        mb = float(raw) if raw else float(MOST_MB)
+    except ValueError:
+        mb = -1.0
+    if not mb > 0:
+        raise StageError(f"RAG_EMBED_CACHE_MB must be a positive number of megabytes, got {raw!r}")
+    return int(mb * 1024 * 1024)
 
 
 class Store:
@@ -98,8 +115,38 @@ class Cache(Store):
 
     Re-embedding unchanged text is wasted work; with a cache, a second run over
     the same corpus embeds only what changed. Shared by rag-embed, rag-search and
-    rag-answer (`Store` says how a damaged file or a full disk is met).
+    rag-answer (`Store` says how a damaged file or a full disk is met). Bounded: when
+    a write leaves the file's used pages over `most` bytes (`most_bytes`), the first
+    stored DROP_SHARE of its rows are dropped in the same transaction, and their
+    pages are reused by later writes, so the file stays near the bound.
     """
+
+    def __init__(self, path: Path, model_id: str, most: int | None = None):
+        super().__init__(path, model_id)
+        self.most = most_bytes() if most is None else most
+        self.dropped = 0
+
+    def used_bytes(self) -> int:
+        """The bytes of the file's pages in use (its size less the free pages a drop left)."""
+        pages, free, size = (self.db.execute(f"PRAGMA {p}").fetchone()[0] for p in ("page_count", "freelist_count", "page_size"))
+        return int((pages - free) * size)
+
+    def put_blobs(self, items: Iterable[tuple[bytes, bytes]]) -> None:
+        """Store blobs in one transaction, all or none; then, past the bound, drop the first stored."""
+        import sqlite3
+
+        super().put_blobs(items)
+        try:
+            if self.used_bytes() > self.most:
+                with self.db:
+                    (rows,) = self.db.execute(f"SELECT count(*) FROM {self.TABLE}").fetchone()
+                    drop = max(1, int(rows * DROP_SHARE))
+                    self.db.execute(
+                        f"DELETE FROM {self.TABLE} WHERE rowid IN (SELECT rowid FROM {self.TABLE} ORDER BY rowid LIMIT ?)", (drop,)
+                    )
+                    self.dropped += drop
+        except sqlite3.Error as err:
+            raise self.error(err) from None
 
     def key(self, text: str, query: bool) -> bytes:
         return hashlib.sha256(self.model_id + (b"\x00q\x00" if query else b"\x00d\x00") + text.encode("utf-8")).digest()

@@ -58,7 +58,7 @@ def pipeline(sc, files: list[str], partitions: int, model: str, words: int | Non
     """The RDD of embedded chunk records (JSON lines), in the order of a single `rag-chunk FILES | rag-embed`."""
     env = env or task_env()
     chunk = "xargs -r -d '\\n' rag-chunk --quiet" + (f" --words {int(words)}" if words else "")
-    embed = f"rag-embed --quiet --threads 1 --model {shlex.quote(model)}"
+    embed = f"rag-embed --quiet --no-cache --threads 1 --model {shlex.quote(model)}"  # every task embeds: no shared cache file
     docs = sc.parallelize(files, max(1, min(partitions, len(files))))
     return docs.pipe(chunk, env=env, checkCode=True).pipe(embed, env=env, checkCode=True)
 

@@ -7,7 +7,11 @@ import examples`. No test module imports another test module (nor this one).
 
 from __future__ import annotations
 
+import atexit
+import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "support"))
@@ -26,6 +30,15 @@ from properties import FAST
 settings.register_profile("ragline", deadline=None)
 settings.register_profile("fast", settings.get_profile("ragline"), max_examples=FAST)
 settings.load_profile("ragline")  # pytest's --hypothesis-profile, read after this file, loads another
+
+# The suite's own per-user cache: rag-embed caches vectors there by default and rag-expand its questions,
+# so a test run writes nothing into the user's ~/.cache. The model cache stays where it is (RAG_MODEL_HOME
+# pinned to it first), so the real models are found as before.
+from ragline import models  # noqa: E402
+
+os.environ.setdefault("RAG_MODEL_HOME", str(models.model_home()))
+os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="ragline-tests-cache-")
+atexit.register(shutil.rmtree, os.environ["XDG_CACHE_HOME"], True)
 
 pytest_plugins = ["evalfixtures", "llmserver"]  # the rag-eval tests' fixtures (golden_path, golden, results); llm_server
 

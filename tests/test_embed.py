@@ -461,3 +461,72 @@ def test_batches_run_at_once_on_as_many_lanes_as_threads(tmp_path):
         got = list(embedder.run_batches(batches))
         assert [float(v[0][0]) for v in got] == [0, 1, 2, 3, 4, 5]
         assert max(seen) == most, spread
+
+
+# --------------------------------------------------------------------------- the default cache (issue 39, item 5)
+
+
+class Filed(Counting):
+    """A counting embedder that stands for a model with files (a sha256), as MiniLM is."""
+
+    name = "filed"
+    sha256 = "f" * 64
+
+
+def _chunks(edited: int | None = None) -> bytes:
+    return jsonl(
+        *({"id": f"c{i}", "text": f"chunk {i} says the sweep runs at {i}:00" + (" (edited)" if i == edited else "")} for i in range(12))
+    )
+
+
+def test_a_rerun_after_an_edit_embeds_only_the_edited_chunk(runner, tmp_path, monkeypatch):
+    """rag-embed keeps vectors in the per-user cache with no flag at all, so the README's own-handbook
+    pipeline, run again after a one-line edit, embeds one chunk's texts, not the handbook's."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.delenv("RAG_EMBED_CACHE", raising=False)
+    made: list[Filed] = []
+    monkeypatch.setattr(rag_embed, "load_embedder", lambda *a, **k: made.append(Filed()) or made[-1])
+    first = runner.invoke(main, ["--no-passages"], input=_chunks())
+    again = runner.invoke(main, ["--no-passages"], input=_chunks(edited=7))
+    assert first.exit_code == 0 and again.exit_code == 0, first.stderr + again.stderr
+    assert (made[0].embedded, made[1].embedded) == (12, 1)  # the edited chunk alone
+    assert rag_embed.default_cache() == tmp_path / "ragline" / "embed-cache.sqlite" and rag_embed.default_cache().exists()
+    assert parse(first.stdout_bytes)[3]["vector"] == parse(again.stdout_bytes)[3]["vector"]  # a hit is the same vector
+    off = runner.invoke(main, ["--no-passages", "--no-cache"], input=_chunks(edited=7))
+    assert off.exit_code == 0 and made[2].embedded == 12  # --no-cache: every text afresh
+
+
+def test_no_cache_keeps_nothing_and_hash_needs_none(runner, tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.delenv("RAG_EMBED_CACHE", raising=False)
+    monkeypatch.setattr(rag_embed, "load_embedder", lambda *a, **k: Filed())
+    assert runner.invoke(main, ["--no-cache"], input=_chunks()).exit_code == 0
+    assert not (tmp_path / "ragline").exists()
+    assert rag_embed.cache_for(HashEmbedder(), default=True) is None  # cheaper than a cache: none by default
+    assert rag_embed.cache_for(Filed()) is None  # rag-search and rag-answer: only a cache that is named
+    named = tmp_path / "named.sqlite"
+    assert rag_embed.cache_for(Filed(), str(named), default=True).path == named
+
+
+def test_the_cache_is_bounded_dropping_the_first_stored(tmp_path):
+    cache = rag_embed.Cache(tmp_path / "c.sqlite", "hash:none", most=300_000)
+    vectors = {f"text {i}": np.full(384, i, dtype=np.float32) for i in range(400)}  # about 1.6 kB each: 640 kB in all
+    for start in range(0, 400, 50):
+        cache.put((cache.key(t, False), v) for t, v in list(vectors.items())[start : start + 50])
+    assert cache.dropped > 0 and cache.used_bytes() <= 300_000 + 50 * 2_000  # over by at most the last write
+    kept = cache.get([cache.key(t, False) for t in vectors])
+    assert cache.key("text 399", False) in kept and cache.key("text 0", False) not in kept  # the first stored went first
+    assert all(np.array_equal(v, vectors[t]) for t, v in vectors.items() if cache.key(t, False) in kept)
+
+
+def test_the_bound_is_read_from_the_environment(monkeypatch):
+    from ragline import vectorcache
+
+    monkeypatch.setenv("RAG_EMBED_CACHE_MB", "1.5")
+    assert vectorcache.most_bytes() == int(1.5 * 1024 * 1024)
+    monkeypatch.delenv("RAG_EMBED_CACHE_MB")
+    assert vectorcache.most_bytes() == vectorcache.MOST_MB * 1024 * 1024
+    for bad in ("0", "-3", "lots"):
+        monkeypatch.setenv("RAG_EMBED_CACHE_MB", bad)
+        with pytest.raises(StageError, match="RAG_EMBED_CACHE_MB must be a positive number"):
+            vectorcache.most_bytes()

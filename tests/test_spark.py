@@ -37,7 +37,9 @@ def spark():
 
 def one_process(files: list[str], model: str, env: dict[str, str]) -> bytes:
     chunks = subprocess.run(["rag-chunk", *files], capture_output=True, env=env, check=True).stdout
-    return subprocess.run(["rag-embed", "--quiet", "--model", model], input=chunks, capture_output=True, env=env, check=True).stdout
+    return subprocess.run(
+        ["rag-embed", "--quiet", "--no-cache", "--model", model], input=chunks, capture_output=True, env=env, check=True
+    ).stdout
 
 
 @pytest.mark.parametrize("partitions", [1, 3, 7])
