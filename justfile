@@ -52,23 +52,36 @@ serve *args: index
 # every x86_64 CPU of the last ten years has, and AVX-512 (with VNNI) where /proc/cpuinfo lists it; never AMX. The folder
 # is named by the choice, so a wheel built otherwise is never reused, and pip's own cache is not read: it keys a wheel
 # built from a source package by the package alone, not by CMAKE_ARGS, and would hand back a wheel built with other flags.
+# Only the text library is built (LLAVA_BUILD=OFF): llama-cpp-python's multimodal library (mtmd) is loaded only by its
+# image chat handlers, which ragline never uses. Leaving it out saves little of the build's time (the commit has both
+# builds timed: llama.cpp's own library is most of it), but nothing is built that is never loaded. The build says every
+# half minute that it is still running.
 [private]
 llama-wheel extra="":
     #!/usr/bin/env bash
     set -euo pipefail
-    args=() kind=native
+    args=(-DLLAVA_BUILD=OFF) kind=native
     if [ "$(uname -m)" = x86_64 ]; then
-        args=(-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF) kind=avx2
+        args+=(-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF) kind=avx2
         if grep -qw avx512bw /proc/cpuinfo && grep -qw avx512vl /proc/cpuinfo && grep -qw avx512dq /proc/cpuinfo; then
             args+=(-DGGML_AVX512=ON) kind=avx512
             if grep -qw avx512_vnni /proc/cpuinfo; then args+=(-DGGML_AVX512_VNNI=ON) kind=avx512vnni; fi
         fi
     fi
-    dir="$RAG_WHEEL_CACHE/llama-cpp-python-{{llama_version}}-$kind"
+    dir="$RAG_WHEEL_CACHE/llama-cpp-python-{{llama_version}}-$kind-text"
     mkdir -p "$dir"
     if ! ls "$dir"/llama_cpp_python-{{llama_version}}-*.whl >/dev/null 2>&1; then
-        echo "just: building llama-cpp-python {{llama_version}} for $kind (minutes; once, into $dir)" >&2
-        CMAKE_BUILD_PARALLEL_LEVEL=2 CMAKE_ARGS="${args[*]}" pip wheel --quiet --no-cache-dir --no-deps --wheel-dir "$dir" 'llama-cpp-python=={{llama_version}}'
+        echo "just: building llama-cpp-python {{llama_version}} for $kind, text only (minutes on two cores; once, into $dir)" >&2
+        CMAKE_BUILD_PARALLEL_LEVEL=2 CMAKE_ARGS="${args[*]}" pip wheel --quiet --no-cache-dir --no-deps --wheel-dir "$dir" 'llama-cpp-python=={{llama_version}}' &
+        build=$! start=$SECONDS
+        trap 'kill "$build" 2>/dev/null' EXIT
+        while kill -0 "$build" 2>/dev/null; do
+            sleep 5
+            if kill -0 "$build" 2>/dev/null && [ $(( (SECONDS - start) % 30 )) -lt 5 ]; then echo "just: still building llama-cpp-python ($((SECONDS - start)) s)" >&2; fi
+        done
+        wait "$build"
+        trap - EXIT
+        echo "just: llama-cpp-python built in $((SECONDS - start)) s" >&2
     fi
     pip install --quiet --prefer-binary --find-links "$dir" -e '.[{{extra}}]'
 

@@ -8,6 +8,7 @@ the piece that states the answer."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import shutil
 from pathlib import Path
@@ -400,3 +401,11 @@ def test_decode_steps_hold_at_most_outputs_rows_and_ubatch_tokens():
     assert [e for s in steps for e in s] == flat  # every token once, in order
     assert all(len(s) <= 512 and sum(e[1] in items[e[0]][3] for e in s) <= OUTPUTS for s in steps)
     assert max(sum(e[1] in items[e[0]][3] for e in s) for s in steps) == OUTPUTS
+
+
+def test_the_local_build_holds_no_multimodal_library():
+    """`just llm-model` builds llama.cpp's text library alone (issue 39, item 7): no libmtmd beside libllama."""
+    lib = Path(importlib.util.find_spec("llama_cpp").origin).parent / "lib"
+    names = sorted(p.name for p in lib.iterdir())
+    assert any(n.startswith("libllama") for n in names), names
+    assert not [n for n in names if "mtmd" in n or "llava" in n], names
