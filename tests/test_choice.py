@@ -14,6 +14,7 @@ from ragline.answer.choice import (
     choose,
     continued,
     fit_list,
+    fit_row,
     holds_asked,
     rank,
     relative,
@@ -364,3 +365,59 @@ def test_a_question_the_handbook_asks_is_no_answer():
     assert asks(sentence(1, 1, 'Bad: "Why did you use threads here?"'))
     assert not asks(sentence(1, 1, "Ask why it is here."))
     assert not asks(item(1, 1, "What can go wrong?"))
+
+
+# --------------------------------------------------------------------------- a long table row (issue 39, item 4)
+
+_FILLER = " ".join(f"Background sentence {i} about the history of the programme and its many stakeholders." for i in range(25))
+_ROW = Piece(
+    1,
+    0,
+    f"Rewards | {_FILLER} | Points are paid out quarterly through the payroll system. | Contact the people team.",
+    "row",
+    0,
+    header="Programme | History | Payout | Questions",
+)
+
+
+def test_a_long_row_is_quoted_in_the_part_that_answers():
+    from ragline.answer.citations import quoted
+
+    assert len(quoted(_ROW.text, _ROW.kind, _ROW.header).split()) > 300  # the row as it stands
+    fitted = fit_row(_ROW, "How are reward points paid out?", 60)
+    shown = quoted(fitted.text, fitted.kind, fitted.header)
+    assert shown == "Programme: Rewards | Payout: Points are paid out quarterly through the payroll system."
+    assert len(shown.split()) <= 60
+
+
+def test_a_row_that_fits_and_other_pieces_are_left_alone():
+    short = Piece(1, 0, "P1 | 20 minutes", "row", 0, header="Priority | Response")
+    assert fit_row(short, "How fast is a P1 answered?", 60) is short
+    prose = Piece(1, 0, _FILLER, "sentence", 0)
+    assert fit_row(prose, "history", 10) is prose
+    ragged = dataclasses.replace(_ROW, header="Programme | History")  # header and cells disagree: quoted as it is
+    assert fit_row(ragged, "payout", 60) is ragged
+
+
+def test_a_cell_too_long_for_the_room_is_cut_to_its_first_sentences():
+    fitted = fit_row(_ROW, "What is the history of the programme?", 40)
+    names = fitted.header.split(" | ")
+    assert names == ["Programme", "History"]  # the row's name, then the one cell that answers
+    cell = fitted.text.split(" | ")[1]
+    assert cell.startswith("Background sentence 0") and cell.endswith("stakeholders.")  # whole sentences
+    assert sum(len(n.split()) + len(c.split()) for n, c in zip(names, fitted.text.split(" | "), strict=True)) <= 40
+    words = fit_row(dataclasses.replace(_ROW, text=_ROW.text.replace(".", ",")), "What is the history of the programme?", 40)
+    assert words.text.split(" | ")[1].endswith(" …")  # no sentence fits: the first words, and an ellipsis
+
+
+def test_the_cell_holding_most_of_the_question_comes_first_when_room_is_short():
+    row = Piece(
+        1,
+        0,
+        "Rewards | Ask the people team about points and payroll. | Points reach you quarterly through payroll as a bonus payment.",
+        "row",
+        0,
+        header="Programme | Questions | Payout",
+    )
+    fitted = fit_row(row, "When do points reach me through payroll as a bonus?", 14)
+    assert fitted.header == "Programme | Payout"  # the Questions cell shares two terms, the Payout cell more

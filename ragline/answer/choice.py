@@ -12,7 +12,8 @@ The whole rule, in the order it runs:
    time, a duration, a number or a name gets a piece holding it: `holds_asked`); a lead
    that brings its list, table or code (`continued`) is the answer alone; each piece that
    leads in to what follows brings that, and a list item brings what introduces it where that
-   carries the question's condition (`with_leads`).
+   carries the question's condition (`with_leads`); a table row over the word budget is quoted
+   in the cells that answer, after the cell that names the row (`fit_row`).
 
 The numbers are `ChoiceWeights`; `FITTED` is what `just fit-answer` chose.
 """
@@ -386,4 +387,53 @@ def select(
     listed = quotes_list(ranked, cue)  # `choose` quoted the list itself (`fit_list`)
     if not listed and len(continued(chosen[:1], every)) > 1:  # the lead brings its list, table or code: that is the answer
         chosen = chosen[:1]
-    return with_leads(continued(chosen, every, weights, listed), every, question)
+    return [fit_row(p, question, weights.budget) for p in with_leads(continued(chosen, every, weights, listed), every, question)]
+
+
+def _cell_size(name: str, cell: str) -> int:
+    return len(name.split()) + len(cell.split())
+
+
+def fit_row(piece: Piece, question: str, most: int) -> Piece:
+    """A table row quoted within `most` words, its column names counted (`citations.quoted` puts each
+    cell after its name): the whole row where it fits; else its first cell (what names the row) and,
+    in the row's order, the cells holding the most of the question's terms while they fit, a cell
+    that fits no more cut to its first sentences (or first words) that do; cells with none of the
+    question's terms only where no cell has any. Any other piece, or a row whose header does not
+    match its cells, is returned as it is."""
+    if piece.kind != "row" or not piece.header:
+        return piece
+    names, cells = piece.header.split(" | "), piece.text.strip().split(" | ")
+    if len(names) != len(cells) or not all(names):
+        return piece
+    if sum(_cell_size(n, c) for n, c in zip(names, cells, strict=True) if c) <= most:
+        return piece
+    asked = ragline.text.term_set(question)
+    overlap = [len(ragline.text.term_set(c) & asked) for c in cells]
+    order = sorted(range(1, len(cells)), key=lambda i: (-overlap[i], i))
+    if any(overlap[i] for i in order):
+        order = [i for i in order if overlap[i]]
+    kept: dict[int, str] = {}
+    room = most
+    for i in [0, *order]:
+        if not cells[i]:
+            continue
+        size = _cell_size(names[i], cells[i])
+        if size <= room:
+            kept[i], room = cells[i], room - size
+        elif (cut := _cut(cells[i], room - len(names[i].split()))) and i not in kept:
+            kept[i], room = cut, room - _cell_size(names[i], cut)
+    at = sorted(kept)
+    return dataclasses.replace(piece, text=" | ".join(kept[i] for i in at), header=" | ".join(names[i] for i in at))
+
+
+def _cut(cell: str, most: int) -> str:
+    """A cell's first sentences within `most` words, else its first `most` words and an ellipsis; "" when `most` < 3."""
+    if most < 3:
+        return ""
+    out: list[str] = []
+    for sentence in sentences(cell):
+        if len(" ".join([*out, sentence]).split()) > most:
+            break
+        out.append(sentence)
+    return " ".join(out) if out else " ".join(cell.split()[: most - 1]) + " …"
