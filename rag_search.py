@@ -34,6 +34,7 @@ import sys
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict
+from pathlib import Path
 from typing import Any
 
 import click
@@ -207,7 +208,7 @@ class Searcher:
         self.index = index
         self.config = config
         built = index.manifest["model"]
-        if model is not None and model != built and rag_embed.Path(model).name != built:
+        if model is not None and model != built and Path(model).name != built:
             raise StageError(f"the index was built with model '{built}', not '{model}': rebuild it or drop --model")
         # The query is embedded even with --no-dense: the abstain signal's dense part needs it (see `abstain.blend`).
         self.embedder = embedder if embedder is not None else rag_embed.load_embedder(model or built, threads=threads)
