@@ -196,6 +196,11 @@ fit-span *args: model llm-model
 fit-pmi *args: model llm-model
     python3 scripts/fit_pmi.py {{args}}
 
+# Where dense, BM25 and the default ranking put the chunk that answers, by kind, on the development corpora (results/ranks.json; a minute).
+ranks: model
+    python3 scripts/ranks.py
+    just docs
+
 # Fit rag-rerank (the local model reordering rag-search's hits) on the development corpora (results/rerank-fit.json; the model scores each question after each of its 20 best hits once, cached in build/fit-rerank: hours on two cores the first time); then set rag-rerank's --depth and --weight defaults to its chosen point.
 fit-rerank *args: model llm-model
     python3 scripts/fit_rerank.py {{args}}

@@ -21,6 +21,7 @@ README.md and docs/*.md (a section whose markers are missing, or found twice, is
   judge-fit   results/judge-fit*.json's tables: how the local model's judgement joins the choice, per corpus and left out (`just fit-judge`)
   span-fit    results/span-fit.json's table: the span reader's fitted weights beside the extractive reader, per corpus and kind (`just fit-span`)
   pmi-fit     results/pmi-fit.json's table: the PMI reader's fitted weighing beside the extractive reader, per corpus and kind (`just fit-pmi`)
+  ranks       results/ranks.json's table: where dense, BM25 and the default rank the answering chunk, by kind (`just ranks`)
   rerank-fit  results/rerank-fit.json's table: rag-rerank's fitted depth and weight, MRR by kind beside retrieval's, refusal on relevance (`just fit-rerank`)
 The result tables (`tables`, in docs/evaluation.md), every corpus's, belong to `rag-eval table --into`.
 """
@@ -257,6 +258,31 @@ def pmi_fit() -> str:
     return "\n".join(out)
 
 
+def ranks() -> str:
+    """scripts/ranks.py's measurement: per corpus and kind, MRR@5 of dense, BM25 and the default ranking,
+    and the share of questions whose gold chunk the default ranks first, within 5, 20 and the depth."""
+    path = ROOT / "results" / "ranks.json"
+    if not path.exists():
+        return "_Not measured yet: run `just ranks`._"
+    data = json.loads(path.read_text())
+    cuts = data["cuts"]
+    out = [
+        f"`ranks.json`: the {data['depth']} best chunks of each answerable question; MRR@5 under each ranking, and the share of "
+        "questions whose first gold chunk the default ranks within each cut (dense alone's within 20 beside it).",
+        "",
+        "| corpus | kind | n | MRR@5: dense / BM25 / default | default: "
+        + " / ".join(f"within {c}" for c in cuts)
+        + " | dense: within 20 |",
+        "| --- | --- | ---: | --- | --- | ---: |",
+    ]
+    for corpus, kinds in data["corpora"].items():
+        for kind, row in kinds.items():
+            mrr = " / ".join(f"{row[r]['mrr_at_5']:.2f}" for r in ("dense", "bm25", "default"))
+            within = " / ".join(f"{row['default'][f'within_{c}']:.2f}" for c in cuts)
+            out.append(f"| {corpus} | {kind} | {row['n']} | {mrr} | {within} | {row['dense']['within_20']:.2f} |")
+    return "\n".join(out)
+
+
 def rerank_fit() -> str:
     """rag-rerank's fit (scripts/fit_rerank.py): per corpus, MRR by kind with retrieval's order and the
     model's, issue 37's bar, each corpus left out, answer-ok, and the relevance signal as a refusal."""
@@ -372,6 +398,7 @@ SECTIONS = {
     "judge-fit": judge_fit,
     "span-fit": span_fit,
     "pmi-fit": pmi_fit,
+    "ranks": ranks,
     "rerank-fit": rerank_fit,
 }
 
