@@ -44,7 +44,8 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
 from fit_answer import LONG_WORDS, hits_for, plan  # noqa: E402
-from fit_span import KINDS, Recorded  # noqa: E402
+from fit_span import KINDS, Recorded, capturing  # noqa: E402
+from fit_span import chosen_text as span_text  # noqa: E402
 
 import rag_answer  # noqa: E402
 import rag_embed  # noqa: E402
@@ -52,7 +53,6 @@ import rag_index  # noqa: E402
 from ragline import local_models  # noqa: E402
 from ragline.answer import choice  # noqa: E402
 from ragline.answer import context as answer_context  # noqa: E402
-from ragline.answer.citations import cite  # noqa: E402
 from ragline.answer.local import LocalModel  # noqa: E402
 from ragline.answer.pmi import PmiScored  # noqa: E402
 from ragline.eval.golden import load_golden  # noqa: E402
@@ -64,25 +64,12 @@ EXTRACTIVE = "extractive"  # the shipped reader's choice, as a row of the table
 TIMED = 8  # answerable questions of each corpus whose scoring is timed afresh, the cache bypassed
 
 
-class Captured(PmiScored):
-    """The PMI reader, whose `choose` keeps what the extractive ranking handed it (and chooses nothing)."""
-
-    def choose(self, question, blocks, ranked, every, cands, cue):  # type: ignore[no-untyped-def]
-        self.captured = (question, blocks, ranked, every, cands, cue)
-        return []
+Captured = capturing(PmiScored)
 
 
-def chosen_text(reader: Captured, captured: tuple | None, point: choice.PmiWeights | str) -> str:
-    """The answer `point` quotes (EXTRACTIVE: the extractive reader's own choice)."""
-    if captured is None:
-        return ""
-    if point == EXTRACTIVE:
-        pieces = rag_answer.Extractive.choose(reader, *captured)
-    else:
-        assert isinstance(point, choice.PmiWeights)
-        reader.weighing = point
-        pieces = PmiScored.choose(reader, *captured)
-    return "\n".join(cite(c.text, c.block, c.kind, c.header) for c in pieces)
+def chosen_text(reader: Any, captured: tuple | None, point: choice.PmiWeights | str) -> str:
+    """The answer `point` quotes (EXTRACTIVE: the extractive reader's own choice): fit_span.py's, the weighing set."""
+    return span_text(reader, captured, point, "weighing")
 
 
 def answers(corpus: str, docs: str, golden: str, work: Path, cache: Path, model: str, threads: int) -> tuple[dict[Any, dict], dict]:
@@ -146,7 +133,7 @@ def answers(corpus: str, docs: str, golden: str, work: Path, cache: Path, model:
     return table, cost
 
 
-def timed(reader: Captured, recorder: Recorded, sample: list[tuple | None], make: Any) -> dict[str, Any]:
+def timed(reader: Any, recorder: Recorded, sample: list[tuple | None], make: Any) -> dict[str, Any]:
     """The model's cost at the chosen reader's widest weighing, measured afresh (the cache bypassed, the model
     loaded before the clock starts) on `sample`: seconds and prompt tokens a question, on this machine as it is."""
     model = make()
@@ -166,7 +153,7 @@ def timed(reader: Captured, recorder: Recorded, sample: list[tuple | None], make
     }
 
 
-def best_pmi(reader: Captured, captured: tuple | None, point: choice.PmiWeights) -> float:
+def best_pmi(reader: Any, captured: tuple | None, point: choice.PmiWeights) -> float:
     """The largest PMI of any piece `point` weighs (-inf when none is weighed): how much the question
     explains the best piece of the best blocks, a candidate refusal signal."""
     if captured is None:

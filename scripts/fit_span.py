@@ -91,24 +91,31 @@ class Recorded:
         return (0, 0)
 
 
-class Captured(SpanScored):
-    """The span reader, whose `choose` keeps what the extractive ranking handed it (and chooses nothing)."""
+def capturing(reader: type) -> type:
+    """`reader` (a reader the extractive ranking hands its pieces to), whose `choose` keeps what it was
+    handed in `captured` and chooses nothing: each grid point then chooses from the same ranking
+    (`chosen_text`). fit_pmi.py captures the PMI reader so."""
 
     def choose(self, question, blocks, ranked, every, cands, cue):  # type: ignore[no-untyped-def]
         self.captured = (question, blocks, ranked, every, cands, cue)
         return []
 
+    return type(f"Captured{reader.__name__}", (reader,), {"choose": choose})
 
-def chosen_text(reader: SpanScored, captured: tuple | None, point: choice.SpanWeights | str) -> str:
-    """The answer `point` quotes (EXTRACTIVE: the extractive reader's own choice)."""
+
+Captured = capturing(SpanScored)
+
+
+def chosen_text(reader: Any, captured: tuple | None, point: Any, weights: str = "spanning") -> str:
+    """The answer `point` quotes from what `reader` (made by `capturing`) captured: the reader's own choice
+    with its `weights` attribute set to `point`, or with EXTRACTIVE the extractive reader's choice."""
     if captured is None:
         return ""
     if point == EXTRACTIVE:
         pieces = rag_answer.Extractive.choose(reader, *captured)
     else:
-        assert isinstance(point, choice.SpanWeights)
-        reader.spanning = point
-        pieces = SpanScored.choose(reader, *captured)
+        setattr(reader, weights, point)
+        pieces = type(reader).__mro__[1].choose(reader, *captured)
     return "\n".join(cite(c.text, c.block, c.kind, c.header) for c in pieces)
 
 

@@ -11,7 +11,7 @@ The readers that use the local model to judge (`ragline.answer.judge`) or to sco
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -25,6 +25,9 @@ from ragline.answer.cues import question_cue
 from ragline.answer.reader import Embed, Setup
 from ragline.bm25 import Bm25
 from ragline.records import ANSWER_FEATURES
+
+if TYPE_CHECKING:
+    from ragline.answer.local import Bounds, LocalModel
 
 FEATURES = ANSWER_FEATURES
 MEMO_SENTENCES = 50_000  # candidate sentence vectors kept between questions (about 75 MB at 384 dimensions)
@@ -140,6 +143,44 @@ class Extractive:
             q = self._questions[question] = self.embed([question], True)[0]
             keep_latest(self._questions, MEMO_QUESTIONS)
         return np.array([have[c.text] @ q for c in cands])
+
+
+class Extended(Extractive):
+    """The extractive reader with one step the local model takes before the choice (the judge, span
+    and PMI readers): it holds the model and the question's budget (`bounds`), shows the model in
+    the record beside `settings()`, reports the model's tokens (`usage`), and, when the step runs
+    past the budget, quotes the extractive choice and says why (`give_way`, then `fallback`)."""
+
+    def __init__(
+        self,
+        model: LocalModel,
+        features: Iterable[str],
+        idf_source: Bm25 | None,
+        embed: Embed | None,
+        choice: ChoiceWeights,
+        bounds: Bounds,
+    ):
+        super().__init__(features, idf_source, embed, choice)
+        self.model, self.bounds = model, bounds
+        self._fallback: str | None = None
+
+    def give_way(self, why: str, unmade: str) -> None:
+        """Note that the model's step did not finish (`why`): the answer is the extractive choice, `unmade`."""
+        self._fallback = f"{why}: the extractive choice is quoted, {unmade}"
+
+    def settings(self) -> dict[str, Any]:
+        """What the record shows of the step's own settings."""
+        return {}
+
+    def record(self) -> dict[str, Any]:
+        return {"reader": self.name} | self.model.record() | self.settings()
+
+    def usage(self) -> tuple[int, int] | None:
+        return self.model.take_counts()
+
+    def fallback(self) -> str | None:
+        why, self._fallback = self._fallback, None
+        return why
 
 
 def keep_latest(memo: dict[str, Any], most: int) -> None:

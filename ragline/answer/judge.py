@@ -18,14 +18,14 @@ from ragline.answer import refusal
 from ragline.answer.choice import JUDGED, ChoiceWeights, JudgeWeights, Scored
 from ragline.answer.citations import quoted
 from ragline.answer.context import ContextBlock, Piece
-from ragline.answer.extractive import FEATURES, Extractive
-from ragline.answer.local import BOUNDS, Bounds, Judge, LocalModel, OverBudget, bounds, load
+from ragline.answer.extractive import FEATURES, Extended
+from ragline.answer.local import BOUNDS, Bounds, Judge, OverBudget, bounds, load
 from ragline.answer.reader import Embed, Setup
 from ragline.answer.refusal import NoAnswer
 from ragline.bm25 import Bm25
 
 
-class Judged(Extractive):
+class Judged(Extended):
     """`Extractive`, its ranking rescored by the local model's judgement before the choice."""
 
     name = "judge"
@@ -40,10 +40,8 @@ class Judged(Extractive):
         choice: ChoiceWeights = rule.FITTED,
         bounds: Bounds = BOUNDS,
     ):
-        super().__init__(features, idf_source, embed, choice)
-        self.judge, self.judging, self.bounds = judge, judging, bounds
-        self.model: LocalModel = judge.model
-        self._fallback: str | None = None
+        super().__init__(judge.model, features, idf_source, embed, choice, bounds)
+        self.judge, self.judging = judge, judging
 
     def choose(
         self, question: str, blocks: list[ContextBlock], ranked: list[Scored], every: list[Piece], cands: list[Piece], cue: str | None
@@ -53,21 +51,14 @@ class Judged(Extractive):
         try:
             judged = self.judge.scores(question, [(paths[p.block], quoted(p.text, p.kind, p.header)) for p in head], self.bounds.start())
         except OverBudget as over:
-            self._fallback = f"{over.why}: the extractive choice is quoted, unjudged"
+            self.give_way(over.why, "unjudged")
             return super().choose(question, blocks, ranked, every, cands, cue)
         if (why := refusal.judged_none(judged, self.judging.floor)) is not None:
             raise NoAnswer(why)
         return super().choose(question, blocks, rule.rescore(ranked, rule.relative(judged), self.judging.weight), every, cands, cue)
 
-    def record(self) -> dict[str, Any]:
-        return {"reader": self.name} | self.model.record() | {"judge": self.judge.method, "judged": self.judging.pieces}
-
-    def usage(self) -> tuple[int, int] | None:
-        return self.model.take_counts()
-
-    def fallback(self) -> str | None:
-        why, self._fallback = self._fallback, None
-        return why
+    def settings(self) -> dict[str, Any]:
+        return {"judge": self.judge.method, "judged": self.judging.pieces}
 
 
 def build(setup: Setup) -> Judged:

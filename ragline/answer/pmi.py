@@ -26,14 +26,14 @@ from ragline.answer import choice as rule
 from ragline.answer.choice import PMI_FITTED, ChoiceWeights, PmiWeights, Scored
 from ragline.answer.citations import quoted
 from ragline.answer.context import ContextBlock, Piece
-from ragline.answer.extractive import FEATURES, Extractive
+from ragline.answer.extractive import FEATURES, Extended
 from ragline.answer.local import BOUNDS, Bounds, Budget, LocalModel, OverBudget, bounds, load
 from ragline.answer.reader import Embed, Setup
 from ragline.answer.span import pmi
 from ragline.bm25 import Bm25
 
 
-class PmiScored(Extractive):
+class PmiScored(Extended):
     """`Extractive`, its best blocks' pieces rescored by their PMI with the question before the choice."""
 
     name = "pmi"
@@ -48,9 +48,8 @@ class PmiScored(Extractive):
         choice: ChoiceWeights = rule.FITTED,
         bounds: Bounds = BOUNDS,
     ):
-        super().__init__(features, idf_source, embed, choice)
-        self.model, self.weighing, self.bounds = model, weighing, bounds
-        self._fallback: str | None = None
+        super().__init__(model, features, idf_source, embed, choice, bounds)
+        self.weighing = weighing
 
     def scored(self, ranked: list[Scored], cands: list[Piece]) -> list[Piece]:
         """The pieces the model weighs: every candidate of the blocks of the `weighing.blocks`
@@ -72,20 +71,13 @@ class PmiScored(Extractive):
         try:
             values = self.values(question, blocks, weighed, self.bounds.start())
         except OverBudget as over:
-            self._fallback = f"{over.why}: the extractive choice is quoted, unweighed"
+            self.give_way(over.why, "unweighed")
             return super().choose(question, blocks, ranked, every, cands, cue)
         rescored = rule.pmi_rescore(ranked, weighed, values, self.weighing.weight)
         return super().choose(question, blocks, rescored, every, cands, cue)
 
-    def record(self) -> dict[str, Any]:
-        return {"reader": self.name} | self.model.record() | {"weighed_blocks": self.weighing.blocks}
-
-    def usage(self) -> tuple[int, int] | None:
-        return self.model.take_counts()
-
-    def fallback(self) -> str | None:
-        why, self._fallback = self._fallback, None
-        return why
+    def settings(self) -> dict[str, Any]:
+        return {"weighed_blocks": self.weighing.blocks}
 
 
 def build(setup: Setup) -> PmiScored:

@@ -29,7 +29,7 @@ from ragline.answer import choice as rule
 from ragline.answer.choice import SPANNED, ChoiceWeights, Scored, SpanWeights
 from ragline.answer.citations import quoted
 from ragline.answer.context import ContextBlock, Piece
-from ragline.answer.extractive import FEATURES, Extractive
+from ragline.answer.extractive import FEATURES, Extended
 from ragline.answer.local import BOUNDS, Bounds, Budget, LocalModel, OverBudget, bounds, load
 from ragline.answer.reader import Embed, Setup
 from ragline.bm25 import Bm25
@@ -116,7 +116,7 @@ def pmi(
     return values
 
 
-class SpanScored(Extractive):
+class SpanScored(Extended):
     """`Extractive`, whose choice is the best candidate span by extractive score and the model's PMI."""
 
     name = "span"
@@ -131,9 +131,8 @@ class SpanScored(Extractive):
         choice: ChoiceWeights = rule.FITTED,
         bounds: Bounds = BOUNDS,
     ):
-        super().__init__(features, idf_source, embed, choice)
-        self.model, self.spanning, self.bounds = model, spanning, bounds
-        self._fallback: str | None = None
+        super().__init__(model, features, idf_source, embed, choice, bounds)
+        self.spanning = spanning
 
     def candidates(self, blocks: list[ContextBlock], ranked: list[Scored], every: list[Piece]) -> list[tuple[Span, float]]:
         """The candidate spans with their extractive score (their best piece's): from the blocks of the
@@ -163,20 +162,13 @@ class SpanScored(Extractive):
         try:
             pmi = self.pmi(question, blocks, [s for s, _ in found], self.bounds.start())
         except OverBudget as over:
-            self._fallback = f"{over.why}: the extractive choice is quoted, unscored"
+            self.give_way(over.why, "unscored")
             return super().choose(question, blocks, ranked, every, cands, cue)
         best = rule.span_choice([score for _, score in found], pmi, self.spanning.weight)
         return list(found[best][0].pieces)
 
-    def record(self) -> dict[str, Any]:
-        return {"reader": self.name} | self.model.record() | {"spans": self.spanning.spans}
-
-    def usage(self) -> tuple[int, int] | None:
-        return self.model.take_counts()
-
-    def fallback(self) -> str | None:
-        why, self._fallback = self._fallback, None
-        return why
+    def settings(self) -> dict[str, Any]:
+        return {"spans": self.spanning.spans}
 
 
 def build(setup: Setup) -> SpanScored:
