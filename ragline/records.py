@@ -171,7 +171,23 @@ def launch(module: str, name: str) -> None:
     except KeyboardInterrupt:
         _die(name, "interrupted", 130)
     gc.freeze()
-    main()
+    try:
+        main()
+    finally:
+        _default_sigint()
+
+
+def _default_sigint() -> None:
+    """Once the stage is done (its output flushed, its files in place, or its interrupt reported), Ctrl-C
+    gets the default handler back: one landing while the interpreter shuts down (joining threads,
+    checkpointing a cache) ends the process silently, as a killed filter does, instead of Python
+    printing a KeyboardInterrupt it can only ignore. Set again if an interrupt lands while setting it."""
+    for _ in range(3):
+        try:
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            return
+        except KeyboardInterrupt:
+            continue
 
 
 def die_on_sigterm() -> None:

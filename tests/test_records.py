@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -224,3 +225,35 @@ def test_shell_completion_works_as_the_docs_say(command, typed, offered):
     assert source.returncode == 0 and "complete -o nosort -F" in source.stdout
     env = os.environ | {var: "bash_complete", "COMP_WORDS": f"{command} {typed}", "COMP_CWORD": "1"}
     assert subprocess.run([exe], env=env, capture_output=True, text=True).stdout.strip() == offered
+
+
+def test_a_finished_stage_hands_ctrl_c_back_to_the_default(monkeypatch):
+    """After `main` (its work done, or its interrupt reported), SIGINT is the default again: one that
+    lands while the interpreter shuts down ends the process silently, not with Python's "Exception
+    ignored ... KeyboardInterrupt" (seen in CI once, in tests/test_crash.py's Ctrl-C trials)."""
+    import signal
+    import types
+
+    module = types.ModuleType("tests_finished_stage")
+    module.main = lambda: None  # type: ignore[attr-defined]
+    failing = types.ModuleType("tests_failing_stage")
+
+    def fail() -> None:
+        raise SystemExit(130)
+
+    failing.main = fail  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "tests_finished_stage", module)
+    monkeypatch.setitem(sys.modules, "tests_failing_stage", failing)
+    before = signal.getsignal(signal.SIGINT)
+    try:
+        ragline.records.launch("tests_finished_stage", "rag-test")
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_DFL
+        signal.signal(signal.SIGINT, before)
+        with pytest.raises(SystemExit):
+            ragline.records.launch("tests_failing_stage", "rag-test")
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_DFL
+    finally:
+        signal.signal(signal.SIGINT, before)
+        import gc
+
+        gc.unfreeze()  # launch froze the test process's objects
