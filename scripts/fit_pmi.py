@@ -44,7 +44,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
 from fit_answer import LONG_WORDS, hits_for, plan  # noqa: E402
-from fit_span import KINDS, Recorded, capturing  # noqa: E402
+from fit_span import Recorded, capturing, figures, row  # noqa: E402
 from fit_span import chosen_text as span_text  # noqa: E402
 
 import rag_answer  # noqa: E402
@@ -117,13 +117,7 @@ def answers(corpus: str, docs: str, golden: str, work: Path, cache: Path, model:
             ok.append(answer_ok(text, False, q.answer_contains, True, words[-1]))
         kinds = [q.kind for q, _, _ in asked]
         firsts = [f for _, _, f in asked]
-        table[point] = {
-            "answer_ok": float(np.mean(ok)),
-            "words_p50": float(np.median(words)),
-            "words_p90": round(float(np.percentile(words, 90)), 1),
-            "by_kind": {k: round(float(np.mean([o for o, kk in zip(ok, kinds, strict=True) if kk == k])), 4) for k in KINDS if k in kinds},
-            "right": int(sum(ok)),
-            "of": len(ok),
+        table[point] = figures(ok, words, kinds) | {
             "gold_first": int(sum(firsts)),
             "gold_first_wrong": int(sum(f and not o for f, o in zip(firsts, ok, strict=True))),
             "wrong": [q.id for (q, _, _), o in zip(asked, ok, strict=True) if not o],
@@ -175,11 +169,6 @@ def auc(positive: list[float], negative: list[float]) -> float | None:
 
 def choose(table: dict[str, dict], corpora: list[str]) -> choice.PmiWeights:
     return max(GRID, key=lambda p: (round(float(np.mean([table[c][p]["answer_ok"] for c in corpora])), 6), -p.blocks, -p.weight))
-
-
-def row(point: choice.PmiWeights | str, figures: dict) -> dict:
-    weights = dataclasses.asdict(point) if isinstance(point, choice.PmiWeights) else point
-    return {"weights": weights} | {k: (round(v, 4) if isinstance(v, float) else v) for k, v in figures.items()}
 
 
 def mean(table: dict[str, dict], point: Any, corpora: list[str]) -> float:

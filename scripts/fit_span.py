@@ -166,14 +166,7 @@ def answers(corpus: str, docs: str, golden: str, work: Path, cache: Path, model:
             words.append(len(text.split()))
             ok.append(answer_ok(text, False, q.answer_contains, True, words[-1]))
         kinds = [q.kind for q, _ in asked]
-        table[point] = {
-            "answer_ok": float(np.mean(ok)),
-            "words_p50": float(np.median(words)),
-            "words_p90": round(float(np.percentile(words, 90)), 1),
-            "by_kind": {k: round(float(np.mean([o for o, kk in zip(ok, kinds, strict=True) if kk == k])), 4) for k in KINDS if k in kinds},
-            "right": int(sum(ok)),
-            "of": len(ok),
-        }
+        table[point] = figures(ok, words, kinds)
     cache.parent.mkdir(parents=True, exist_ok=True)
     cache.write_text(json.dumps(recorder.known))
     return table
@@ -183,8 +176,22 @@ def choose(table: dict[str, dict], corpora: list[str]) -> choice.SpanWeights:
     return max(GRID, key=lambda p: (round(float(np.mean([table[c][p]["answer_ok"] for c in corpora])), 6), -p.spans, -GRID.index(p)))
 
 
-def row(point: choice.SpanWeights | str, figures: dict) -> dict:
-    weights = dataclasses.asdict(point) if isinstance(point, choice.SpanWeights) else point
+def figures(ok: list[bool], words: list[int], kinds: list[str]) -> dict:
+    """One grid point's figures over the answerable questions: answer-ok, words at the median and p90,
+    answer-ok by kind, how many right of how many (fit_pmi.py's table too)."""
+    return {
+        "answer_ok": float(np.mean(ok)),
+        "words_p50": float(np.median(words)),
+        "words_p90": round(float(np.percentile(words, 90)), 1),
+        "by_kind": {k: round(float(np.mean([o for o, kk in zip(ok, kinds, strict=True) if kk == k])), 4) for k in KINDS if k in kinds},
+        "right": int(sum(ok)),
+        "of": len(ok),
+    }
+
+
+def row(point: Any, figures: dict) -> dict:
+    """A point (a weights dataclass, or EXTRACTIVE) and its figures, as the result file holds them (fit_pmi.py's too)."""
+    weights = point if isinstance(point, str) else dataclasses.asdict(point)
     return {"weights": weights} | {k: (round(v, 4) if isinstance(v, float) else v) for k, v in figures.items()}
 
 

@@ -421,7 +421,7 @@ def fit_row(piece: Piece, question: str, most: int) -> Piece:
         size = _cell_size(names[i], cells[i])
         if size <= room:
             kept[i], room = cells[i], room - size
-        elif (cut := _cut(cells[i], room - len(names[i].split()))) and i not in kept:
+        elif cut := _cut(cells[i], room - len(names[i].split())):
             kept[i], room = cut, room - _cell_size(names[i], cut)
     at = sorted(kept)
     return dataclasses.replace(piece, text=" | ".join(kept[i] for i in at), header=" | ".join(names[i] for i in at))
