@@ -22,7 +22,7 @@ README.md and docs/*.md (a section whose markers are missing, or found twice, is
   span-fit    results/span-fit.json's table: the span reader's fitted weights beside the extractive reader, per corpus and kind (`just fit-span`)
   pmi-fit     results/pmi-fit.json's table: the PMI reader's fitted weighing beside the extractive reader, per corpus and kind (`just fit-pmi`)
   ranks       results/ranks.json's table: where dense, BM25 and the default rank the answering chunk, by kind (`just ranks`)
-  rerank-fit  results/rerank-fit.json's table: rag-rerank's fitted depth and weight, MRR by kind beside retrieval's, refusal on relevance (`just fit-rerank`)
+  rerank-fit  results/rerank-fit*.json's tables: rag-rerank's fitted depth and weight, MRR by kind beside retrieval's, refusal on relevance (`just fit-rerank`)
 The result tables (`tables`, in docs/evaluation.md), every corpus's, belong to `rag-eval table --into`.
 """
 
@@ -284,18 +284,29 @@ def ranks() -> str:
 
 
 def rerank_fit() -> str:
-    """rag-rerank's fit (scripts/fit_rerank.py): per corpus, MRR by kind with retrieval's order and the
-    model's, issue 37's bar, each corpus left out, answer-ok, and the relevance signal as a refusal."""
-    path = ROOT / "results" / "rerank-fit.json"
-    if not path.exists():
+    """rag-rerank's fits (scripts/fit_rerank.py), results/rerank-fit.json and any other results/rerank-fit-*.json
+    (another model, or some kinds of question only): per corpus, MRR by kind with retrieval's order and the model's,
+    issue 37's bar, each corpus left out, answer-ok, and (fitted on every kind) the relevance signal as a refusal."""
+    paths = sorted((ROOT / "results").glob("rerank-fit*.json"), key=lambda p: (p.name != "rerank-fit.json", p.name))
+    if not paths:
         return "_Not fitted yet: run `just fit-rerank`._"
+    return "\n\n".join(_rerank_table(path) for path in paths)
+
+
+def _rerank_table(path: Path) -> str:
     fit = json.loads(path.read_text())
     point = fit["chosen"]["point"]
     kinds = ("factual", "identifier", "procedural", "semantic")
+    fitted = fit.get("kinds", list(kinds))
+    scope = (
+        ""
+        if set(fitted) == set(kinds)
+        else f" Fitted on the answerable {' and '.join(fitted)} questions only: no other kind, no refusal measured."
+    )
     out = [
-        f"`rerank-fit.json`: {fit['model']}, {fit['words']} words of each hit; chosen among {fit['grid_points']} points "
+        f"`{path.name}`: {fit['model']}, {fit['words']} words of each hit; chosen among {fit['grid_points']} points "
         f"({fit['objective']}): `--depth` {point['depth']}, `--weight` {point['weight']:g}. Mean MRR over the corpora: "
-        f"reranked {fit['chosen']['mean_mrr']:.2f}, retrieval's order {fit['retrieval']['mean_mrr']:.2f}.",
+        f"reranked {fit['chosen']['mean_mrr']:.2f}, retrieval's order {fit['retrieval']['mean_mrr']:.2f}.{scope}",
         "",
         "| corpus | MRR: retrieval (fact / iden / proc / sema) | reranked | semantic ≥ 0.60 | the most another kind loses (≤ 0.02) | left out: MRR, semantic | answer ok (refusals aside): retrieval, reranked |",
         "| --- | --- | --- | --- | ---: | --- | --- |",
@@ -309,13 +320,16 @@ def rerank_fit() -> str:
         b = mine["bar"]
         lost = max(b["worst_other_loss"], 0.0)
         which = f" ({b['worst_other_kind']})" if lost > 0 else ""
+        others = "not measured" if b["others_met"] is None else f"{'✓' if b['others_met'] else '✗'} {lost:.2f}{which}"
         out.append(
             f"| {corpus} | {cell(base)} | {cell(mine)} | {'✓' if b['semantic_met'] else '✗'} {b['semantic_mrr']:.2f} | "
-            f"{'✓' if b['others_met'] else '✗'} {lost:.2f}{which} | {held['mrr']:.2f}, "
+            f"{others} | {held['mrr']:.2f}, "
             f"{held['by_kind'].get('semantic', {}).get('mrr', 0):.2f} ({_differs(point, held['point'])}) | "
             f"{base['answer_ok']:.2f}, {mine['answer_ok']:.2f} |"
         )
     refusal = fit["refusal"]
+    if refusal is None:
+        return "\n".join(out)
     out += [
         "",
         "Refusing on `relevance` (the best hit's PMI with the question), its threshold chosen as the abstain threshold is "

@@ -227,6 +227,24 @@ def test_the_answer_choice_ships_the_fitted_weights():
     assert fit["objective"].startswith("mean answer-ok (and at most 100 words)")  # the answer among filler is no answer
 
 
+def test_rerank_fit_of_some_kinds_claims_nothing_of_the_others():
+    """A rerank fit on some kinds of question only (`fit_rerank.py --kinds`) says the other kinds' loss is not measured,
+    neither met nor failed; the shipped fit measures every kind and the refusal, and a partial one neither."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import fit_rerank
+
+    semantic = {"by_kind": {"semantic": {"mrr": 0.7}}}
+    assert fit_rerank.bar(semantic, {"by_kind": {"semantic": {"mrr": 0.3}}})["others_met"] is None
+    both = {"by_kind": {"semantic": {"mrr": 0.7}, "factual": {"mrr": 0.5}}}
+    assert fit_rerank.bar(both, {"by_kind": {"semantic": {"mrr": 0.3}, "factual": {"mrr": 0.6}}})["others_met"] is False
+    for path in (ROOT / "results").glob("rerank-fit*.json"):
+        fit = json.loads(path.read_text())
+        whole = set(fit.get("kinds", fit_rerank.KINDS)) == set(fit_rerank.KINDS)
+        assert (fit["refusal"] is not None) == whole, path.name
+        assert all((c["bar"]["others_met"] is not None) == whole for c in fit["chosen"]["per_corpus"].values()), path.name
+    assert json.loads((ROOT / "results" / "rerank-fit.json").read_text())["refusal"] is not None
+
+
 def test_rag_rerank_ships_the_fitted_depth_and_weight():
     """rag-rerank's --depth and --weight defaults are the point scripts/fit_rerank.py chose (results/rerank-fit.json),
     fitted for the model it ships with, on every development corpus, each left out in turn."""
