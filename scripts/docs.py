@@ -320,9 +320,10 @@ def _rerank_table(path: Path) -> str:
         b = mine["bar"]
         lost = max(b["worst_other_loss"], 0.0)
         which = f" ({b['worst_other_kind']})" if lost > 0 else ""
+        semantic = "not measured" if b["semantic_met"] is None else f"{'✓' if b['semantic_met'] else '✗'} {b['semantic_mrr']:.2f}"
         others = "not measured" if b["others_met"] is None else f"{'✓' if b['others_met'] else '✗'} {lost:.2f}{which}"
         out.append(
-            f"| {corpus} | {cell(base)} | {cell(mine)} | {'✓' if b['semantic_met'] else '✗'} {b['semantic_mrr']:.2f} | "
+            f"| {corpus} | {cell(base)} | {cell(mine)} | {semantic} | "
             f"{others} | {held['mrr']:.2f}, "
             f"{held['by_kind'].get('semantic', {}).get('mrr', 0):.2f} ({_differs(point, held['point'])}) | "
             f"{base['answer_ok']:.2f}, {mine['answer_ok']:.2f} |"

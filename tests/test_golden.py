@@ -237,6 +237,8 @@ def test_rerank_fit_of_some_kinds_claims_nothing_of_the_others():
     assert fit_rerank.bar(semantic, {"by_kind": {"semantic": {"mrr": 0.3}}})["others_met"] is None
     both = {"by_kind": {"semantic": {"mrr": 0.7}, "factual": {"mrr": 0.5}}}
     assert fit_rerank.bar(both, {"by_kind": {"semantic": {"mrr": 0.3}, "factual": {"mrr": 0.6}}})["others_met"] is False
+    factual = fit_rerank.bar({"by_kind": {"factual": {"mrr": 0.5}}}, {"by_kind": {"factual": {"mrr": 0.5}}})
+    assert factual["semantic_met"] is None and factual["others_met"] is True
     for path in (ROOT / "results").glob("rerank-fit*.json"):
         fit = json.loads(path.read_text())
         whole = set(fit.get("kinds", fit_rerank.KINDS)) == set(fit_rerank.KINDS)
