@@ -71,6 +71,22 @@ def test_rank_breaks_ties_by_block_then_position_and_reports_no_match():
     assert matched == 0.0
 
 
+def test_a_nested_item_is_ranked_with_its_parent_items_words():
+    # "2. Estimation: - High: 3 days", "3. Remediation: - High: 10 days": which "High" is asked
+    # about is in the parent; a list's lead-in sentence is no parent and lends nothing
+    intro = sentence(1, 0, "Our SLAs for each step, in business days:")
+    estimation, remediation = item(1, 1, "2. Estimation:"), item(1, 3, "3. Remediation:")
+    high_e = Piece(1, 2, "- High: 3 days", "item", 3, lead=1)
+    high_r = Piece(1, 4, "- High: 10 days", "item", 4, lead=3)
+    under_intro = Piece(1, 5, "- High: 2 days", "item", 5, lead=0)
+    weights = {"remediation": 1.0, "sla": 1.0, "high": 1.0}
+    ranked, _ = rank("remediation SLA for high", weights, [intro, estimation, high_e, remediation, high_r, under_intro], None, None, WIDE)
+    assert ranked[0].piece == high_r
+    by_piece = {s.piece: s.score for s in ranked}
+    assert by_piece[high_e] == pytest.approx(by_piece[under_intro])  # "sla" of the lead-in sentence is not lent
+    assert by_piece[high_r] > by_piece[remediation]
+
+
 def test_rescore_adds_to_the_pool_only_and_ranks_it_again():
     a, b, c = sentence(1, 0, "a a"), sentence(1, 1, "b b"), sentence(2, 0, "c c")
     ranked = scored((1.0, a), (0.9, b), (0.5, c))
@@ -211,6 +227,27 @@ def test_a_lead_in_left_out_gives_back_its_words():
     every = [best, lead_a, *items_a, lead_b, *items_b]
     # 8 chosen; the first list (5) does not fit 9, its lead-in goes (6 left), the second list (3) fits 9 exactly
     assert continued([best, lead_a, lead_b], every, dataclasses.replace(WIDE, listed=9)) == [best, lead_b, *items_b]
+
+
+def test_a_steps_list_too_long_for_its_first_sentences_names_every_step_clipped():
+    words = " ".join(["word"] * 20)
+    steps = [item(1, i, f"{i + 1}. Step {i + 1} {words}") for i in range(4)]  # 23 words each, no sentence end
+    steps[2] = item(1, 2, f"3. Step 3 {words} ``` gcloud auth login ```")  # and a command: 28
+    clipped = fit_list(steps, 49)  # ten words and an ellipsis a step (11, 11, 11 + 5, 11): 49 exactly
+    assert [p.position for p in clipped] == [0, 1, 2, 3]  # every step, none left out
+    assert clipped[0].text == "1. Step 1 " + " ".join(["word"] * 7) + " …"
+    assert clipped[2].text.endswith("… ``` gcloud auth login ```")  # its prose clipped, its command whole
+    kept = fit_list(steps, 61, keep=steps[1])  # the step that answers best whole (23), the others clipped (38)
+    assert [p.text for p in kept][1] == steps[1].text and [p.position for p in kept] == [0, 1, 2, 3]
+    # under ten words a step it cannot be done: the steps from the first, as before
+    assert fit_list(steps, 60, keep=steps[1]) == steps[:2]
+    assert fit_list(steps, 48) == steps[:2]
+
+
+def test_a_clipped_step_never_cuts_a_link_open():
+    step = item(1, 0, "5. Read [the guide to incidents and paging people on call today](guide.md) first")  # 13 words
+    other = item(1, 1, "6. Page")
+    assert [p.text for p in fit_list([step, other], 13)] == ["5. Read …", "6. Page"]
 
 
 def test_fit_list_keeps_one_item_when_even_the_first_does_not_fit():

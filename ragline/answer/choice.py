@@ -144,8 +144,11 @@ def rank(
     total = sum(weights.values())
     matched = 0.0
     out: list[Scored] = []
+    at = {(p.block, p.position): p for p in pieces}
     for p in pieces:
         terms = ragline.text.term_set(p.text)
+        if p.kind == "item" and (parent := at.get((p.block, p.lead))) is not None and parent.kind == "item":
+            terms |= ragline.text.term_set(parent.text)  # a nested item means what its parent says of it
         score = sum(w for t, w in weights.items() if t in terms) / total
         if headings is not None:
             score += choice.headings * sum(w for t, w in weights.items() if t in headings[p.block]) / total
@@ -316,8 +319,9 @@ def size(pieces: Sequence[Piece]) -> int:
 def fit_list(items: list[Piece], most: int, keep: Piece | None = None, items_at: set[int] | None = None) -> list[Piece]:
     """A list (or a table's rows) quoted within `most` words, its structure kept, in its order: the
     whole list; else its top-level items (what a nested item details left out); else each
-    top-level item's first sentence (the step, not its explanation); else the items from the
-    first, as many as fit, with `keep` (the item that answers best) always among them.
+    top-level item's first sentence (the step, not its explanation); else every item clipped to
+    its first words, `keep` (the item that answers best) whole (`clip_items`); else the items from
+    the first, as many as fit, with `keep` always among them.
     `items_at`: the positions of the block's list items (a nested item's lead is one of them),
     where `items` may leave its parent out; by default those of `items`."""
 
@@ -334,6 +338,8 @@ def fit_list(items: list[Piece], most: int, keep: Piece | None = None, items_at:
         keep = cut[top.index(keep)] if keep in top else None
     if size(cut) <= most:
         return cut
+    if clipped := clip_items(cut, most, keep):
+        return clipped
     out: list[Piece] = []
     room = most - (len(keep.text.split()) if keep is not None else 0)
     for p in cut:
@@ -347,6 +353,45 @@ def fit_list(items: list[Piece], most: int, keep: Piece | None = None, items_at:
     if keep is not None and keep not in out:
         out.append(keep)
     return out or cut[:1]
+
+
+CLIP_WORDS = 10  # the fewest words of a step's prose (its marker counted) a clipped list shows (`clip_items`)
+_FENCED = re.compile(r"```.*?```", re.S)
+
+
+def clip_items(items: list[Piece], most: int, keep: Piece | None = None) -> list[Piece] | None:
+    """Every item of `items` (a list's steps) within `most` words together: each item's prose
+    cut to its first k words, an ellipsis after what was cut, the largest k that fits, at least
+    CLIP_WORDS; a command fenced in the item ("Log in: ``` gcloud auth login ```") is kept whole
+    after its prose, since it is the step; `keep` stays whole. A cut never leaves a link or a code
+    span open. None where even CLIP_WORDS each do not fit. Every step named is more of the answer
+    to "how do I" than the first steps whole and the rest left out (the step that matters is
+    often late: "4. Generate a postmortem")."""
+
+    def clip(text: str, k: int) -> str:
+        fence = _FENCED.search(text)
+        prose, code = (text[: fence.start()], fence.group()) if fence else (text, "")
+        words = prose.split()
+        if len(words) > k:
+            kept = words[:k]
+            while len(kept) > 1 and not balanced(" ".join(kept)):  # no link or code span cut open
+                kept.pop()
+            prose = " ".join(kept) + " …"
+        return f"{prose.strip()} {code}".strip()
+
+    def clipped(k: int) -> list[Piece]:
+        return [dataclasses.replace(p, text=clip(p.text, k)) if p.kind == "item" and p is not keep else p for p in items]
+
+    longest = max((len(p.text.split()) for p in items), default=0)
+    for k in range(longest, CLIP_WORDS - 1, -1):
+        if size(out := clipped(k)) <= most:
+            return out
+    return None
+
+
+def balanced(text: str) -> bool:
+    """Whether `text` closes every link bracket and code span it opens."""
+    return text.count("`") % 2 == 0 and text.count("[") <= text.count("]") and text.count("(") <= text.count(")")
 
 
 def first_sentence(text: str) -> str:
