@@ -247,6 +247,8 @@ class TestExtractive:
         [
             ("When does the sweep run?", "time"),
             ("what time is cutoff", "time"),
+            ("What time window should we report SLOs over?", "duration"),  # a span of time, not a time of day
+            ("What timeframe do we have to patch it?", "duration"),
             ("How many retries?", "number"),
             ("How do I rotate a secret?", "steps"),
             ("curl example for refunds", "code"),

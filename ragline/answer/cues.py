@@ -33,7 +33,7 @@ _STEP_Q = re.compile(
 )
 _CODE_Q = re.compile(r"\b(?:command|curl|payload|json|config|configuration|yaml|snippet|example request|request body|sample)\b", re.I)
 _DURATION_Q = re.compile(
-    r"\b(?:how long|how quickly|how soon|how fast|deadline|within|how many (?:days|hours|minutes|seconds)|retention|kept for|validity|valid for)\b",
+    r"\b(?:how long|how quickly|how soon|how fast|deadline|within|how many (?:days|hours|minutes|seconds)|retention|kept for|validity|valid for|time ?(?:window|frame|period|span)s?)\b",
     re.I,
 )
 _TIME_Q = re.compile(r"\b(?:when|what time|schedule|how often)\b", re.I)
@@ -98,7 +98,7 @@ def question_cue(question: str) -> str | None:
     """The kind of answer a question asks for.
 
     code (a command, payload or config), steps ("how do I", "recovery steps"),
-    duration ("how long", "how quickly", "deadline"), time ("when", "what time"),
+    duration ("how long", "how quickly", "deadline", "what time window"), time ("when", "what time"),
     number ("how many", "limit"), name ("which tool", "what service"), definition
     ("what does X mean", "what is X", a bare identifier), or None. The first that
     matches, in that order.
