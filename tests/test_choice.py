@@ -20,6 +20,7 @@ from ragline.answer.choice import (
     relative,
     rescore,
     select,
+    with_claims,
     with_leads,
 )
 from ragline.answer.context import Piece
@@ -458,3 +459,21 @@ def test_the_cell_holding_most_of_the_question_comes_first_when_room_is_short():
     )
     fitted = fit_row(row, "When do points reach me through payroll as a bonus?", 14)
     assert fitted.header == "Programme | Payout"  # the Questions cell shares two terms, the Payout cell more
+
+
+def test_an_example_brings_the_claim_it_illustrates():
+    claim = sentence(1, 0, "The first line is written as an order (an imperative sentence).")
+    example = sentence(1, 1, 'For example, say "Delete the RPC" instead of "Deleting the RPC".')
+    other = sentence(1, 2, "The rest need not be.", group=2)
+    later = sentence(2, 0, "e.g. a later paragraph's example", group=1)
+    every = [claim, example, other, later]
+    assert with_claims([example], every) == [claim, example]
+    assert with_claims([claim, example], every) == [claim, example]  # quoted once
+    assert with_claims([other], every) == [other]  # no example: nothing brought
+    assert with_claims([later], every) == [later]  # first of its block: nothing before it
+    opens = sentence(1, 3, "For example, a paragraph of its own.", group=3)
+    assert with_claims([opens], [claim, example, other, opens]) == [opens]  # what ends another paragraph is no claim of it
+    eg = sentence(1, 1, "E.g. a card that is declined twice.")
+    assert with_claims([eg], [claim, eg]) == [claim, eg]
+    through = select(scored((1.0, example), (0.1, other)), every, every, "How is the first line written?", None, WIDE)
+    assert through[:2] == [claim, example]

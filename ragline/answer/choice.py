@@ -12,7 +12,8 @@ The whole rule, in the order it runs:
    time, a duration, a number or a name gets a piece holding it: `holds_asked`); a lead
    that brings its list, table or code (`continued`) is the answer alone; each piece that
    leads in to what follows brings that, and a list item brings what introduces it where that
-   carries the question's condition (`with_leads`); a table row over the word budget is quoted
+   carries the question's condition (`with_leads`); a sentence opening "For example" brings the
+   sentence before it, the claim it illustrates (`with_claims`); a table row over the word budget is quoted
    in the cells that answer, after the cell that names the row (`fit_row`).
 
 The numbers are `ChoiceWeights`; `FITTED` is what `just fit-answer` chose.
@@ -427,12 +428,44 @@ def select(
 ) -> list[Piece]:
     """What is quoted, in order: `choose`'s pieces, each followed by what it leads in to
     (`continued`); when the lead itself brings a list, a table or code, that is the answer
-    alone. `every` is all the context's pieces, `pieces` those that may be chosen."""
+    alone; an item brings what introduces it where needed (`with_leads`), an example the claim
+    it illustrates (`with_claims`). `every` is all the context's pieces, `pieces` those that
+    may be chosen."""
     chosen = choose(ranked, pieces, question, cue, weights)
     listed = quotes_list(ranked, cue)  # `choose` quoted the list itself (`fit_list`)
     if not listed and len(continued(chosen[:1], every)) > 1:  # the lead brings its list, table or code: that is the answer
         chosen = chosen[:1]
-    return [fit_row(p, question, weights.budget) for p in with_leads(continued(chosen, every, weights, listed), every, question)]
+    return [
+        fit_row(p, question, weights.budget)
+        for p in with_claims(with_leads(continued(chosen, every, weights, listed), every, question), every)
+    ]
+
+
+EXAMPLE = re.compile(r"^\W*(?:(?:for example|for instance|as an example)\b|e\.g\.)", re.I)  # a sentence that illustrates the one before
+
+
+def with_claims(quoted: list[Piece], every: Sequence[Piece]) -> list[Piece]:
+    """`quoted`, each sentence that opens with "For example" (`EXAMPLE`) preceded by the sentence
+    before it in its paragraph, the claim it illustrates, where that is not quoted already: the
+    example alone ("say 'Delete the FizzBuzz RPC' instead of 'Deleting ...'") leaves out the rule
+    it shows ("written as though it were an order (an imperative sentence)")."""
+    at = {(p.block, p.position): p for p in every}
+    out: list[Piece] = []
+    for p in quoted:
+        claim = at.get((p.block, p.position - 1))
+        if (
+            p.kind == "sentence"
+            and EXAMPLE.search(p.text)
+            and claim is not None
+            and claim.kind == "sentence"
+            and claim.group == p.group
+            and claim not in out
+            and claim not in quoted
+        ):
+            out.append(claim)
+        if p not in out:
+            out.append(p)
+    return out
 
 
 def _cell_size(name: str, cell: str) -> int:
