@@ -560,10 +560,13 @@ class TestSweep:
         ]
         table = evaltables.sweep_table(out)
         assert table[-3:] == [
-            "| A (5) | 0.40 | 0.28 | 1.00 | 0.00 | 1.00 | 0.28 | 1.00 | 0.00 | 1.00 |",
-            "| B (7) | 0.28 | 0.28 | 0.33 | 0.00 | 0.71 | 0.40 | 0.33 | 0.25 | 0.57 |",
-            "| mean |  | 0.28 | 0.67 | 0.00 | 0.86 | 0.28–0.40 | 0.67 | 0.12 | 0.79 |",
+            "| A (5) | 0.40 | 1.00 | 0.28 | 1.00 | 0.00 | 1.00 | 0.28 | 1.00 | 0.00 | 1.00 |",
+            "| B (7) | 0.28 | 0.33 | 0.28 | 0.33 | 0.00 | 0.71 | 0.40 | 0.33 | 0.25 | 0.57 |",
+            "| mean |  | 0.67 | 0.28 | 0.67 | 0.00 | 0.86 | 0.28–0.40 | 0.67 | 0.12 | 0.79 |",
         ]
+        # the second column is what each corpus's own threshold refuses, not the shipped one's
+        b["alone"] = b["alone"] | {"refused_when_unanswerable": 0.666667}
+        assert [row.split(" | ")[2] for row in evaltables.sweep_table(out)[-3:]] == ["1.00", "0.67", "0.83"]
 
     def test_one_run_one_result_per_corpus(self):
         a, b = corpus_run("A", CORPUS_A), corpus_run("B", CORPUS_B)

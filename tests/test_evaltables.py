@@ -196,7 +196,7 @@ class TestTable:
         result = runner.invoke(main, ["table", *map(str, paths), str(swept)])
         assert result.exit_code == 0, result.output
         # answerable at 0.7; the unanswerable ones (0.1) the run refused itself, at every t: t in [0, 0.7] -> 0.35
-        assert f"| {golden} (34) | 0.35 | 0.35 | 1.00 | 0.00 | 1.00 | – | – | – | – |" in result.stdout
+        assert f"| {golden} (34) | 0.35 | 1.00 | 0.35 | 1.00 | 0.00 | 1.00 | – | – | – | – |" in result.stdout
         assert "| mean |" not in result.stdout and "###" not in result.stdout  # one corpus: no mean, no headings
         only_sweep = runner.invoke(main, ["table", str(swept)])
         assert only_sweep.stderr == "rag-eval: no score result among the files\n"
@@ -252,8 +252,8 @@ class TestTable:
         result = runner.invoke(main, ["table", *map(str, paths), str(swept)])
         assert result.exit_code == 0, result.output
         # answerable at 0.7 on both, the unanswerable ones refused by the run itself: [0, 0.7] -> 0.35 everywhere
-        assert "| a (34) | 0.35 | 0.35 | 1.00 | 0.00 | 1.00 | 0.35 | 1.00 | 0.00 | 1.00 |" in result.stdout
-        assert "| mean |  | 0.35 | 1.00 | 0.00 | 1.00 | 0.35–0.35 | 1.00 | 0.00 | 1.00 |" in result.stdout
+        assert "| a (34) | 0.35 | 1.00 | 0.35 | 1.00 | 0.00 | 1.00 | 0.35 | 1.00 | 0.00 | 1.00 |" in result.stdout
+        assert "| mean |  | 1.00 | 0.35 | 1.00 | 0.00 | 1.00 | 0.35–0.35 | 1.00 | 0.00 | 1.00 |" in result.stdout
         assert result.stdout.index("### b\n") < result.stdout.index("### Abstain threshold")
         one_golden = runner.invoke(main, ["sweep", str(paths[0]), str(paths[2]), "--golden", str(tmp_path / "a.yaml"), "--out", "x"])
         assert one_golden.exit_code == 2 and "1 --golden files for 2 results" in one_golden.stderr

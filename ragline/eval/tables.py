@@ -654,7 +654,9 @@ def signal_table(c: Comparison) -> list[str]:
 def sweep_table(swept: dict[str, Any]) -> list[str]:
     """The abstain threshold: chosen on all corpora, and left out corpus by corpus.
 
-    A row per corpus: the threshold its own questions alone would choose; the shipped
+    A row per corpus: the threshold its own questions alone would choose and the share of its
+    unanswerable questions refused there (the most a threshold fitted to each handbook on this
+    signal could refuse within the budget: the ceiling of a per-handbook calibration); the shipped
     threshold (chosen on all) and its rates there; the threshold chosen on the other
     corpora and its rates there. Then the mean over the corpora."""
     corpora, chosen, loco = swept["corpora"], swept["chosen"], swept.get("loco")
@@ -663,20 +665,27 @@ def sweep_table(swept: dict[str, Any]) -> list[str]:
         f"most {swept['rule']['budget']:g} of its answerable questions wrongly refused; within that, the most unanswerable "
         "questions refused, then the fewest answerable ones. Chosen on "
         f"{f'all {len(corpora)} corpora' if len(corpora) > 1 else 'this corpus'} (in-sample, the shipped threshold), and on the "
-        "others alone, measured on the corpus left out (leave-one-corpus-out):"
+        "others alone, measured on the corpus left out (leave-one-corpus-out). The threshold each corpus's own questions "
+        "would choose, and the unanswerable share it refuses there, is the most any threshold fitted to one handbook could reach:"
     )
     rates = [title for title, _ in RATE_COLUMNS]
-    head = ["corpus", "t on it alone", "t on all", *rates, "t on the others", *rates]
+    head = ["corpus", "t on it alone", "unanswerable refused there", "t on all", *rates, "t on the others", *rates]
     rows = []
     for c in corpora:
         held = c.get("loco")
-        out = [f"{c['name']} ({c['counts']['questions']})", f"{c['alone']['threshold']:.2f}", f"{chosen['threshold']:.2f}"]
+        out = [
+            f"{c['name']} ({c['counts']['questions']})",
+            f"{c['alone']['threshold']:.2f}",
+            _share(c["alone"]["refused_when_unanswerable"]),
+        ]
+        out.append(f"{chosen['threshold']:.2f}")
         out += [_share(c["chosen"][k]) for _, k in RATE_COLUMNS]
         out += ["–"] * 4 if held is None else [f"{held['threshold']:.2f}", *(_share(held[k]) for _, k in RATE_COLUMNS)]
         rows.append(out)
     if len(corpora) > 1:
         spread = [c["loco"]["threshold"] for c in corpora if c.get("loco")]
-        mean = ["mean", "", f"{chosen['threshold']:.2f}", *(_share(chosen[k]) for _, k in RATE_COLUMNS)]
+        ceiling = _share(sum(c["alone"]["refused_when_unanswerable"] for c in corpora) / len(corpora))
+        mean = ["mean", "", ceiling, f"{chosen['threshold']:.2f}", *(_share(chosen[k]) for _, k in RATE_COLUMNS)]
         mean += ["–"] * 4 if not loco else [f"{min(spread):.2f}–{max(spread):.2f}", *(_share(loco[k]) for _, k in RATE_COLUMNS)]
         rows.append(mean)
     return [intro, "", *_table(head, rows)]
