@@ -4,7 +4,8 @@
     rag-eval questions golden.yaml | rag-search --index idx --k 20 | rag-rerank | rag-answer --index idx
 
 Reads hits records (rag-search's) and writes each back with its first --depth hits in
-the order of the normalised retrieval score plus --weight times the normalised
+the order of the normalised retrieval score plus --weight (by default the weight fitted
+for the model that runs: `ragline.rerank.FITTED_WEIGHTS`) times the normalised
 likelihood the local model gives the question after each hit (`ragline.rerank` says
 why: a question asked in other words than the page's). The hits past --depth are
 dropped; every hit kept is renumbered, its `score` the combined one, and its `signals`
@@ -65,7 +66,7 @@ def checked(records: Any) -> list[tuple[Any, dict[str, Any]]]:
 def main(
     inputs: tuple[str, ...],
     depth: int,
-    rerank_weight: float,
+    rerank_weight: float | None,
     rerank_words: int,
     local_model: str,
     local_threads: int,
@@ -73,7 +74,7 @@ def main(
     quiet: bool,
 ) -> None:
     """Reorder each hits record's first DEPTH hits (files or stdin) by the local model's likelihood of the question."""
-    if not math.isfinite(rerank_weight):
+    if rerank_weight is not None and not math.isfinite(rerank_weight):
         raise click.BadParameter(f"{rerank_weight} is not a number", param_hint="'--weight'")
     records = checked(
         ragline.records.read_records(inputs, usage="no input: pipe rag-search's records into rag-rerank or name a file (see --help)")
@@ -85,6 +86,8 @@ def main(
 
     path, sha256 = local_models.model_file(local_model)
     name = local_models.known_or_path(local_model)
+    if rerank_weight is None:  # the weight fitted for this model (ragline.rerank.FITTED_WEIGHTS)
+        rerank_weight = rerank.weight_for(name)
     reranker = rerank.Reranker(Judge(LocalModel(path, local_threads, local_context, sha256, name)), depth, rerank_weight, rerank_words)
     shallow = sum(len(r["hits"]) < depth for _, r in records)
     if shallow:

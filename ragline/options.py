@@ -366,12 +366,14 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "rerank_weight",
         float,
-        1.0,
-        "The model's share against the retrieval score, both min-max normalised (0: retrieval's order).",
+        None,
+        "The model's share against the retrieval score, both min-max normalised (0: retrieval's order) "
+        "[default: the weight fitted for the model, 1 for qwen2.5-coder-0.5b-instruct and 2 for qwen2.5-coder-1.5b-instruct].",
         flags=("--weight",),
         env="RAG_RERANK_WEIGHT",
         stages=("rerank",),
         range=(0.0, 1000.0),
+        show_default=False,
     ),
     Option(
         "rerank_words",

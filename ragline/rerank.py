@@ -40,7 +40,11 @@ from ragline import options
 from ragline.ranking import topk
 
 DEPTH = options.default("depth", "rerank")  # hits the model scores: chosen by scripts/fit_rerank.py (results/rerank-fit.json)
-WEIGHT = options.default("rerank_weight", "rerank")  # the model's weight against retrieval's: chosen by scripts/fit_rerank.py
+# the model's weight against retrieval's, for each local model fitted by scripts/fit_rerank.py on every kind of question
+# (results/rerank-fit.json for the default model, results/rerank-fit-1.5b.json; tests/test_golden.py checks them): rag-rerank
+# takes the weight of the model it runs unless told otherwise (`weight_for`)
+FITTED_WEIGHTS = {"qwen2.5-coder-0.5b-instruct": 1.0, "qwen2.5-coder-1.5b-instruct": 2.0}
+WEIGHT = FITTED_WEIGHTS[options.default("local_model", "rerank")]  # the default model's
 WORDS = options.default("rerank_words", "rerank")  # words of each hit the model reads (its heading path besides)
 FLOOR = 1e-30  # the least likelihood taken, so that log is finite
 
@@ -51,6 +55,12 @@ class Scorer(Protocol):
     def scores(self, question: str, pieces: Sequence[tuple[Sequence[str], str]], budget: Any = None) -> list[float]: ...
 
     def prior(self, question: str, budget: Any = None) -> float: ...
+
+
+def weight_for(model: str) -> float:
+    """The fitted weight of a known local model (`FITTED_WEIGHTS`); a model fitted for nowhere (a GGUF file of
+    one's own) gets the default model's, WEIGHT."""
+    return FITTED_WEIGHTS.get(model, WEIGHT)
 
 
 def passage(hit: dict[str, Any], words: int = WORDS) -> tuple[list[str], str]:

@@ -271,11 +271,15 @@ def main() -> None:
     args = parser.parse_args()
     if not args.kinds or set(args.kinds) - set(KINDS):
         parser.error(f"--kinds: a comma-separated list of {', '.join(KINDS)}")
-    shipped = {"depth": rerank.DEPTH, "weight": rerank.WEIGHT}
+    shipped = {"depth": rerank.DEPTH, "weight": rerank.weight_for(args.model)}
     if args.check:
-        chosen = json.loads(OUT.read_text())["chosen"]["point"]
-        if chosen != shipped:
-            raise SystemExit(f"fit_rerank: rag-rerank's defaults {shipped} are not {OUT.name}'s chosen point {chosen}")
+        for path in fitted():
+            fit = json.loads(path.read_text())
+            mine = {"depth": rerank.DEPTH, "weight": rerank.weight_for(fit["model"])}
+            if fit["chosen"]["point"] != mine:
+                raise SystemExit(
+                    f"fit_rerank: rag-rerank's defaults for {fit['model']} {mine} are not {path.name}'s chosen point {fit['chosen']['point']}"
+                )
         return
     cache = ROOT / "build" / "fit-rerank" / args.model / "known.json"
     scorer = Recorded(json.loads(cache.read_text()) if cache.exists() else {}, args.model, args.threads)
@@ -324,8 +328,22 @@ def main() -> None:
     }
     Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
     print(json.dumps({"chosen": result["chosen"]["point"], "mean": (result["chosen"]["mean_mrr"], result["retrieval"]["mean_mrr"])}))
-    if result["chosen"]["point"] != shipped and Path(args.out).resolve() == OUT:
-        print(f"fit_rerank: set rag-rerank's defaults (ragline/options.py) to {result['chosen']['point']}", file=sys.stderr)
+    if result["chosen"]["point"] != shipped and result["refusal"] is not None:
+        print(
+            f"fit_rerank: set rag-rerank's defaults for {args.model} (ragline/options.py, ragline.rerank.FITTED_WEIGHTS) "
+            f"to {result['chosen']['point']}",
+            file=sys.stderr,
+        )
+
+
+def fitted() -> list[Path]:
+    """The committed fits of every kind of question (results/rerank-fit*.json whose `kinds` are all of KINDS): each
+    model's, whose chosen point rag-rerank ships for that model."""
+    out = []
+    for path in sorted((ROOT / "results").glob("rerank-fit*.json")):
+        if set(json.loads(path.read_text()).get("kinds", KINDS)) == set(KINDS):
+            out.append(path)
+    return out
 
 
 if __name__ == "__main__":

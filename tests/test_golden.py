@@ -254,5 +254,14 @@ def test_rag_rerank_ships_the_fitted_depth_and_weight():
     fitted for the model it ships with, on every development corpus, each left out in turn."""
     fit = json.loads((ROOT / "results" / "rerank-fit.json").read_text())
     assert fit["chosen"]["point"] == {"depth": rerank.DEPTH, "weight": rerank.WEIGHT}, "rerun 'just fit-rerank' and set the defaults"
+    # every model fitted on every kind of question ships its own weight, and only those models have one
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import fit_rerank
+
+    fits = [json.loads(path.read_text()) for path in fit_rerank.fitted()]
+    assert {f["model"]: f["chosen"]["point"] for f in fits} == {
+        m: {"depth": rerank.DEPTH, "weight": w} for m, w in rerank.FITTED_WEIGHTS.items()
+    }
+    assert rerank.weight_for("/somewhere/own-model.gguf") == rerank.WEIGHT
     assert (fit["model"], fit["words"]) == (options.default("local_model", "rerank"), rerank.WORDS)
     assert fit["corpora"] == [c.name for c in evalruns.CORPORA] and set(fit["leave_one_corpus_out"]) == set(fit["corpora"])
