@@ -245,6 +245,18 @@ def test_a_steps_list_too_long_for_its_first_sentences_names_every_step_clipped(
     assert fit_list(steps, 48) == steps[:2]
 
 
+def test_a_step_with_commands_keeps_each_and_is_clipped_only_when_long():
+    short = item(1, 0, "1. Run ``` make ``` then check it")  # 5 words of prose: nothing to clip
+    two = item(1, 1, "2. Build ``` make build ``` and then ship it today ``` make ship ```")  # 7 words of prose
+    words = " ".join(["word"] * 12)
+    long = item(1, 2, f"3. Deploy {words}")
+    out = fit_list([short, two, long], 34)  # 8 + 15 + 14 = 37 words: the long step clipped to 11
+    assert out[0] == short and out[1] == two  # within ten words of prose: as written, every command kept
+    assert out[2].text == "3. Deploy " + " ".join(["word"] * 8) + " …"
+    after = item(1, 3, "4. Run ``` make ``` " + words)
+    assert fit_list([after, long], 20)[0].text == "4. Run ``` make ``` …"  # the prose after the command left out, said so
+
+
 def test_a_clipped_step_never_cuts_a_link_open():
     step = item(1, 0, "5. Read [the guide to incidents and paging people on call today](guide.md) first")  # 13 words
     other = item(1, 1, "6. Page")

@@ -567,6 +567,8 @@ class TestSweep:
         # the second column is what each corpus's own threshold refuses, not the shipped one's
         b["alone"] = b["alone"] | {"refused_when_unanswerable": 0.666667}
         assert [row.split(" | ")[2] for row in evaltables.sweep_table(out)[-3:]] == ["1.00", "0.67", "0.83"]
+        a["alone"] = a["alone"] | {"refused_when_unanswerable": None}  # a corpus with no unanswerable question
+        assert [row.split(" | ")[2] for row in evaltables.sweep_table(out)[-3:]] == ["–", "0.67", "0.67"]
 
     def test_one_run_one_result_per_corpus(self):
         a, b = corpus_run("A", CORPUS_A), corpus_run("B", CORPUS_B)

@@ -139,7 +139,8 @@ def rank(
       + headings * sum(w(t) for t in T if t in b's heading path) / sum(w)   (with `headings`)
       + cue      * cue_match(cue, s, question)                              (with a cue)
       + rank     / b
-    Ties go to the earlier block, then the earlier piece. The match returned is the best of
+    A nested list item's terms T are its own and its parent item's. Ties go to the earlier
+    block, then the earlier piece. The match returned is the best of
     the first two terms: 0 means no word of the question in any piece or heading.
     """
     total = sum(weights.values())
@@ -364,21 +365,26 @@ def clip_items(items: list[Piece], most: int, keep: Piece | None = None) -> list
     """Every item of `items` (a list's steps) within `most` words together: each item's prose
     cut to its first k words, an ellipsis after what was cut, the largest k that fits, at least
     CLIP_WORDS; a command fenced in the item ("Log in: ``` gcloud auth login ```") is kept whole
-    after its prose, since it is the step; `keep` stays whole. A cut never leaves a link or a code
+    after its prose, since it is the step (prose after it is left out, an ellipsis says so); `keep`
+    is not clipped; an item whose prose fits k words is left as it is. A cut never leaves a link or a code
     span open. None where even CLIP_WORDS each do not fit. Every step named is more of the answer
     to "how do I" than the first steps whole and the rest left out (the step that matters is
     often late: "4. Generate a postmortem")."""
 
     def clip(text: str, k: int) -> str:
-        fence = _FENCED.search(text)
-        prose, code = (text[: fence.start()], fence.group()) if fence else (text, "")
-        words = prose.split()
-        if len(words) > k:
-            kept = words[:k]
+        fences, prose = _FENCED.findall(text), _FENCED.split(text)
+        if sum(len(part.split()) for part in prose) <= k:
+            return text  # nothing to clip
+        head = prose[0].split()
+        if len(head) > k:
+            kept = head[:k]
             while len(kept) > 1 and not balanced(" ".join(kept)):  # no link or code span cut open
                 kept.pop()
-            prose = " ".join(kept) + " …"
-        return f"{prose.strip()} {code}".strip()
+            lead = " ".join(kept) + " …"
+        else:
+            lead = " ".join(head)
+        after = " …" if len(head) <= k and any(part.split() for part in prose[1:]) else ""  # prose after a command, left out
+        return " ".join([lead, *fences]).strip() + after
 
     def clipped(k: int) -> list[Piece]:
         return [dataclasses.replace(p, text=clip(p.text, k)) if p.kind == "item" and p is not keep else p for p in items]

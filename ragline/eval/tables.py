@@ -684,7 +684,8 @@ def sweep_table(swept: dict[str, Any]) -> list[str]:
         rows.append(out)
     if len(corpora) > 1:
         spread = [c["loco"]["threshold"] for c in corpora if c.get("loco")]
-        ceiling = _share(sum(c["alone"]["refused_when_unanswerable"] for c in corpora) / len(corpora))
+        alone = [r for c in corpora if (r := c["alone"]["refused_when_unanswerable"]) is not None]  # None: no unanswerable question
+        ceiling = _share(sum(alone) / len(alone) if alone else None)
         mean = ["mean", "", ceiling, f"{chosen['threshold']:.2f}", *(_share(chosen[k]) for _, k in RATE_COLUMNS)]
         mean += ["–"] * 4 if not loco else [f"{min(spread):.2f}–{max(spread):.2f}", *(_share(loco[k]) for _, k in RATE_COLUMNS)]
         rows.append(mean)
