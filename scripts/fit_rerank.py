@@ -273,8 +273,7 @@ def main() -> None:
         parser.error(f"--kinds: a comma-separated list of {', '.join(KINDS)}")
     shipped = {"depth": rerank.DEPTH, "weight": rerank.weight_for(args.model)}
     if args.check:
-        for path in fitted():
-            fit = json.loads(path.read_text())
+        for path, fit in fitted():
             mine = {"depth": rerank.DEPTH, "weight": rerank.weight_for(fit["model"])}
             if fit["chosen"]["point"] != mine:
                 raise SystemExit(
@@ -336,14 +335,11 @@ def main() -> None:
         )
 
 
-def fitted() -> list[Path]:
-    """The committed fits of every kind of question (results/rerank-fit*.json whose `kinds` are all of KINDS): each
-    model's, whose chosen point rag-rerank ships for that model."""
-    out = []
-    for path in sorted((ROOT / "results").glob("rerank-fit*.json")):
-        if set(json.loads(path.read_text()).get("kinds", KINDS)) == set(KINDS):
-            out.append(path)
-    return out
+def fitted() -> list[tuple[Path, dict[str, Any]]]:
+    """(file, fit) of the committed fits of every kind of question (results/rerank-fit*.json whose `kinds` are all of
+    KINDS): each model's, whose chosen point rag-rerank ships for that model."""
+    fits = [(path, json.loads(path.read_text())) for path in sorted((ROOT / "results").glob("rerank-fit*.json"))]
+    return [(path, fit) for path, fit in fits if set(fit.get("kinds", KINDS)) == set(KINDS)]
 
 
 if __name__ == "__main__":

@@ -258,7 +258,7 @@ def test_rag_rerank_ships_the_fitted_depth_and_weight():
     sys.path.insert(0, str(ROOT / "scripts"))
     import fit_rerank
 
-    fits = [json.loads(path.read_text()) for path in fit_rerank.fitted()]
+    fits = [fit for _, fit in fit_rerank.fitted()]
     assert {f["model"]: f["chosen"]["point"] for f in fits} == {
         m: {"depth": rerank.DEPTH, "weight": w} for m, w in rerank.FITTED_WEIGHTS.items()
     }

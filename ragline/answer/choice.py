@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -373,7 +373,7 @@ def clip_items(items: list[Piece], most: int, keep: Piece | None = None) -> list
 
     def clip(text: str, k: int) -> str:
         fences, prose = _FENCED.findall(text), _FENCED.split(text)
-        if sum(len(part.split()) for part in prose) <= k:
+        if prose_words(text) <= k:
             return text  # nothing to clip
         head = prose[0].split()
         if len(head) > k:
@@ -389,11 +389,19 @@ def clip_items(items: list[Piece], most: int, keep: Piece | None = None) -> list
     def clipped(k: int) -> list[Piece]:
         return [dataclasses.replace(p, text=clip(p.text, k)) if p.kind == "item" and p is not keep else p for p in items]
 
-    longest = max((len(p.text.split()) for p in items), default=0)
-    for k in range(longest, CLIP_WORDS - 1, -1):
+    if size(items) <= most:
+        return items
+    # from k = the longest prose clipping nothing, which does not fit: the largest k that clips something
+    longest = max((prose_words(p.text) for p in items if p.kind == "item" and p is not keep), default=0)
+    for k in range(longest - 1, CLIP_WORDS - 1, -1):
         if size(out := clipped(k)) <= most:
             return out
     return None
+
+
+def prose_words(text: str) -> int:
+    """The words of an item's text outside its fenced commands (`clip_items` cuts those, never a command)."""
+    return sum(len(part.split()) for part in _FENCED.split(text))
 
 
 def balanced(text: str) -> bool:
@@ -416,14 +424,28 @@ def with_leads(quoted: list[Piece], every: Sequence[Piece], question: str) -> li
     about: a term of the question the item lacks, or a negation ("the following are *not* an
     emergency:", then "- Rolling back a CL that broke the build")."""
     asked = ragline.text.term_set(question)
+
+    def lead_of(p: Piece, at: dict[tuple[int, int], Piece]) -> Piece | None:
+        lead = at.get((p.block, p.lead)) if p.kind == "item" and p.lead >= 0 else None
+        if lead is None:
+            return None
+        missing = (ragline.text.term_set(lead.text) - ragline.text.term_set(p.text)) & asked
+        return lead if missing or NEGATION.search(lead.text) else None
+
+    return preceded(quoted, every, lead_of)
+
+
+def preceded(
+    quoted: list[Piece], every: Sequence[Piece], before: Callable[[Piece, dict[tuple[int, int], Piece]], Piece | None]
+) -> list[Piece]:
+    """`quoted`, each piece preceded by the piece `before` names for it (given the piece and every piece of
+    the context by (block, position)), where that is neither quoted nor already put before another."""
     at = {(p.block, p.position): p for p in every}
     out: list[Piece] = []
     for p in quoted:
-        lead = at.get((p.block, p.lead)) if p.kind == "item" and p.lead >= 0 else None
-        if lead is not None and lead not in out and lead not in quoted:
-            missing = (ragline.text.term_set(lead.text) - ragline.text.term_set(p.text)) & asked
-            if missing or NEGATION.search(lead.text):
-                out.append(lead)
+        prior = before(p, at)
+        if prior is not None and prior not in out and prior not in quoted:
+            out.append(prior)
         if p not in out:
             out.append(p)
     return out
@@ -455,23 +477,14 @@ def with_claims(quoted: list[Piece], every: Sequence[Piece]) -> list[Piece]:
     before it in its paragraph, the claim it illustrates, where that is not quoted already: the
     example alone ("say 'Delete the FizzBuzz RPC' instead of 'Deleting ...'") leaves out the rule
     it shows ("written as though it were an order (an imperative sentence)")."""
-    at = {(p.block, p.position): p for p in every}
-    out: list[Piece] = []
-    for p in quoted:
+
+    def claim_of(p: Piece, at: dict[tuple[int, int], Piece]) -> Piece | None:
         claim = at.get((p.block, p.position - 1))
-        if (
-            p.kind == "sentence"
-            and EXAMPLE.search(p.text)
-            and claim is not None
-            and claim.kind == "sentence"
-            and claim.group == p.group
-            and claim not in out
-            and claim not in quoted
-        ):
-            out.append(claim)
-        if p not in out:
-            out.append(p)
-    return out
+        if p.kind == "sentence" and EXAMPLE.search(p.text) and claim is not None and claim.kind == "sentence" and claim.group == p.group:
+            return claim
+        return None
+
+    return preceded(quoted, every, claim_of)
 
 
 def _cell_size(name: str, cell: str) -> int:

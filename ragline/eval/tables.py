@@ -677,15 +677,15 @@ def sweep_table(swept: dict[str, Any]) -> list[str]:
             f"{c['name']} ({c['counts']['questions']})",
             f"{c['alone']['threshold']:.2f}",
             _share(c["alone"]["refused_when_unanswerable"]),
+            f"{chosen['threshold']:.2f}",
         ]
-        out.append(f"{chosen['threshold']:.2f}")
         out += [_share(c["chosen"][k]) for _, k in RATE_COLUMNS]
         out += ["–"] * 4 if held is None else [f"{held['threshold']:.2f}", *(_share(held[k]) for _, k in RATE_COLUMNS)]
         rows.append(out)
     if len(corpora) > 1:
         spread = [c["loco"]["threshold"] for c in corpora if c.get("loco")]
-        alone = [r for c in corpora if (r := c["alone"]["refused_when_unanswerable"]) is not None]  # None: no unanswerable question
-        ceiling = _share(sum(alone) / len(alone) if alone else None)
+        # None: a corpus with no unanswerable question
+        ceiling = _share(irmetrics.mean_or_none(r for c in corpora if (r := c["alone"]["refused_when_unanswerable"]) is not None))
         mean = ["mean", "", ceiling, f"{chosen['threshold']:.2f}", *(_share(chosen[k]) for _, k in RATE_COLUMNS)]
         mean += ["–"] * 4 if not loco else [f"{min(spread):.2f}–{max(spread):.2f}", *(_share(loco[k]) for _, k in RATE_COLUMNS)]
         rows.append(mean)
