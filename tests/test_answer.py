@@ -839,6 +839,21 @@ class TestWhatTheQuestionAsksFor:
             ),
             ("What percentage of coverage must a change reach?", "Each change needs 2 reviewers and good coverage.", "a percentage"),
             ("Which Go version should new services target?", "New services are written in Go, with 2 maintainers.", "a version"),
+            (
+                "How much does the bug bounty program pay for a critical finding?",
+                "Critical findings are triaged within 2 days by the bounty program.",
+                "a sum of money",
+            ),
+            (
+                "At what time (UTC) are release packages published?",
+                "Packages are published on the 3rd Thursday, release day.",
+                "a time of day",
+            ),
+            (
+                "How long are logs from customer instances retained?",
+                "Logs from 3 regions are shipped to the customer instances' bucket.",
+                "a length of time",
+            ),
         ],
     )
     def test_a_precise_quantity_the_context_lacks_is_refused(self, question, text, reason):
@@ -856,6 +871,17 @@ class TestWhatTheQuestionAsksFor:
             ("Which Go version should new services target?", "Target Go 1.22 for new services."),
             ("Is there a free version of Copilot we may use?", "The free version of Copilot is not allowed on GDS repositories."),
             ("Which free versions of the editor are approved?", "Free versions of the editor are approved for personal projects."),
+            (
+                "How much does the bug bounty program pay for a critical finding?",
+                "A critical finding pays $5,000 through the bounty program.",
+            ),
+            ("How much does the bug bounty program pay for a critical finding?", "A critical finding earns 2k USD from the program."),
+            ("At what time (UTC) are release packages published?", "Release packages are published at 13:00 UTC on release day."),
+            ("At what time are release packages published?", "Release packages are published by 5 p.m. on release day."),
+            ("What time window should we report SLOs over?", "Report SLOs over a rolling window of four weeks."),
+            ("How long are logs from customer instances retained?", "Customer instance logs are retained for 90 days."),
+            ("How long are logs from customer instances retained?", "Customer instance logs are kept indefinitely."),
+            ("How long should a change be?", "A change of about 100 lines is usually a reasonable size."),
         ],
     )
     def test_the_quantity_in_the_context_is_answered(self, question, text):

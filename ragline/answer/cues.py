@@ -138,7 +138,28 @@ _EDITION = re.compile(
     r"|commercial|personal|team|business|full|lite)\s+versions?\b",
     re.I,
 )
+# "how much does the bug bounty pay", "how much extra pay": a sum of money (not "how much outage", "how much pain")
+_MONEY_Q = re.compile(
+    r"\bhow much\b[^?]*?\b(?:pay|pays|paid|cost|costs|charge|charges|fee|fees|price|salary|stipend|bonus|allowance|compensation|reimburse\w*)\b",
+    re.I,
+)
+# "at what time (UTC) are packages published": a time of day (not "what time window", "what time zone")
+_CLOCK_Q = re.compile(r"\bwhat time\b(?!\s+(?:windows?|frames?|periods?|spans?|zones?|limits?|budgets?)\b)", re.I)
+# "how long are logs retained", "what is the retention period": a length (of time mostly; "how long should a CL be": of size)
+_LENGTH_Q = re.compile(r"\bhow long\b|\bretention\b|\bretained\b|\bkept for\b", re.I)
 _PERCENT = re.compile(r"\d\s?%|\bper ?cent\b", re.I)
+_MONEY = re.compile(r"[$£€¥]\s?\d|\b\d[\d,.]*\s?[kKmM]?\s?(?:USD|GBP|EUR|dollars?|pounds?|euros?)\b|\b(?:USD|GBP|EUR)\s?\d", re.I)
+_CLOCK_HELD = re.compile(
+    _CLOCK.pattern
+    + r"|\b\d{1,2}(?:[.:]\d{2})?\s?(?:am|pm|a\.m\.|p\.m\.)(?!\w)|\b\d{1,4}(?::\d{2})?\s?(?:UTC|GMT|BST|CET|CEST|PST|PDT|EST|EDT)\b",
+    re.I,
+)  # a time of day as a handbook writes one: 14:00, 9am, 5 p.m., 1600 UTC, noon
+_LENGTH = re.compile(
+    r"\b(?:\d[\d,.]*|an?|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|\w+teen|twenty|thirty|forty|fifty|sixty|ninety|several|a few)"
+    r"[\s-]+(?:business |calendar |working |full )?(?:seconds?|minutes?|hours?|days?|weeks?|months?|years?|quarters?|sprints?|cycles?|releases?"
+    r"|lines?|words?|characters?|chars|pages?|files?|bytes|[KMG]B)\b|\b(?:indefinitely|forever|permanently)\b",
+    re.I,
+)  # a length of time (or of size: "100 lines"), "a day" and "two weeks" too
 _VERSION = re.compile(r"\b\d+\.\d+(?:\.\d+)*\b|\bv\d+\b|\bversion \d+", re.I)
 _COUNTED = re.compile(r"\b" + _NUMBER_WORD + r"(?=((?:[\s-]+[a-z]+){1,3}))", re.I)
 
@@ -150,7 +171,10 @@ def asked_quantity(question: str) -> tuple[str, str | None] | None:
     ("number", None) "the minimum password length": some number
     ("percent", None) "what percentage of test coverage ..."
     ("version", None) "which Go version ...", "what version number" (not "the free version of X": an edition)
-    None otherwise (how often, how long and how much have answers in too many shapes).
+    ("money", None)  "how much does the bug bounty pay", "how much extra pay": a sum in a currency
+    ("clock", None)  "at what time (UTC) are packages published": a time of day (not "what time window")
+    ("length", None) "how long are logs retained", "retention": a length of time or size ("30 days", "100 lines")
+    None otherwise (how often, when and how much else have answers in too many shapes).
     """
     if m := _HOW_MANY.search(question):
         return ("count", m.group(1).casefold())
@@ -158,6 +182,12 @@ def asked_quantity(question: str) -> tuple[str, str | None] | None:
         return ("percent", None)
     if _VERSION_Q.search(question) and not _EDITION.search(question):
         return ("version", None)
+    if _MONEY_Q.search(question):
+        return ("money", None)
+    if _CLOCK_Q.search(question):
+        return ("clock", None)
+    if _LENGTH_Q.search(question):
+        return ("length", None)
     if m := _NUMBER_OF.search(question):
         return ("count", m.group(1).casefold()) if m.group(1) else ("number", None)
     return None
@@ -166,7 +196,9 @@ def asked_quantity(question: str) -> tuple[str, str | None] | None:
 def holds_quantity(asked: tuple[str, str | None], text: str, question: str = "") -> bool:
     """Whether `text` holds an answer of the shape `asked_quantity` gave: a number (as digits or
     a word) of the unit within two words of it ("14 days", "two approving reviewers", "a single
-    file"; the unit compared by its stem), a percentage, a version, or any number. A number
+    file"; the unit compared by its stem), a percentage, a version, a sum of money ("$500",
+    "200 GBP"), a time of day ("14:00", "9am", "noon"), a length ("two weeks", "a day",
+    "100 lines", "indefinitely"), or any number. A number
     the question itself states does not count."""
     kind, unit = asked
     stated = " ".join(question.casefold().split())
@@ -177,7 +209,7 @@ def holds_quantity(asked: tuple[str, str | None], text: str, question: str = "")
             if want in after and " ".join(m.group().casefold().split()) not in stated:
                 return True
         return False
-    pattern = {"percent": _PERCENT, "version": _VERSION}.get(kind, NUMBER)
+    pattern = {"percent": _PERCENT, "version": _VERSION, "money": _MONEY, "clock": _CLOCK_HELD, "length": _LENGTH}.get(kind, NUMBER)
     return any(" ".join(m.group().casefold().split()) not in stated for m in pattern.finditer(text))
 
 

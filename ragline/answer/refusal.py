@@ -44,7 +44,7 @@ def missing_evidence(question: str, blocks: Sequence[ContextBlock], features: Se
     about refunds' channel, whatever the handbook calls the chat tool.
     "cue" (a feature): a question asking for code (a command, a payload, a configuration)
     whose context holds no code at all; one asking for a precise quantity (`asked_quantity`:
-    "how many days", "what percentage", "which version") whose context holds none of that
+    "how many days", "what percentage", "which version", "how much does it pay", "at what time") whose context holds none of that
     shape; one asking for a number whose context holds no number but those it states.
     The pieces read are the blocks' own (`ContextBlock.quotes`, unwrapped with "unwrap").
     """
@@ -61,7 +61,17 @@ def missing_evidence(question: str, blocks: Sequence[ContextBlock], features: Se
         if any(holds_quantity(asked, c.text, question) for c in quotes):
             return None
         kind, unit = asked
-        what = f"a number of {unit}" if kind == "count" else {"percent": "a percentage", "version": "a version"}.get(kind, "a number")
+        what = (
+            f"a number of {unit}"
+            if kind == "count"
+            else {
+                "percent": "a percentage",
+                "version": "a version",
+                "money": "a sum of money",
+                "clock": "a time of day",
+                "length": "a length of time",
+            }.get(kind, "a number")
+        )
         return f"the question asks for {what} and no block sent holds one"
     if cue != "number" or any(cue_match("number", c, question) == 1.0 for c in quotes):
         return None
