@@ -86,8 +86,8 @@ def main(
 
     path, sha256 = local_models.model_file(local_model)
     name = local_models.known_or_path(local_model)
-    if rerank_weight is None:  # the weight fitted for this model (ragline.rerank.FITTED_WEIGHTS)
-        rerank_weight = rerank.weight_for(name)
+    if rerank_weight is None:  # the weight fitted for this model (ragline.rerank.FITTED_WEIGHTS), named or given as its file
+        rerank_weight = rerank.weight_for(name if name in local_models.KNOWN else local_models.known_as(path) or name)
     reranker = rerank.Reranker(Judge(LocalModel(path, local_threads, local_context, sha256, name)), depth, rerank_weight, rerank_words)
     shallow = sum(len(r["hits"]) < depth for _, r in records)
     if shallow:

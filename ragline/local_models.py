@@ -207,6 +207,16 @@ def _check_magic(path: Path) -> None:
         raise StageError("not a GGUF file (llama.cpp's model format)", str(path))
 
 
+def known_as(path: Path) -> str | None:
+    """The known name whose pinned file `path` is (its size first, then its sha256), or None: a
+    --local-model given as the path of a file ragline also knows by name gets what was fitted for it."""
+    try:
+        size = path.stat().st_size
+    except OSError:
+        return None
+    return next((name for name, spec in KNOWN.items() if spec.size == size and sha256_file(path) == spec.sha256), None)
+
+
 def known_or_path(value: str) -> str:
     """A --local-model value as it is recorded: the known name, or the file's absolute path."""
     return value if value in KNOWN else os.path.abspath(os.path.expanduser(value))

@@ -368,7 +368,7 @@ OPTIONS: tuple[Option, ...] = (
         float,
         None,
         "The model's share against the retrieval score, both min-max normalised (0: retrieval's order) "
-        "[default: the weight fitted for the model, 1 for qwen2.5-coder-0.5b-instruct and 2 for qwen2.5-coder-1.5b-instruct].",
+        "[default: the weight fitted for the model, by name or by its file: 1 for qwen2.5-coder-0.5b-instruct and 2 for qwen2.5-coder-1.5b-instruct].",
         flags=("--weight",),
         env="RAG_RERANK_WEIGHT",
         stages=("rerank",),

@@ -131,6 +131,40 @@ class TestTheStage:
         assert out[0]["relevance"] == pytest.approx(-1.0 - math.log(0.01))
         assert b"2 of 2 records hold fewer than --depth 5 hits: rag-search --k 5" in captured.err  # told, not refused
 
+    @pytest.mark.parametrize(
+        ("given", "weight"),
+        [
+            (None, rerank.FITTED_WEIGHTS["qwen2.5-coder-0.5b-instruct"]),
+            ("qwen2.5-coder-1.5b-instruct", rerank.FITTED_WEIGHTS["qwen2.5-coder-1.5b-instruct"]),
+            ("the 1.5b file", rerank.FITTED_WEIGHTS["qwen2.5-coder-1.5b-instruct"]),
+            ("a file of ones own", rerank.WEIGHT),
+        ],
+    )
+    def test_without_weight_each_model_gets_its_fitted_one(self, tmp_path, monkeypatch, capsysbinary, given, weight):
+        import dataclasses
+        import hashlib
+
+        import rag_rerank
+        from ragline import local_models
+
+        staged(monkeypatch, tmp_path, Written({"alpha": 0.1, "beta": 0.2, "gamma": 0.3}))
+        (tmp_path / "m.gguf").write_bytes(b"GGUF the 1.5b file" if given == "the 1.5b file" else b"GGUF another")
+        known = dict(local_models.KNOWN)
+        big = "qwen2.5-coder-1.5b-instruct"
+        known[big] = dataclasses.replace(known[big], size=18, sha256=hashlib.sha256(b"GGUF the 1.5b file").hexdigest())
+        monkeypatch.setattr("ragline.local_models.KNOWN", known)
+        flag = [] if given is None else ["--local-model", given if given in known else str(tmp_path / "m.gguf")]
+        with pytest.raises(SystemExit) as done:
+            rag_rerank.main([str(records_file(tmp_path, "q1")), "--quiet", *flag])
+        assert done.value.code == 0
+        assert json.loads(capsysbinary.readouterr().out)["rerank"]["weight"] == weight
+
+    def test_the_weight_help_names_every_fitted_weight(self):
+        from ragline import options
+
+        said = options.get("rerank_weight", "rerank").help
+        assert all(f"{weight:g} for {model}" in said for model, weight in rerank.FITTED_WEIGHTS.items())
+
     def test_no_records_load_no_model(self, tmp_path, monkeypatch, capsysbinary):
         import rag_rerank
 
