@@ -328,6 +328,7 @@ def _rerank_table(path: Path) -> str:
             f"{held['by_kind'].get('semantic', {}).get('mrr', 0):.2f} ({_differs(point, held['point'])}) | "
             f"{base['answer_ok']:.2f}, {mine['answer_ok']:.2f} |"
         )
+    out += _forms_table(fit)
     refusal = fit["refusal"]
     if refusal is None:
         return "\n".join(out)
@@ -350,6 +351,32 @@ def _rerank_table(path: Path) -> str:
             f"{rates(refusal['relevance']['leave_one_corpus_out'][corpus])} | {rates(refusal['relevance_or_answer']['leave_one_corpus_out'][corpus])} |"
         )
     return "\n".join(out)
+
+
+def _forms_table(fit: dict) -> list[str]:
+    """The fit's `forms` (scripts/fit_rerank.py FORMS): each way of joining retrieval's score and the model's, at its own
+    best point; a fit made before forms were measured has none."""
+    forms = fit.get("forms")
+    if not forms:
+        return []
+    out = [
+        "",
+        f"The same scores joined in other ways (`forms`, each at the best point of its own grid, depth {fit['chosen']['point']['depth']}): "
+        "MRR / semantic MRR on each corpus (✓ where issue 37's whole bar is met), and the mean MRR with each corpus left out in turn.",
+        "",
+        "| form | point | mean MRR | " + " | ".join(fit["corpora"]) + " | left out, mean |",
+        "| --- | --- | ---: | " + " | ".join("---" for _ in fit["corpora"]) + " | ---: |",
+    ]
+    for form, f in forms.items():
+        point = ", ".join(f"{k} {v:g}" for k, v in f["point"].items())
+        cells = []
+        for corpus in fit["corpora"]:
+            r = f["per_corpus"][corpus]
+            met = " ✓" if r["bar"]["semantic_met"] and r["bar"]["others_met"] else ""
+            cells.append(f"{r['mrr']:.2f} / {r['by_kind'].get('semantic', {}).get('mrr', 0):.2f}{met}")
+        held = float(np.mean([f["leave_one_corpus_out"][c]["mrr"] for c in fit["corpora"]]))
+        out.append(f"| {form} | {point} | {f['mean_mrr']:.3f} | " + " | ".join(cells) + f" | {held:.3f} |")
+    return out
 
 
 def limits() -> str:

@@ -23,6 +23,15 @@ lighter point. Weight 0 is retrieval's own order, the baseline. Leave-one-corpus
 corpus gets the point chosen on the other four. The issue's bar (issue 37) is checked per
 corpus: semantic MRR at least 0.60, no other kind more than 0.02 below retrieval's.
 
+Forms: the shipped sum (min-max normalised retrieval score plus weight x min-max normalised
+log-likelihood) beside other ways of joining the two, each on its own small grid at the chosen
+depth, chosen by the same objective and left out in turn (`FORMS`): reciprocal rank fusion of
+the two orders, the sum of z-scores, a weight that shrinks as retrieval's first hit stands
+further above its second (a confident retrieval keeps its order), and a weight that depends on
+how much of the question's terms BM25 found (rag-search's `coverage`: a question asked in other
+words than the page's leans on the model). results/rerank-fit*.json's `forms` says whether any
+of them meets the issue's bar where the sum does not.
+
 Refusal: the record's `relevance` (the best hit's PMI with the question, `ragline.rerank`)
 as a refusal signal, swept as the abstain threshold is: the threshold that, with at most one
 answerable question in eight refused on every corpus, refuses the most unanswerable ones;
@@ -71,6 +80,52 @@ KINDS = ("factual", "identifier", "procedural", "semantic")
 SEMANTIC_BAR = 0.60  # issue 37: semantic MRR on each corpus
 OTHER_LOSS = 0.02  # issue 37: the most any other kind may lose
 REFUSED_ANSWERABLE = 0.125  # the abstain sweep's bound: at most one answerable question in eight refused
+
+
+def _ranks(values: np.ndarray) -> np.ndarray:
+    """Each value's place, 0 the best (ties: the earlier first, as `rerank.best_first`)."""
+    out = np.empty(len(values), dtype=np.int64)
+    out[rerank.best_first(values)] = np.arange(len(values))
+    return out
+
+
+def _z(values: np.ndarray) -> np.ndarray:
+    spread = float(values.std())
+    return (values - values.mean()) / spread if spread > 0 else np.zeros_like(values)
+
+
+def _gap(base: np.ndarray) -> float:
+    """How far retrieval's first hit stands above its second, on the min-max scale of the hits (1: alone)."""
+    scaled = rerank.normalised(base)
+    return float(scaled[0] - scaled[1]) if len(scaled) > 1 else 1.0
+
+
+# each form: (its parameters, the order it gives the hits from retrieval's scores, the model's log-likelihoods and
+# the record), its grid; `linear` is the shipped sum (`rerank.order`)
+FORMS: dict[str, tuple[Any, list[dict[str, float]]]] = {
+    "linear": (
+        lambda p, base, logp, record: rerank.order(base, logp, p["weight"]),
+        [{"weight": w} for w in WEIGHTS],
+    ),
+    "rrf": (
+        lambda p, base, logp, record: rerank.best_first(1 / (p["k"] + _ranks(base)) + p["weight"] / (p["k"] + _ranks(logp))),
+        [{"k": k, "weight": w} for k in (10.0, 60.0) for w in (0.5, 1.0, 2.0)],
+    ),
+    "z-score": (
+        lambda p, base, logp, record: rerank.best_first(_z(base) + p["weight"] * _z(logp)),
+        [{"weight": w} for w in (0.5, 1.0, 2.0, 4.0)],
+    ),
+    "gap-gated": (
+        lambda p, base, logp, record: rerank.order(base, logp, p["weight"] * (1 - _gap(base)) ** p["power"]),
+        [{"weight": w, "power": e} for w in (1.0, 2.0, 4.0) for e in (1.0, 2.0)],
+    ),
+    "coverage-gated": (
+        lambda p, base, logp, record: rerank.order(
+            base, logp, p["low"] if (record.get("confidence_parts") or {}).get("coverage", 1.0) < p["below"] else p["high"]
+        ),
+        [{"below": c, "low": lo, "high": hi} for c in (0.4, 0.6, 0.8) for lo, hi in ((2.0, 1.0), (4.0, 1.0), (2.0, 0.5), (4.0, 2.0))],
+    ),
+}
 
 
 class Recorded:
@@ -202,6 +257,56 @@ def bar(mine: dict[str, Any], base: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def form_rrs(m: dict[str, Any], depth: int, form: str, params: dict[str, float]) -> list[dict[str, Any]]:
+    """(kind, reciprocal rank) of each answerable question, its first `depth` hits ordered by a form of FORMS; read off
+    the hits in retrieval's order (the point of weight 0) with the model's log-likelihood of each."""
+    order = FORMS[form][0]
+    out = []
+    for q, r, row in zip(m["questions"], m["records"], m["points"][(depth, 0.0)], strict=True):
+        if not q["answerable"]:
+            continue
+        hits = row["hits"]
+        base = np.array([float(h["signals"]["retrieved"]["score"]) for h in hits])
+        logp = np.array([float(h["signals"]["local"]["logp"]) for h in hits])
+        ids = [hits[i]["chunk_id"] for i in order(params, base, logp, r)] if hits else []
+        out.append({"kind": q["kind"], "rr": reciprocal_rank(ids, q["gold"], CUTOFF)})
+    return out
+
+
+def form_figures(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    def of(rs: list[dict[str, Any]]) -> dict[str, Any]:
+        return {"n": len(rs), "mrr": round(float(np.mean([r["rr"] for r in rs])), 4)}
+
+    return of(rows) | {"by_kind": {k: of(rs) for k in KINDS if (rs := [r for r in rows if r["kind"] == k])}}
+
+
+def _best(scored: list[dict[str, dict[str, Any]]], among: list[str]) -> int:
+    """The grid point (its index) with the best mean MRR over the corpora `among`; ties: the first."""
+    return max(range(len(scored)), key=lambda i: (round(float(np.mean([scored[i][c]["mrr"] for c in among])), 6), -i))
+
+
+def forms(table: dict[str, dict[str, Any]], corpora: list[str], depth: int) -> dict[str, Any]:
+    """Each form of FORMS at `depth`: the point of its grid with the best mean MRR over the corpora (ties: the grid's
+    first), its MRR by kind and issue 37's bar on each corpus, and each corpus left out (the point the others choose)."""
+    retrieval = {c: figures(table[c], (depth, 0.0)) for c in corpora}
+    out = {}
+    for form, (_, grid) in FORMS.items():
+        scored = [{c: form_figures(form_rrs(table[c], depth, form, p)) for c in corpora} for p in grid]
+
+        chosen = _best(scored, corpora)
+        out[form] = {
+            "point": grid[chosen],
+            "mean_mrr": round(float(np.mean([scored[chosen][c]["mrr"] for c in corpora])), 4),
+            "per_corpus": {c: scored[chosen][c] | {"bar": bar(scored[chosen][c], retrieval[c])} for c in corpora},
+            "leave_one_corpus_out": {
+                held: {"point": grid[i]} | scored[i][held] | {"bar": bar(scored[i][held], retrieval[held])}
+                for held in corpora
+                for i in [_best(scored, [c for c in corpora if c != held])]
+            },
+        }
+    return out
+
+
 def refusal_at(m: dict[str, Any], point: tuple[int, float], t: float, answering: bool = False) -> dict[str, float]:
     """Refusal rates refusing when relevance < t (and, `answering`, also where rag-answer refuses on the reordered hits)."""
     refused = {True: [], False: []}  # type: dict[bool, list[bool]]
@@ -320,6 +425,7 @@ def main() -> None:
             for p in [choose(table, [c for c in corpora if c != held])]
         },
         "refusal": refusals(table, corpora, chosen) if set(args.kinds) == set(KINDS) else None,
+        "forms": forms(table, corpora, chosen[0]),
         "grid": [
             {"point": {"depth": p[0], "weight": p[1]}, "mean_mrr": round(float(np.mean([figures(table[c], p)["mrr"] for c in corpora])), 4)}
             for p in GRID

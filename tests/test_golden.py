@@ -9,6 +9,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+import numpy as np
 import pytest
 from corpora import ROOT, SHARED
 
@@ -265,3 +266,34 @@ def test_rag_rerank_ships_the_fitted_depth_and_weight():
     assert rerank.weight_for("/somewhere/own-model.gguf") == rerank.WEIGHT
     assert (fit["model"], fit["words"]) == (options.default("local_model", "rerank"), rerank.WORDS)
     assert fit["corpora"] == [c.name for c in evalruns.CORPORA] and set(fit["leave_one_corpus_out"]) == set(fit["corpora"])
+
+
+def test_rerank_forms_join_the_two_scores_as_they_say():
+    """Each form of scripts/fit_rerank.py's FORMS orders three hits as its rule says; and a fit's `linear` form, read off
+    the hits in retrieval's order, scores what the fit itself scored at its chosen point."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import fit_rerank
+
+    base, logp = np.array([1.0, 0.5, 0.0]), np.array([-3.0, -1.0, -2.0])  # retrieval: 0 first; the model: 1 first
+
+    def order(form: str, params: dict, record: dict | None = None, b: np.ndarray = base) -> list[int]:
+        return fit_rerank.FORMS[form][0](params, b, logp, record or {}).tolist()
+
+    assert order("linear", {"weight": 2.0}) == rerank.order(base, logp, 2.0).tolist() == [1, 0, 2]
+    assert order("linear", {"weight": 0.0}) == [0, 1, 2]
+    assert order("rrf", {"k": 10.0, "weight": 1.0}) == [1, 0, 2] and order("rrf", {"k": 10.0, "weight": 0.0}) == [0, 1, 2]
+    assert order("z-score", {"weight": 2.0}) == [1, 0, 2] and order("z-score", {"weight": 0.1}) == [0, 1, 2]
+    gap = {"weight": 2.0, "power": 1.0}
+    assert order("gap-gated", gap) == [1, 0, 2]  # retrieval's first half the scale above its second: the model moves it
+    assert order("gap-gated", gap, b=np.array([1.0, 0.0, 0.0])) == [0, 1, 2]  # a first hit alone at the top stays
+    gated = {"below": 0.5, "low": 2.0, "high": 0.0}
+    assert order("coverage-gated", gated, {"confidence_parts": {"coverage": 0.9}}) == [0, 1, 2]  # its terms found: retrieval
+    assert order("coverage-gated", gated, {"confidence_parts": {"coverage": 0.1}}) == [1, 0, 2]  # other words: the model
+    for _, fit in fit_rerank.fitted():
+        if "forms" in fit:
+            linear = fit["forms"]["linear"]
+            assert linear["point"]["weight"] == fit["chosen"]["point"]["weight"], fit["model"]
+            assert linear["mean_mrr"] == fit["chosen"]["mean_mrr"], fit["model"]
+            assert {c: r["mrr"] for c, r in linear["per_corpus"].items()} == {
+                c: r["mrr"] for c, r in fit["chosen"]["per_corpus"].items()
+            }, fit["model"]
