@@ -11,6 +11,7 @@ from ragline.answer.choice import (
     ChoiceWeights,
     Scored,
     asks,
+    balanced,
     choose,
     continued,
     fit_list,
@@ -261,6 +262,14 @@ def test_a_clipped_step_never_cuts_a_link_open():
     step = item(1, 0, "5. Read [the guide to incidents and paging people on call today](guide.md) first")  # 13 words
     other = item(1, 1, "6. Page")
     assert [p.text for p in fit_list([step, other], 13)] == ["5. Read …", "6. Page"]
+
+
+def test_a_clipped_step_is_cut_where_no_span_is_open_not_by_counting_brackets():
+    sad = item(1, 0, "5. If the deploy broke :( roll it back with the runbook and tell the channel")  # 15 words
+    other = item(1, 1, "6. Page")
+    assert [p.text for p in fit_list([sad, other], 13)] == ["5. If the deploy broke :( roll it back with …", "6. Page"]
+    assert balanced("[the guide](x.md) and `[` and a (b)") and balanced("it broke :(")
+    assert not any(balanced(t) for t in ("[the guide", "[the guide](x", "[a](b(c)d", "run `make"))
 
 
 def test_fit_list_keeps_one_item_when_even_the_first_does_not_fit():

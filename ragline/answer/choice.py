@@ -405,8 +405,24 @@ def prose_words(text: str) -> int:
 
 
 def balanced(text: str) -> bool:
-    """Whether `text` closes every link bracket and code span it opens."""
-    return text.count("`") % 2 == 0 and text.count("[") <= text.count("]") and text.count("(") <= text.count(")")
+    """Whether `text` closes every code span, link text and link target it opens: "[the guide](x.md)"
+    and "it broke :(" are balanced, "[the guide", "[the guide](x" and "run `make" are not. A bracket
+    inside a code span, or a parenthesis outside a link's target, opens nothing."""
+    code, texts, target = False, 0, 0  # in a code span; link texts open; the target's parentheses open
+    for i, c in enumerate(text):
+        if c == "`":
+            code = not code
+        elif code:
+            continue
+        elif target:
+            target += {"(": 1, ")": -1}.get(c, 0)
+        elif c == "[":
+            texts += 1
+        elif c == "]" and texts:
+            texts -= 1
+        elif c == "(" and text[i - 1 : i] == "]":
+            target = 1  # "](": a link's target opens
+    return not code and texts == 0 and target == 0
 
 
 def first_sentence(text: str) -> str:
