@@ -646,6 +646,13 @@ class TestAnswerChoice:
         assert cue_match("number", answer_context.Piece(1, 0, "SLO is 99.9% here", "sentence", -1), q) == 0.0
         assert cue_match("number", answer_context.Piece(1, 0, "SLO is 99.9% here", "sentence", -1)) == 1.0
 
+    @pytest.mark.parametrize("held", ["within eight hours", "in nine days", "eleven weeks", "twelve months", "forty minutes", "two years"])
+    def test_a_duration_spelled_in_words_is_a_duration(self, held):
+        """ "How quickly does support have to answer?": "within eight hours" is the answer, spelled out or not."""
+        piece = answer_context.Piece(1, 0, f"Support will respond {held}, Monday to Friday.", "sentence", -1)
+        assert cue_match("duration", piece, "How quickly does support have to answer us?") == 1.0
+        assert cue_match("duration", answer_context.Piece(1, 0, "Support will respond, Monday to Friday.", "sentence", -1)) == 0.0
+
     def test_a_sentence_announcing_a_list_brings_the_list(self):
         text = "There are a number of Terraform focused static analysis tools in use. None is ubiquitous yet.\n\n- checkov\n- tfsec\n\nRun them in CI."
         q = "Are there static analysis tools for Terraform?"

@@ -388,6 +388,29 @@ def test_an_item_comes_after_the_lead_in_that_carries_the_questions_condition():
     assert with_leads([lead, items[1]], every, "emergency rolling back?") == [lead, items[1]]  # never twice
 
 
+def test_an_item_that_finishes_its_lead_ins_sentence_comes_after_it():
+    """ "You should use <https://vdp...> in either:" then "- the origin for your site's security.txt":
+    the item alone leaves out what to use; an item that is a sentence of its own needs no lead."""
+    lead = sentence(1, 0, "You should use <https://vdp.example/security.txt> in either:", group=1)
+    fragment = Piece(1, 1, "- the origin for your site's `/.well-known/security.txt`", "item", 2, lead=0)
+    whole = Piece(1, 2, "- Host your own /.well-known/security.txt on your site.", "item", 2, lead=0)
+    question = "How should I set up /.well-known/security.txt on my site?"
+    assert with_leads([fragment], [lead, fragment, whole], question) == [lead, fragment]
+    assert with_leads([whole], [lead, fragment, whole], question) == [whole]
+    flat = sentence(1, 0, "You should use <https://vdp.example/security.txt> in either.", group=1)  # no colon: no lead-in
+    assert with_leads([fragment], [flat, fragment, whole], question) == [fragment]
+
+
+def test_a_list_answers_a_steps_question_less_the_lower_its_block():
+    """The steps cue's weight is divided by the block's rank: a list further down does not outrank
+    the first block's sentence on the cue alone."""
+    first = sentence(1, 0, "Respond at once with why the change should not go in.")
+    listed = item(4, 0, "- Why the change is made.")
+    ranked, _ = rank("how do I turn down a change", {"change": 1.0}, [first, listed], None, "steps", WIDE)
+    assert [s.piece for s in ranked] == [first, listed]
+    assert [s.score for s in ranked] == pytest.approx([1.0 + 0.15, 1.0 + 0.3 / 4 + 0.15 / 4])
+
+
 def test_nothing_from_a_lower_block_joins_a_best_piece_that_holds_what_is_asked():
     best = sentence(1, 0, "The sweep runs at 23:40 IST.")
     lower, same = sentence(2, 0, "Sweeps are logged by the platform."), sentence(1, 1, "It closes the batch.")

@@ -137,7 +137,7 @@ def rank(
     (`headings`: each block's heading-path terms, None to leave them out):
         sum(w(t) for t in T if t in s) / sum(w)
       + headings * sum(w(t) for t in T if t in b's heading path) / sum(w)   (with `headings`)
-      + cue      * cue_match(cue, s, question)                              (with a cue)
+      + cue      * cue_match(cue, s, question)                              (with a cue; / b for steps)
       + rank     / b
     A nested list item's terms T are its own and its parent item's. Ties go to the earlier
     block, then the earlier piece. The match returned is the best of
@@ -156,7 +156,8 @@ def rank(
             score += choice.headings * sum(w for t, w in weights.items() if t in headings[p.block]) / total
         matched = max(matched, score)
         if cue:
-            score += choice.cue * cue_match(cue, p, question)
+            # a list or code answers a steps question in the block retrieval put first; further down, less
+            score += choice.cue * cue_match(cue, p, question) / (p.block if cue == "steps" else 1)
         score += choice.rank / p.block
         out.append(Scored(score, p))
     return sorted(out, key=_order), matched
@@ -446,9 +447,19 @@ def with_leads(quoted: list[Piece], every: Sequence[Piece], question: str) -> li
         if lead is None:
             return None
         missing = (ragline.text.term_set(lead.text) - ragline.text.term_set(p.text)) & asked
-        return lead if missing or NEGATION.search(lead.text) else None
+        return lead if missing or NEGATION.search(lead.text) or completes(p, lead) else None
 
     return preceded(quoted, every, lead_of)
+
+
+FRAGMENT = re.compile(r"^\s*(?:[-*+]|\d{1,3}[.)])\s+[*_`\[]*[a-z]")  # an item opening in lower case: it goes on the lead's sentence
+
+
+def completes(item: Piece, lead: Piece) -> bool:
+    """Whether a list item finishes its lead-in's sentence: the lead ends in a colon and the item opens
+    in lower case ("You should use <https://vdp...> in either:", then "- the origin for your site's
+    `/.well-known/security.txt`"): the item alone says nothing of what the lead asks of it."""
+    return lead.kind == "sentence" and lead.text.rstrip(" *_").endswith(":") and bool(FRAGMENT.match(item.text))
 
 
 def preceded(

@@ -23,7 +23,7 @@ import ragline.text
 _CLOCK = re.compile(r"\b\d{1,2}:\d{2}\b|\bT\+\d+\b|\b(?:midnight|noon)\b", re.I)  # a time of day: the answer to "when"
 _PERIOD = re.compile(r"\b(?:daily|nightly|weekly|every (?:day|night|hour|week)|once a (?:day|week))\b", re.I)  # how often, not when
 _DURATION = re.compile(
-    r"\b(?:\d[\d,.]*|one|two|three|four|five|six|seven|ten|\w+teen|twenty|thirty|sixty|ninety)[\s-]+(?:business |calendar |working )?(?:seconds?|minutes?|hours?|days?|weeks?|months?)\b",
+    r"\b(?:\d[\d,.]*|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|\w+teen|twenty|thirty|forty|fifty|sixty|ninety)[\s-]+(?:business |calendar |working )?(?:seconds?|minutes?|hours?|days?|weeks?|months?|years?)\b",
     re.I,
 )
 NUMBER = re.compile(r"\b\d[\d,.]*\b")
