@@ -20,7 +20,7 @@ from ragline.answer import context as answer_context
 from ragline.answer.citations import Source, check_citations
 from ragline.answer.context import ContextBlock
 from ragline.answer.context import pieces as candidates
-from ragline.answer.cues import cue_match, question_cue
+from ragline.answer.cues import asked_quantity, cue_match, holds_quantity, question_cue
 from ragline.answer.openai_chat import OpenAIChat
 from ragline.answer.openai_chat import build as openai_build
 from ragline.answer.reader import Setup
@@ -859,7 +859,7 @@ class TestWhatTheQuestionAsksFor:
             (
                 "How long are logs from customer instances retained?",
                 "Logs from 3 regions are shipped to the customer instances' bucket.",
-                "a length of time",
+                "a length (of time or size)",
             ),
         ],
     )
@@ -889,12 +889,38 @@ class TestWhatTheQuestionAsksFor:
             ("How long are logs from customer instances retained?", "Customer instance logs are retained for 90 days."),
             ("How long are logs from customer instances retained?", "Customer instance logs are kept indefinitely."),
             ("How long should a change be?", "A change of about 100 lines is usually a reasonable size."),
+            ("How long are logs from customer instances retained?", "Customer instance logs are retained for 30d."),
+            ("How much does Copilot cost us?", "Copilot is free for members of the organisation."),
         ],
     )
     def test_the_quantity_in_the_context_is_answered(self, question, text):
         out = answer(hits_record(question, hit("a#x", text)), Extractive(self.FEATURES), 0.0)
         assert not out["refused"], out["reason"]
         assert text.rstrip(".") in out["answer"]
+
+    @pytest.mark.parametrize(
+        "question",
+        [
+            "How much paid parental leave do I get?",  # paid leave, not a sum
+            "How much of the fee is refunded?",  # a share of a sum
+            "What data is retained after an account is deleted?",  # a thing retained, not for how long
+            "What time off do I get for jury duty?",
+            "What time should I allow for a review?",
+            "What time commitment does on-call take?",
+        ],
+    )
+    def test_a_question_naming_a_quantity_word_without_asking_for_one_asks_for_none(self, question):
+        assert asked_quantity(question) is None
+
+    def test_a_count_of_days_retained_is_a_count_not_a_length(self):
+        assert asked_quantity("What is the maximum number of days logs are retained?") == ("count", "days")
+        assert asked_quantity("What is the retention period for audit logs?") == ("length", None)
+        assert asked_quantity("What time does the deploy freeze start?") == ("clock", None)
+
+    def test_a_length_needs_a_number_of_its_unit(self):
+        assert holds_quantity(("length", None), "Logs are retained for 30 days.")
+        assert holds_quantity(("length", None), "Sessions expire after 24h.")
+        assert not holds_quantity(("length", None), "Logs are written to a file on the host.")
 
     def test_a_number_only_a_sample_config_holds_is_quoted_from_it(self):
         text = "Configure the client as shown here.\n\n```yaml\nclient:\n  rate_limit: 300\n```\n\nRestart it afterwards."

@@ -397,8 +397,6 @@ def test_an_item_that_finishes_its_lead_ins_sentence_comes_after_it():
     question = "How should I set up /.well-known/security.txt on my site?"
     assert with_leads([fragment], [lead, fragment, whole], question) == [lead, fragment]
     assert with_leads([whole], [lead, fragment, whole], question) == [whole]
-    flat = sentence(1, 0, "You should use <https://vdp.example/security.txt> in either.", group=1)  # no colon: no lead-in
-    assert with_leads([fragment], [flat, fragment, whole], question) == [fragment]
 
 
 def test_a_list_answers_a_steps_question_less_the_lower_its_block():

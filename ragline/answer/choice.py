@@ -459,7 +459,7 @@ def completes(item: Piece, lead: Piece) -> bool:
     """Whether a list item finishes its lead-in's sentence: the lead ends in a colon and the item opens
     in lower case ("You should use <https://vdp...> in either:", then "- the origin for your site's
     `/.well-known/security.txt`"): the item alone says nothing of what the lead asks of it."""
-    return lead.kind == "sentence" and lead.text.rstrip(" *_").endswith(":") and bool(FRAGMENT.match(item.text))
+    return lead.kind == "sentence" and bool(FRAGMENT.match(item.text))  # a list's lead-in ends in a colon (`context.pieces`)
 
 
 def preceded(

@@ -23,10 +23,10 @@ import ragline.text
 _CLOCK = re.compile(r"\b\d{1,2}:\d{2}\b|\bT\+\d+\b|\b(?:midnight|noon)\b", re.I)  # a time of day: the answer to "when"
 _PERIOD = re.compile(r"\b(?:daily|nightly|weekly|every (?:day|night|hour|week)|once a (?:day|week))\b", re.I)  # how often, not when
 _DURATION = re.compile(
-    r"\b(?:\d[\d,.]*|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|\w+teen|twenty|thirty|forty|fifty|sixty|ninety)[\s-]+(?:business |calendar |working )?(?:seconds?|minutes?|hours?|days?|weeks?|months?|years?)\b",
+    r"\b(?:\d[\d,.]{0,30}|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|\w+teen|twenty|thirty|forty|fifty|sixty|ninety)[\s-]+(?:business |calendar |working )?(?:seconds?|minutes?|hours?|days?|weeks?|months?|years?)\b",
     re.I,
 )
-NUMBER = re.compile(r"\b\d[\d,.]*\b")
+NUMBER = re.compile(r"\b\d[\d,.]{0,30}\b")
 _DEFINING = re.compile(r"\b(?:is|are|means|refers to|stands for|is called)\b", re.I)
 _STEP_Q = re.compile(
     r"\bhow (?:do|can|should|would) (?:i|we|you)\b|\bhow to\b|\bsteps?\b|\bprocedure\b|\bwhat (?:do|should) (?:i|we) do\b|\brecover", re.I
@@ -62,7 +62,7 @@ _DEFINITION_Q = re.compile(
 # (NW-4021, dependabot.yml, S3, defaultBranch). Plain numbers
 # and quantities (50k, 200-line) are not names; neither are a few capitalised common words.
 _NOT_NAMES = frozenset({"ok", "okay", "i", "faq", "asap", "fyi"})
-_QUANTITY = re.compile(r"\d[\d,.]*(?:[kKmM]|-\w+)?")
+_QUANTITY = re.compile(r"\d[\d,.]{0,30}(?:[kKmM]|-\w+)?")
 
 
 def _is_name(word: str, before: str) -> bool:
@@ -123,7 +123,7 @@ def question_cue(question: str) -> str | None:
 # --------------------------------------------------------------------------- the asked-for quantity
 
 _NUMBER_WORD = (
-    r"(?:\d[\d,.]*|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|fifteen|twenty|thirty|forty|fifty|sixty"
+    r"(?:\d[\d,.]{0,30}|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|fifteen|twenty|thirty|forty|fifty|sixty"
     r"|ninety|hundred|thousand|a few|several|a couple of|single|a|an)"
 )
 _HOW_MANY = re.compile(r"\bhow many ([a-z]+)", re.I)
@@ -138,28 +138,36 @@ _EDITION = re.compile(
     r"|commercial|personal|team|business|full|lite)\s+versions?\b",
     re.I,
 )
-# "how much does the bug bounty pay", "how much extra pay": a sum of money (not "how much outage", "how much pain")
+# "how much does the bug bounty pay", "how much extra pay": a sum of money (not "how much outage", "how much paid leave",
+# "how much of the fee")
 _MONEY_Q = re.compile(
-    r"\bhow much\b[^?]*?\b(?:pay|pays|paid|cost|costs|charge|charges|fee|fees|price|salary|stipend|bonus|allowance|compensation|reimburse\w*)\b",
+    r"\bhow much\b(?!\s+of\b)[^?]*?\b(?:pay|pays|cost|costs|charge|charges|fee|fees|price|salary|stipend|bonus|allowance|compensation|reimburse\w*)\b",
     re.I,
 )
-# "at what time (UTC) are packages published": a time of day (not "what time window", "what time zone")
-_CLOCK_Q = re.compile(r"\bwhat time\b(?!\s+(?:windows?|frames?|periods?|spans?|zones?|limits?|budgets?)\b)", re.I)
-# "how long are logs retained", "what is the retention period": a length (of time mostly; "how long should a CL be": of size)
-_LENGTH_Q = re.compile(r"\bhow long\b|\bretention\b|\bretained\b|\bkept for\b", re.I)
+# "at what time (UTC) are packages published", "what time does the freeze start": a time of day (not "what time
+# window", "what time off", "what time should I allow")
+_CLOCK_Q = re.compile(r"\bat what time\b|\bwhat time of (?:the )?day\b|\bwhat time (?:does|do|did|is|are|will)\b", re.I)
+# "how long are logs retained", "what is the retention period": a length (of time mostly; "how long should a CL be": of size;
+# not "what data is retained": a thing)
+_LENGTH_Q = re.compile(r"\bhow long\b|\bretention (?:period|time)s?\b", re.I)
 _PERCENT = re.compile(r"\d\s?%|\bper ?cent\b", re.I)
-_MONEY = re.compile(r"[$£€¥]\s?\d|\b\d[\d,.]*\s?[kKmM]?\s?(?:USD|GBP|EUR|dollars?|pounds?|euros?)\b|\b(?:USD|GBP|EUR)\s?\d", re.I)
+_MONEY = re.compile(
+    r"\bfree\b|\bno (?:cost|charge|fee)\b|[$£€¥]\s?\d|\b\d[\d,.]{0,30}\s?[kKmM]?\s?(?:USD|GBP|EUR|dollars?|pounds?|euros?)\b|\b(?:USD|GBP|EUR)\s?\d",
+    re.I,
+)
 _CLOCK_HELD = re.compile(
     _CLOCK.pattern
     + r"|\b\d{1,2}(?:[.:]\d{2})?\s?(?:am|pm|a\.m\.|p\.m\.)(?!\w)|\b\d{1,4}(?::\d{2})?\s?(?:UTC|GMT|BST|CET|CEST|PST|PDT|EST|EDT)\b",
     re.I,
 )  # a time of day as a handbook writes one: 14:00, 9am, 5 p.m., 1600 UTC, noon
 _LENGTH = re.compile(
-    r"\b(?:\d[\d,.]*|an?|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|\w+teen|twenty|thirty|forty|fifty|sixty|ninety|several|a few)"
-    r"[\s-]+(?:business |calendar |working |full )?(?:seconds?|minutes?|hours?|days?|weeks?|months?|years?|quarters?|sprints?|cycles?|releases?"
-    r"|lines?|words?|characters?|chars|pages?|files?|bytes|[KMG]B)\b|\b(?:indefinitely|forever|permanently)\b",
+    r"\b(?:\d[\d,.]{0,30}|an?|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|\w+teen|twenty|thirty|forty|fifty|sixty|ninety|several|a few)"
+    r"[\s-]+(?:business |calendar |working |full )?(?:seconds?|minutes?|hours?|days?|weeks?|months?|years?|quarters?|sprints?|cycles?|releases?)\b"
+    r"|\b(?:\d[\d,.]{0,30}|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|\w+teen|twenty|thirty|forty|fifty|sixty|ninety|several|a few)"
+    r"[\s-]+(?:lines?|words?|characters?|chars|pages?|files?|bytes|[KMG]B)\b"
+    r"|\b\d{1,6}\s?(?:s|secs?|m|mins?|h|hrs?|d|wks?|mos?|yrs?)\b|\b(?:indefinitely|forever|permanently)\b",
     re.I,
-)  # a length of time (or of size: "100 lines"), "a day" and "two weeks" too
+)  # a length of time ("a day", "two weeks", "30d", "24h") or of size counted ("100 lines"; "a file" is no length)
 _VERSION = re.compile(r"\b\d+\.\d+(?:\.\d+)*\b|\bv\d+\b|\bversion \d+", re.I)
 _COUNTED = re.compile(r"\b" + _NUMBER_WORD + r"(?=((?:[\s-]+[a-z]+){1,3}))", re.I)
 
@@ -173,7 +181,7 @@ def asked_quantity(question: str) -> tuple[str, str | None] | None:
     ("version", None) "which Go version ...", "what version number" (not "the free version of X": an edition)
     ("money", None)  "how much does the bug bounty pay", "how much extra pay": a sum in a currency
     ("clock", None)  "at what time (UTC) are packages published": a time of day (not "what time window")
-    ("length", None) "how long are logs retained", "retention": a length of time or size ("30 days", "100 lines")
+    ("length", None) "how long are logs retained", "the retention period": a length of time or size ("30 days", "100 lines")
     None otherwise (how often, when and how much else have answers in too many shapes).
     """
     if m := _HOW_MANY.search(question):

@@ -69,7 +69,7 @@ def missing_evidence(question: str, blocks: Sequence[ContextBlock], features: Se
                 "version": "a version",
                 "money": "a sum of money",
                 "clock": "a time of day",
-                "length": "a length of time",
+                "length": "a length (of time or size)",
             }.get(kind, "a number")
         )
         return f"the question asks for {what} and no block sent holds one"
