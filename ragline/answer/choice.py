@@ -4,7 +4,8 @@ The whole rule, in the order it runs:
 
 1. `rank`: every candidate piece (`ragline.answer.context.Piece`) gets a score from the
    question's terms (each weighted by its idf, or 1), the block's heading path, what the
-   question asks for (`ragline.answer.cues.cue_match`) and the block's rank; best first.
+   question asks for (`ragline.answer.cues.cue_match`; for steps, less the lower the block)
+   and the block's rank; best first.
 2. `rescore`: the DENSE_POOL best get the cosine of the question with the piece (the
    reader computes it with the index's embedder), weighted, and are ranked again; with the
    local model as a judge, the `JudgeWeights.pieces` best then get its P(yes), weighted.
@@ -12,7 +13,7 @@ The whole rule, in the order it runs:
    time, a duration, a number or a name gets a piece holding it: `holds_asked`); a lead
    that brings its list, table or code (`continued`) is the answer alone; each piece that
    leads in to what follows brings that, and a list item brings what introduces it where that
-   carries the question's condition (`with_leads`); a sentence opening "For example" brings the
+   carries the question's condition or the item only finishes its sentence (`with_leads`); a sentence opening "For example" brings the
    sentence before it, the claim it illustrates (`with_claims`); a table row over the word budget is quoted
    in the cells that answer, after the cell that names the row (`fit_row`).
 
