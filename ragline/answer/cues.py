@@ -22,8 +22,10 @@ import ragline.text
 
 _CLOCK = re.compile(r"\b\d{1,2}:\d{2}\b|\bT\+\d+\b|\b(?:midnight|noon)\b", re.I)  # a time of day: the answer to "when"
 _PERIOD = re.compile(r"\b(?:daily|nightly|weekly|every (?:day|night|hour|week)|once a (?:day|week))\b", re.I)  # how often, not when
+# a count as a handbook writes one, in digits or in words (a digit run bounded: no quadratic scan of "1,1,1,...")
+_COUNT = r"\d[\d,.]{0,30}|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|\w+teen|twenty|thirty|forty|fifty|sixty|ninety"
 _DURATION = re.compile(
-    r"\b(?:\d[\d,.]{0,30}|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|\w+teen|twenty|thirty|forty|fifty|sixty|ninety)[\s-]+(?:business |calendar |working )?(?:seconds?|minutes?|hours?|days?|weeks?|months?|years?)\b",
+    rf"\b(?:{_COUNT})[\s-]+(?:business |calendar |working )?(?:seconds?|minutes?|hours?|days?|weeks?|months?|years?)\b",
     re.I,
 )
 NUMBER = re.compile(r"\b\d[\d,.]{0,30}\b")
@@ -161,9 +163,9 @@ _CLOCK_HELD = re.compile(
     re.I,
 )  # a time of day as a handbook writes one: 14:00, 9am, 5 p.m., 1600 UTC, noon
 _LENGTH = re.compile(
-    r"\b(?:\d[\d,.]{0,30}|an?|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|\w+teen|twenty|thirty|forty|fifty|sixty|ninety|several|a few)"
+    rf"\b(?:{_COUNT}|an?|several|a few)"
     r"[\s-]+(?:business |calendar |working |full )?(?:seconds?|minutes?|hours?|days?|weeks?|months?|years?|quarters?|sprints?|cycles?|releases?)\b"
-    r"|\b(?:\d[\d,.]{0,30}|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|\w+teen|twenty|thirty|forty|fifty|sixty|ninety|several|a few)"
+    rf"|\b(?:{_COUNT}|several|a few)"
     r"[\s-]+(?:lines?|words?|characters?|chars|pages?|files?|bytes|[KMG]B)\b"
     r"|\b\d{1,6}\s?(?:s|secs?|m|mins?|h|hrs?|d|wks?|mos?|yrs?)\b|\b(?:indefinitely|forever|permanently)\b",
     re.I,
