@@ -745,6 +745,8 @@ class TestUnknownNames:
             ("Reviews take how long?", []),  # a capital that opens the question
             ("basic how-do-I questions about a brand-new top-level page", []),  # hyphenated words are not names
             ("set init.defaultBranch or defaultBranch", ["init.defaultBranch", "defaultBranch"]),
+            ("release day lands on a Saturday in May", []),  # days and months are capitalised, not names
+            ("release day lands on a Saturday in Mumbai", ["Mumbai"]),
         ],
     )
     def test_names_the_handbook_never_mentions(self, bm25, question, unknown):

@@ -64,11 +64,17 @@ _DEFINITION_Q = re.compile(
 # (NW-4021, dependabot.yml, S3, defaultBranch). Plain numbers
 # and quantities (50k, 200-line) are not names; neither are a few capitalised common words.
 _NOT_NAMES = frozenset({"ok", "okay", "i", "faq", "asap", "fyi"})
+# the days and months: capitalised by convention, not names of a thing the handbook must mention ("the usual
+# release day lands on a Saturday" over a page that says "the next working day that isn't a Friday")
+_CALENDAR = frozenset(
+    "monday tuesday wednesday thursday friday saturday sunday january february march april may june july august"
+    " september october november december".split()
+)
 _QUANTITY = re.compile(r"\d[\d,.]{0,30}(?:[kKmM]|-\w+)?")
 
 
 def _is_name(word: str, before: str) -> bool:
-    if word.casefold() in _NOT_NAMES or _QUANTITY.fullmatch(word):
+    if word.casefold() in _NOT_NAMES | _CALENDAR or _QUANTITY.fullmatch(word):
         return False
     if ragline.text.identifier_like(word, hyphen=False):
         return True  # NW-4021, dependabot.yml, init.defaultBranch; not brand-new or top-level
