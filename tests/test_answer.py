@@ -251,6 +251,9 @@ class TestExtractive:
             ("What timeframe do we have to patch it?", "duration"),
             ("How many retries?", "number"),
             ("How do I rotate a secret?", "steps"),
+            ("What are the recovery steps?", "steps"),
+            ("how do we recover?", "steps"),
+            ("how often are the disaster recovery Game Days held?", "time"),  # a recovery named, no steps asked
             ("curl example for refunds", "code"),
             ("What is marl", "definition"),
             ("Which cloud region serves Singapore merchants?", None),

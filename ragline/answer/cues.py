@@ -31,7 +31,7 @@ _DURATION = re.compile(
 NUMBER = re.compile(r"\b\d[\d,.]{0,30}\b")
 _DEFINING = re.compile(r"\b(?:is|are|means|refers to|stands for|is called)\b", re.I)
 _STEP_Q = re.compile(
-    r"\bhow (?:do|can|should|would) (?:i|we|you)\b|\bhow to\b|\bsteps?\b|\bprocedure\b|\bwhat (?:do|should) (?:i|we) do\b|\brecover", re.I
+    r"\bhow (?:do|can|should|would) (?:i|we|you)\b|\bhow to\b|\bsteps?\b|\bprocedure\b|\bwhat (?:do|should) (?:i|we) do\b|\brecover\b", re.I
 )
 _CODE_Q = re.compile(r"\b(?:command|curl|payload|json|config|configuration|yaml|snippet|example request|request body|sample)\b", re.I)
 _DURATION_Q = re.compile(
