@@ -629,6 +629,24 @@ class TestAnswerChoice:
         out = answer(hits_record("make new repositories use main", hit("g#x", text)), Extractive(self.FEATURES), 0.0)
         assert "init.defaultBranch" in out["answer"] and out["answer"].startswith("To use main for new repositories, run: [1]")
 
+    def test_how_often_is_answered_by_a_frequency(self):
+        q = "how often do handling instructions for a private repo have to be reviewed?"
+        first = hit("a#x", "It is fine to make a private repo first and add handling instructions later. We set a 3-month review at 10:00.")
+        out = answer(
+            hits_record(q, first, hit("b#y", "Review handling instructions at least every 12 months.")), Extractive(self.FEATURES), 0.0
+        )
+        assert out["answer"].startswith("Review handling instructions at least every 12 months [1].")
+        at, twice = (answer_context.Piece(1, 0, t, "sentence", -1) for t in ("Backups run at 02:00.", "Backups run twice a day."))
+        assert cue_match("time", at, q) < cue_match("time", twice, q)
+        assert cue_match("time", at, "When do backups run?") > cue_match("time", twice, "When do backups run?")
+
+    def test_a_frequency_in_the_best_block_leaves_a_lower_block_its_say(self):
+        q = "how often do we take a full backup of the postgres databases?"
+        first = hit("a#x", "Daily restoration testing is performed on full backups of the postgres databases.")
+        second = hit("b#y", "A full backup is taken every 24 hours.")
+        out = answer(hits_record(q, first, second), Extractive(self.FEATURES), 0.0)
+        assert out["answer"].startswith("Daily restoration testing") and "every 24 hours" in out["answer"]
+
     def test_the_answering_sentence_leads(self):
         text = "Pick a tool you can use to store and query logs for audit. Use Splunk to store and query logs."
         q = "Which tool should I use to store and query logs?"

@@ -31,7 +31,7 @@ from typing import NamedTuple
 import ragline.text
 from ragline.answer.citations import sentences
 from ragline.answer.context import Piece
-from ragline.answer.cues import ANNOUNCES, asked_quantity, cue_match, holds_quantity
+from ragline.answer.cues import ANNOUNCES, HOW_OFTEN, asked_quantity, cue_match, holds_quantity
 
 DENSE_POOL = 12  # candidates the dense similarity rescores (embedding them all costs ~0.7 s a question)
 
@@ -250,8 +250,9 @@ def choose(ranked: list[Scored], pieces: Sequence[Piece], question: str, cue: st
     for s in ranked[1:]:
         if len(chosen) >= weights.most or s.score < weights.keep * best.score:
             break
-        if s.piece.block > best.piece.block and holds_asked(cue, best.piece, question):
-            continue  # the best already holds what is asked: nothing from a lower block
+        if s.piece.block > best.piece.block and holds_asked(cue, best.piece, question) and not HOW_OFTEN.search(question):
+            continue  # the best already holds what is asked: nothing from a lower block (but a frequency: a
+            # handbook says how often many things happen, "Daily restoration testing" beside "a full backup every 24 hours")
         if s.piece.kind != "code" and words + len(s.piece.text.split()) <= weights.budget:
             chosen.append(s)
             words += len(s.piece.text.split())

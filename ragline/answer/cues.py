@@ -21,9 +21,15 @@ from typing import Any
 import ragline.text
 
 _CLOCK = re.compile(r"\b\d{1,2}:\d{2}\b|\bT\+\d+\b|\b(?:midnight|noon)\b", re.I)  # a time of day: the answer to "when"
-_PERIOD = re.compile(r"\b(?:daily|nightly|weekly|every (?:day|night|hour|week)|once a (?:day|week))\b", re.I)  # how often, not when
 # a count as a handbook writes one, in digits or in words (a digit run bounded: no quadratic scan of "1,1,1,...")
 _COUNT = r"\d[\d,.]{0,30}|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|\w+teen|twenty|thirty|forty|fifty|sixty|ninety"
+_UNIT = r"(?:second|minute|hour|day|night|week|fortnight|month|quarter|year)"
+_PERIOD = re.compile(  # how often, not when: "daily", "quarterly", "every 12 months", "twice a year", "on a fortnightly basis"
+    rf"\b(?:hourly|daily|nightly|weekly|fortnightly|monthly|quarterly|annually|yearly"
+    rf"|every (?:other |few |(?:{_COUNT})[\s-]+)?{_UNIT}s?|(?:once|twice|(?:{_COUNT}) times) (?:a|an|per|each) {_UNIT})\b",
+    re.I,
+)
+HOW_OFTEN = re.compile(r"\bhow often\b|\bhow frequently\b|\bwhat (?:is the )?(?:frequency|cadence)\b", re.I)
 _DURATION = re.compile(
     rf"\b(?:{_COUNT})[\s-]+(?:business |calendar |working )?(?:seconds?|minutes?|hours?|days?|weeks?|months?|years?)\b",
     re.I,
@@ -233,7 +239,8 @@ def cue_match(cue: str | None, cand: Any, question: str = "") -> float:
     """How well a candidate (a quotable piece: `.text`, `.kind` of sentence, item, row or code)
     has what the cue asks for: 1.0 fully, a fraction in part, 0.0 not. A time, duration or
     number the question itself states ("if our SLO is 99.9%, how much ...") is not an
-    answer to it: only the others count."""
+    answer to it: only the others count. "How often" is answered by a frequency ("quarterly",
+    "every 12 months"), "when" by a time of day."""
     text = cand.text
 
     def new(pattern: re.Pattern[str]) -> bool:
@@ -241,6 +248,8 @@ def cue_match(cue: str | None, cand: Any, question: str = "") -> float:
 
     stated = " ".join(question.casefold().split())
     if cue == "time":
+        if HOW_OFTEN.search(question):  # a frequency answers "how often", a time of day less
+            return 1.0 if new(_PERIOD) else 0.6 if new(_CLOCK) else 0.3 if new(_DURATION) else 0.0
         return 1.0 if new(_CLOCK) else 0.6 if _PERIOD.search(text) else 0.3 if new(_DURATION) else 0.0
     if cue == "duration":
         return 1.0 if new(_DURATION) else 0.0
