@@ -647,6 +647,22 @@ class TestAnswerChoice:
         out = answer(hits_record(q, first, second), Extractive(self.FEATURES), 0.0)
         assert out["answer"].startswith("Daily restoration testing") and "every 24 hours" in out["answer"]
 
+    def test_a_sentence_brings_the_lead_in_that_goes_on_from_it(self):
+        text = (
+            "## Approving with comments\n\nThere are situations in which a reviewer should approve with comments left open."
+            " This should be done when one of the following applies:\n\n- The author is trusted.\n- The comments are minor.\n"
+        )
+        out = answer(hits_record("When is it OK to approve with comments?", hit("a#x", text)), Extractive(self.FEATURES), 0.0)
+        assert out["answer"].split("\n") == [
+            "There are situations in which a reviewer should approve with comments left open [1].",
+            "This should be done when one of the following applies: [1]",
+            "- The author is trusted [1].",
+            "- The comments are minor [1].",
+        ]
+        examples = text.replace("This should be done when one of the following applies:", "For example:")
+        out = answer(hits_record("When is it OK to approve with comments?", hit("a#x", examples)), Extractive(self.FEATURES), 0.0)
+        assert "For example" not in out["answer"]
+
     def test_the_answering_sentence_leads(self):
         text = "Pick a tool you can use to store and query logs for audit. Use Splunk to store and query logs."
         q = "Which tool should I use to store and query logs?"

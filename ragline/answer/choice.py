@@ -273,7 +273,9 @@ def continued(chosen: list[Piece], every: Sequence[Piece], weights: ChoiceWeight
     block comes along: a whole list or table, a code block, or one sentence. A sentence
     without the colon leads in too when a list or table follows its paragraph at once
     and it announces one ("There are a number of tools in use." then more words, then
-    the list; "the following", "several", "these").
+    the list; "the following", "several", "these"). A sentence whose paragraph ends in a colon
+    lead-in pointing back at it ("This should be done when at least one of the following
+    applies:") brings that lead-in and what it introduces (`bridges`).
 
     With `weights`, the answer's length is bounded: the first piece's list is quoted within
     `listed` words (`fit_list`); a later piece brings its list only where the answer stays
@@ -290,6 +292,11 @@ def continued(chosen: list[Piece], every: Sequence[Piece], weights: ChoiceWeight
         if as_list and c.kind == "item" and (c.block, c.group) == (chosen[0].block, chosen[0].group):
             continue  # an item of a list quoted as the answer (`fit_list`): the list is already as it should be
         after = [x for x in every if x.block == c.block and x.position > c.position]
+        if bridges(c, after):  # "... certain situations in which ...", then "This should be done when ... the following applies:"
+            c = after[0]
+            out.append(c)
+            words += size(new_to([c], chosen))
+            after = after[1:]
         if not c.text.rstrip().endswith(":"):
             after = [x for x in after if x.group != c.group]  # what follows its paragraph
             if not (c.kind == "sentence" and after and after[0].kind in ("item", "row") and ANNOUNCES.search(c.text)):
@@ -309,6 +316,26 @@ def continued(chosen: list[Piece], every: Sequence[Piece], weights: ChoiceWeight
         out.extend(x for x in more if x not in out)
         words += size(new_to(more, chosen))  # a piece `chosen` holds is counted already
     return out
+
+
+def bridges(c: Piece, after: Sequence[Piece]) -> bool:
+    """Whether sentence `c` is followed, in its paragraph, by the colon lead-in of a list or table that
+    ends the paragraph and opens by pointing back at `c` (`ANAPHOR`: "This should be done when at least
+    one of the following applies:"): the lead-in goes on from `c`, so `c` brings it and what it
+    introduces. ("For example:" points at nothing: the examples are not what `c` says.)"""
+    return (
+        c.kind == "sentence"
+        and not c.text.rstrip().endswith(":")
+        and len(after) > 1
+        and after[0].kind == "sentence"
+        and after[0].group == c.group
+        and after[0].text.rstrip().endswith(":")
+        and ANAPHOR.match(after[0].text) is not None
+        and after[1].kind in ("item", "row")
+    )
+
+
+ANAPHOR = re.compile(r"\W*(?:this|these|that|those|it|they|such)\b", re.I)  # a sentence going on from the one before
 
 
 def new_to(pieces: Sequence[Piece], chosen: Sequence[Piece]) -> list[Piece]:
