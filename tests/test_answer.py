@@ -884,7 +884,14 @@ class TestWhatTheQuestionAsksFor:
                 "a number of days",
             ),
             ("What percentage of coverage must a change reach?", "Each change needs 2 reviewers and good coverage.", "a percentage"),
-            ("Which Go version should new services target?", "New services are written in Go, with 2 maintainers.", "a version"),
+            ("Which Go version should new services target?", "New services are written in Go, with 2 maintainers.", "a version of Go"),
+            # a version of another thing is no version of the one asked about
+            (
+                "Which PostgreSQL major version runs in production?",
+                "In 3.30 the production postgres container moved to alpine.",
+                "a version of PostgreSQL",
+            ),
+            ("Which version should new services pin?", "New services are written in Go, with 2 maintainers.", "a version"),
             (
                 "How much does the bug bounty program pay for a critical finding?",
                 "Critical findings are triaged within 2 days by the bounty program.",
@@ -915,6 +922,8 @@ class TestWhatTheQuestionAsksFor:
             ("How many reviewers approve a change?", "A change needs two approving reviewers."),
             ("What percentage of coverage must a change reach?", "Aim for 80% coverage on new code."),
             ("Which Go version should new services target?", "Target Go 1.22 for new services."),
+            ("Which PostgreSQL major version runs in production?", "Production runs the postgres:12.4-alpine image."),
+            ("What version of Terraform do we pin?", "Pin Terraform v1.5 in every repository."),
             ("Is there a free version of Copilot we may use?", "The free version of Copilot is not allowed on GDS repositories."),
             ("Which free versions of the editor are approved?", "Free versions of the editor are approved for personal projects."),
             (

@@ -186,13 +186,44 @@ _VERSION = re.compile(r"\b\d+\.\d+(?:\.\d+)*\b|\bv\d+\b|\bversion \d+", re.I)
 _COUNTED = re.compile(r"\b" + _NUMBER_WORD + r"(?=((?:[\s-]+[a-z]+){1,3}))", re.I)
 
 
+# "Which PostgreSQL major version", "what exact Terraform version number", "what version of Ruby": the thing versioned
+_VERSIONED = (
+    re.compile(r"\bversion (?:of|for) (?:the )?([A-Za-z][\w.+#-]*[\w+#])", re.I),
+    re.compile(r"\b([A-Za-z][\w.+#-]*?)\s+(?:(?:major|minor|exact|latest|current|minimum|supported|required)\s+)*version\b", re.I),
+)
+_NOT_VERSIONED = frozenset({"which", "what", "the", "a", "an", "this", "that", "its", "their", "our", "your", "same", "new", "old"})
+
+
+def versioned(question: str) -> str | None:
+    """The name a version question asks the version of ("Which PostgreSQL major version ..." ->
+    "PostgreSQL", "what version of Ruby" -> "Ruby"), or None where it names none ("which version")."""
+    for pattern in _VERSIONED:
+        for m in pattern.finditer(question):
+            if m.group(1).casefold() not in _NOT_VERSIONED:
+                return m.group(1)
+    return None
+
+
+def _version_of(name: str) -> re.Pattern[str]:
+    """A version of `name` as a handbook writes one: the name (or its first five letters on: "Postgres"
+    for PostgreSQL), then within two words a version ("PostgreSQL 12.4", "Go 1.22", "Terraform v1.5",
+    "Ruby version 3.2", "postgres:12.4"). A version of another thing does not count ("in 3.30 the
+    postgres container")."""
+    stem = re.escape(name[:5] if len(name) > 5 else name)
+    return re.compile(
+        rf"\b{stem}[\w.+#-]*(?:[\s:@]+[\w-]+){{0,2}}?[\s:@]+(?:v|version\s+)?\d+(?:\.\d+)+\b|\b{stem}[\w.+#-]*(?:[\s:@]+[\w-]+){{0,2}}?[\s:@]+v\d+\b",
+        re.I,
+    )
+
+
 def asked_quantity(question: str) -> tuple[str, str | None] | None:
     """What quantity a question asks for, when it names one precisely:
 
     ("count", UNIT)  "how many days ...", "the maximum number of files": a number of UNIT
     ("number", None) "the minimum password length": some number
     ("percent", None) "what percentage of test coverage ..."
-    ("version", None) "which Go version ...", "what version number" (not "the free version of X": an edition)
+    ("version", NAME) "which Go version ...", "what version of Terraform": a version of NAME (`versioned`;
+                     None: "what version number"; not "the free version of X": an edition)
     ("money", None)  "how much does the bug bounty pay", "how much extra pay": a sum in a currency
     ("clock", None)  "at what time (UTC) are packages published": a time of day (not "what time window")
     ("length", None) "how long are logs retained", "the retention period": a length of time or size ("30 days", "100 lines")
@@ -203,7 +234,7 @@ def asked_quantity(question: str) -> tuple[str, str | None] | None:
     if _PERCENT_Q.search(question):
         return ("percent", None)
     if _VERSION_Q.search(question) and not _EDITION.search(question):
-        return ("version", None)
+        return ("version", versioned(question))
     if _MONEY_Q.search(question):
         return ("money", None)
     if _CLOCK_Q.search(question):
@@ -231,6 +262,8 @@ def holds_quantity(asked: tuple[str, str | None], text: str, question: str = "")
             if want in after and " ".join(m.group().casefold().split()) not in stated:
                 return True
         return False
+    if kind == "version" and unit:
+        return any(" ".join(m.group().casefold().split()) not in stated for m in _version_of(unit).finditer(text))
     pattern = {"percent": _PERCENT, "version": _VERSION, "money": _MONEY, "clock": _CLOCK_HELD, "length": _LENGTH}.get(kind, NUMBER)
     return any(" ".join(m.group().casefold().split()) not in stated for m in pattern.finditer(text))
 

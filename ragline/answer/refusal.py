@@ -64,6 +64,8 @@ def missing_evidence(question: str, blocks: Sequence[ContextBlock], features: Se
         what = (
             f"a number of {unit}"
             if kind == "count"
+            else f"a version of {unit}"
+            if kind == "version" and unit
             else {
                 "percent": "a percentage",
                 "version": "a version",
