@@ -892,6 +892,13 @@ class TestWhatTheQuestionAsksFor:
                 "a version of PostgreSQL",
             ),
             ("Which version should new services pin?", "New services are written in Go, with 2 maintainers.", "a version"),
+            ("Which AWS region must services be deployed in?", "Services use AWS as core infrastructure, in 2 accounts.", "a cloud region"),
+            # the region the question states is no answer to which other region
+            (
+                "Which GCP region is the standby if us-east1 goes down?",
+                "The site runs across 3 zones of the `us-east1` region.",
+                "a cloud region",
+            ),
             (
                 "How much does the bug bounty program pay for a critical finding?",
                 "Critical findings are triaged within 2 days by the bounty program.",
@@ -924,6 +931,8 @@ class TestWhatTheQuestionAsksFor:
             ("Which Go version should new services target?", "Target Go 1.22 for new services."),
             ("Which PostgreSQL major version runs in production?", "Production runs the postgres:12.4-alpine image."),
             ("What version of Terraform do we pin?", "Pin Terraform v1.5 in every repository."),
+            ("Which cloud region serves Singapore merchants?", "Singapore merchants are served from `ap-southeast-1`."),
+            ("Which AWS region must services be deployed in?", "Services are deployed in the London region of AWS."),
             ("Is there a free version of Copilot we may use?", "The free version of Copilot is not allowed on GDS repositories."),
             ("Which free versions of the editor are approved?", "Free versions of the editor are approved for personal projects."),
             (

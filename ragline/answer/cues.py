@@ -182,6 +182,14 @@ _LENGTH = re.compile(
     r"|\b\d{1,6}\s?(?:s|secs?|m|mins?|h|hrs?|d|wks?|mos?|yrs?)\b|\b(?:indefinitely|forever|permanently)\b",
     re.I,
 )  # a length of time ("a day", "two weeks", "30d", "24h") or of size counted ("100 lines"; "a file" is no length)
+# a cloud region as a handbook names one: a region code ("us-east1", "eu-west-2", "ap-southeast-1") or a named
+# region ("the London region", "EU (Ireland) region"; not "each region", "the same region")
+_REGION = re.compile(
+    r"\b(?i:us|eu|europe|asia|ap|sa|ca|me|af|il|uk|northamerica|southamerica|australia)-(?i:[a-z]+)(?:-(?i:[a-z]+))*-?\d\b"
+    r"|\b(?!(?:Each|Every|The|This|That|These|Those|Any|One|A|An|Same|Other|Another|Primary|Secondary|Single|Multiple|Which|What)\b)"
+    r"[A-Z][a-z]+\)? [Rr]egions?\b"
+)
+_REGION_Q = re.compile(r"\b(?:which|what)\b[^?]*\bregions?\b", re.I)
 _VERSION = re.compile(r"\b\d+\.\d+(?:\.\d+)*\b|\bv\d+\b|\bversion \d+", re.I)
 _COUNTED = re.compile(r"\b" + _NUMBER_WORD + r"(?=((?:[\s-]+[a-z]+){1,3}))", re.I)
 
@@ -224,6 +232,7 @@ def asked_quantity(question: str) -> tuple[str, str | None] | None:
     ("percent", None) "what percentage of test coverage ..."
     ("version", NAME) "which Go version ...", "what version of Terraform": a version of NAME (`versioned`;
                      None: "what version number"; not "the free version of X": an edition)
+    ("region", None) "which AWS region", "what region is the standby": a cloud region ("eu-west-2", "the London region")
     ("money", None)  "how much does the bug bounty pay", "how much extra pay": a sum in a currency
     ("clock", None)  "at what time (UTC) are packages published": a time of day (not "what time window")
     ("length", None) "how long are logs retained", "the retention period": a length of time or size ("30 days", "100 lines")
@@ -235,6 +244,8 @@ def asked_quantity(question: str) -> tuple[str, str | None] | None:
         return ("percent", None)
     if _VERSION_Q.search(question) and not _EDITION.search(question):
         return ("version", versioned(question))
+    if _REGION_Q.search(question):
+        return ("region", None)
     if _MONEY_Q.search(question):
         return ("money", None)
     if _CLOCK_Q.search(question):
@@ -264,7 +275,9 @@ def holds_quantity(asked: tuple[str, str | None], text: str, question: str = "")
         return False
     if kind == "version" and unit:
         return any(" ".join(m.group().casefold().split()) not in stated for m in _version_of(unit).finditer(text))
-    pattern = {"percent": _PERCENT, "version": _VERSION, "money": _MONEY, "clock": _CLOCK_HELD, "length": _LENGTH}.get(kind, NUMBER)
+    pattern = {"percent": _PERCENT, "version": _VERSION, "region": _REGION, "money": _MONEY, "clock": _CLOCK_HELD, "length": _LENGTH}.get(
+        kind, NUMBER
+    )
     return any(" ".join(m.group().casefold().split()) not in stated for m in pattern.finditer(text))
 
 

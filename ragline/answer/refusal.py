@@ -69,6 +69,7 @@ def missing_evidence(question: str, blocks: Sequence[ContextBlock], features: Se
             else {
                 "percent": "a percentage",
                 "version": "a version",
+                "region": "a cloud region",
                 "money": "a sum of money",
                 "clock": "a time of day",
                 "length": "a length (of time or size)",
