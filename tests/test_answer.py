@@ -893,6 +893,12 @@ class TestWhatTheQuestionAsksFor:
             ),
             ("Which version should new services pin?", "New services are written in Go, with 2 maintainers.", "a version"),
             ("Which AWS region must services be deployed in?", "Services use AWS as core infrastructure, in 2 accounts.", "a cloud region"),
+            (
+                "What response time do support promise on tickets?",
+                "Support provide resolution for 2 kinds of enquiries on tickets.",
+                "a length (of time or size)",
+            ),
+            ("How quickly must support answer tickets?", "Support answer tickets from 2 queues.", "a length (of time or size)"),
             # the region the question states is no answer to which other region
             (
                 "Which GCP region is the standby if us-east1 goes down?",
@@ -932,6 +938,8 @@ class TestWhatTheQuestionAsksFor:
             ("Which PostgreSQL major version runs in production?", "Production runs the postgres:12.4-alpine image."),
             ("What version of Terraform do we pin?", "Pin Terraform v1.5 in every repository."),
             ("Which cloud region serves Singapore merchants?", "Singapore merchants are served from `ap-southeast-1`."),
+            ("How quickly must my endpoint acknowledge a webhook?", "Your endpoint must acknowledge a webhook immediately."),
+            ("What response time do support promise on tickets?", "Support answer tickets within one business day."),
             ("Which AWS region must services be deployed in?", "Services are deployed in the London region of AWS."),
             ("Is there a free version of Copilot we may use?", "The free version of Copilot is not allowed on GDS repositories."),
             ("Which free versions of the editor are approved?", "Free versions of the editor are approved for personal projects."),

@@ -161,9 +161,12 @@ _MONEY_Q = re.compile(
 # "at what time (UTC) are packages published", "what time does the freeze start": a time of day (not "what time
 # window", "what time off", "what time should I allow")
 _CLOCK_Q = re.compile(r"\bat what time\b|\bwhat time of (?:the )?day\b|\bwhat time (?:does|do|did|is|are|will)\b", re.I)
-# "how long are logs retained", "what is the retention period": a length (of time mostly; "how long should a CL be": of size;
-# not "what data is retained": a thing)
-_LENGTH_Q = re.compile(r"\bhow long\b|\bretention (?:period|time)s?\b", re.I)
+# "how long are logs retained", "what is the retention period", "how quickly must we answer", "what response time": a
+# length (of time mostly; "how long should a CL be": of size; not "what data is retained": a thing)
+_LENGTH_Q = re.compile(
+    r"\bhow long\b|\bretention (?:period|time)s?\b|\bhow (?:quickly|soon|fast)\b|\b(?:what|which) (?:\w+ )?(?:response|resolution|turnaround) times?\b",
+    re.I,
+)
 _PERCENT = re.compile(r"\d\s?%|\bper ?cent\b", re.I)
 _MONEY = re.compile(
     r"\bfree\b|\bno (?:cost|charge|fee)\b|[$£€¥]\s?\d|\b\d[\d,.]{0,30}\s?[kKmM]?\s?(?:USD|GBP|EUR|dollars?|pounds?|euros?)\b|\b(?:USD|GBP|EUR)\s?\d",
@@ -179,9 +182,10 @@ _LENGTH = re.compile(
     r"[\s-]+(?:business |calendar |working |full )?(?:seconds?|minutes?|hours?|days?|weeks?|months?|years?|quarters?|sprints?|cycles?|releases?)\b"
     rf"|\b(?:{_COUNT}|several|a few)"
     r"[\s-]+(?:lines?|words?|characters?|chars|pages?|files?|bytes|[KMG]B)\b"
-    r"|\b\d{1,6}\s?(?:s|secs?|m|mins?|h|hrs?|d|wks?|mos?|yrs?)\b|\b(?:indefinitely|forever|permanently)\b",
+    r"|\b\d{1,6}\s?(?:s|secs?|m|mins?|h|hrs?|d|wks?|mos?|yrs?)\b|\b(?:indefinitely|forever|permanently)\b"
+    r"|\b(?:immediately|at once|straight away|right away|as soon as possible|asap|same[- ]day|next (?:business |working )?day)\b",
     re.I,
-)  # a length of time ("a day", "two weeks", "30d", "24h") or of size counted ("100 lines"; "a file" is no length)
+)  # a length of time ("a day", "two weeks", "30d", "24h", "immediately": how soon) or of size counted ("100 lines"; "a file" is no length)
 # a cloud region as a handbook names one: a region code ("us-east1", "eu-west-2", "ap-southeast-1") or a named
 # region ("the London region", "EU (Ireland) region"; not "each region", "the same region")
 _REGION = re.compile(
@@ -235,7 +239,8 @@ def asked_quantity(question: str) -> tuple[str, str | None] | None:
     ("region", None) "which AWS region", "what region is the standby": a cloud region ("eu-west-2", "the London region")
     ("money", None)  "how much does the bug bounty pay", "how much extra pay": a sum in a currency
     ("clock", None)  "at what time (UTC) are packages published": a time of day (not "what time window")
-    ("length", None) "how long are logs retained", "the retention period": a length of time or size ("30 days", "100 lines")
+    ("length", None) "how long are logs retained", "the retention period", "how quickly", "what response time": a length
+                     of time or size ("30 days", "100 lines", "immediately")
     None otherwise (how often, when and how much else have answers in too many shapes).
     """
     if m := _HOW_MANY.search(question):
