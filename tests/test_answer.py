@@ -899,6 +899,12 @@ class TestWhatTheQuestionAsksFor:
                 "a length (of time or size)",
             ),
             ("How quickly must support answer tickets?", "Support answer tickets from 2 queues.", "a length (of time or size)"),
+            # a number in a link's target or a bare URL is no number the handbook states
+            (
+                "What is the minimum password length for shared credentials?",
+                "Shared credentials in GPG are [hard to use](https://example.org/2019/07/16/pgp.html), see https://example.org/42.",
+                "a number",
+            ),
             # the region the question states is no answer to which other region
             (
                 "Which GCP region is the standby if us-east1 goes down?",
@@ -933,6 +939,7 @@ class TestWhatTheQuestionAsksFor:
         [
             ("How many days after an incident is the review published?", "Publish the review within 5 working days of the incident."),
             ("How many reviewers approve a change?", "A change needs two approving reviewers."),
+            ("How many cloudflare rate limiting rules are we allowed?", "We are restricted to 10 rate limiting rules on our plan."),
             ("What percentage of coverage must a change reach?", "Aim for 80% coverage on new code."),
             ("Which Go version should new services target?", "Target Go 1.22 for new services."),
             ("Which PostgreSQL major version runs in production?", "Production runs the postgres:12.4-alpine image."),

@@ -140,7 +140,7 @@ _NUMBER_WORD = (
     r"(?:\d[\d,.]{0,30}|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|fifteen|twenty|thirty|forty|fifty|sixty"
     r"|ninety|hundred|thousand|a few|several|a couple of|single|a|an)"
 )
-_HOW_MANY = re.compile(r"\bhow many ([a-z]+)", re.I)
+_HOW_MANY = re.compile(r"\bhow many ((?:[a-z][\w-]*\s+){0,3}[a-z][\w-]*)", re.I)  # up to its first stopword (`_counted`)
 _NUMBER_OF = re.compile(
     r"\b(?:minimum|maximum|max|min|largest|smallest)(?: number of ([a-z]+)| (?:\w+ )?(?:length|size|number|count)\b)", re.I
 )
@@ -228,10 +228,22 @@ def _version_of(name: str) -> re.Pattern[str]:
     )
 
 
+def _counted(words: str) -> str:
+    """What "how many" counts: its words up to the first stopword ("cloudflare rate limiting rules are
+    we allowed" -> "cloudflare rate limiting rules", "days after a P1" -> "days")."""
+    out: list[str] = []
+    for word in words.casefold().split():
+        if word in ragline.text.STOPWORDS:
+            break
+        out.append(word)
+    return " ".join(out) or words.casefold().split()[0]
+
+
 def asked_quantity(question: str) -> tuple[str, str | None] | None:
     """What quantity a question asks for, when it names one precisely:
 
-    ("count", UNIT)  "how many days ...", "the maximum number of files": a number of UNIT
+    ("count", UNIT)  "how many days ...", "the maximum number of files": a number of UNIT ("how many cloudflare
+                     rate limiting rules": a number of any of those words, "10 rate limiting rules")
     ("number", None) "the minimum password length": some number
     ("percent", None) "what percentage of test coverage ..."
     ("version", NAME) "which Go version ...", "what version of Terraform": a version of NAME (`versioned`;
@@ -244,7 +256,7 @@ def asked_quantity(question: str) -> tuple[str, str | None] | None:
     None otherwise (how often, when and how much else have answers in too many shapes).
     """
     if m := _HOW_MANY.search(question):
-        return ("count", m.group(1).casefold())
+        return ("count", _counted(m.group(1)))
     if _PERCENT_Q.search(question):
         return ("percent", None)
     if _VERSION_Q.search(question) and not _EDITION.search(question):
@@ -265,17 +277,18 @@ def asked_quantity(question: str) -> tuple[str, str | None] | None:
 def holds_quantity(asked: tuple[str, str | None], text: str, question: str = "") -> bool:
     """Whether `text` holds an answer of the shape `asked_quantity` gave: a number (as digits or
     a word) of the unit within two words of it ("14 days", "two approving reviewers", "a single
-    file"; the unit compared by its stem), a percentage, a version, a sum of money ("$500",
+    file"; the unit's words compared by their stems, any one of them will do), a percentage, a version, a sum of money ("$500",
     "200 GBP"), a time of day ("14:00", "9am", "noon"), a length ("two weeks", "a day",
     "100 lines", "indefinitely"), or any number. A number
     the question itself states does not count."""
     kind, unit = asked
     stated = " ".join(question.casefold().split())
+    text = prose(text)
     if kind == "count" and unit:
-        want = ragline.text.stem(unit)
+        want = {ragline.text.stem(w) for w in unit.split()}
         for m in _COUNTED.finditer(text):
-            after = [ragline.text.stem(w) for w in re.split(r"[\s-]+", m.group(1).casefold()) if w]
-            if want in after and " ".join(m.group().casefold().split()) not in stated:
+            after = {ragline.text.stem(w) for w in re.split(r"[\s-]+", m.group(1).casefold()) if w}
+            if want & after and " ".join(m.group().casefold().split()) not in stated:
                 return True
         return False
     if kind == "version" and unit:
@@ -292,7 +305,7 @@ def cue_match(cue: str | None, cand: Any, question: str = "") -> float:
     number the question itself states ("if our SLO is 99.9%, how much ...") is not an
     answer to it: only the others count. "How often" is answered by a frequency ("quarterly",
     "every 12 months"), "when" by a time of day."""
-    text = cand.text
+    text = prose(cand.text)
 
     def new(pattern: re.Pattern[str]) -> bool:
         return any(" ".join(m.group().casefold().split()) not in stated for m in pattern.finditer(text))
@@ -339,6 +352,15 @@ _CODE_SPAN = re.compile(r"(`+)(?:.+?)\1")
 
 def _unescaped(m: re.Match[str]) -> str:
     return m.group(1) or m.group(2)
+
+
+_BARE_URL = re.compile(r"<?\bhttps?://[^\s>)\]]+>?")
+
+
+def prose(text: str) -> str:
+    """`text` with each link's target left out (its text kept) and bare URLs dropped: the "2019" of
+    ".../2019/07/16/the-pgp-problem.html" is no number the handbook states."""
+    return _BARE_URL.sub("", _LINK.sub(r"\1", text))
 
 
 def plain(text: str) -> str:
