@@ -70,7 +70,12 @@ class Recorded:
     def record(self) -> dict[str, Any]:  # as LocalModel.record, for the answer record
         return {"local_model": "recorded", "local_model_sha256": None}
 
-    def scores(self, question: str, pieces: list[tuple[Any, str]]) -> list[float]:
+    def take_counts(self) -> tuple[int, int]:  # as LocalModel.take_counts: a recorded judgement decodes no tokens
+        return (0, 0)
+
+    def scores(self, question: str, pieces: list[tuple[Any, str]], budget: Any = None) -> list[float]:
+        """As `Judge.scores`; the fit judges without the reader's time bound (`budget` unused): a
+        judgement cut short on a loaded machine would be cached as none at all."""
         keys = [json.dumps([question, list(h), t]) for h, t in pieces]
         missing = [i for i, k in enumerate(keys) if k not in self.known]
         if missing:
@@ -101,13 +106,13 @@ def judged(
     LAZY["judge"] = judge
     if cache.exists():
         return json.loads(cache.read_text())
-    local = judge().model
     recorder = Recorded({}, judge())
     reader = judging(generator, recorder, choice.JudgeWeights(pieces=MOST, weight=0.0, floor=0.0))
     start = time.perf_counter()
-    for r in records:
-        rag_answer.answer(dict(r), reader, rag_answer.DEFAULT_ABSTAIN, rag_answer.CONTEXT)
-    prompt, _ = local.take_counts()
+    prompt = 0
+    for r in records:  # each answer takes its question's token counts off the model (`llm_tokens`)
+        out = rag_answer.answer(dict(r), reader, rag_answer.DEFAULT_ABSTAIN, rag_answer.CONTEXT)
+        prompt += out.get("llm_tokens", {}).get("prompt", 0)
     print(
         f"fit_judge: {corpus}: {len(records)} questions judged in {time.perf_counter() - start:.0f} s, {prompt / len(records):.0f} prompt tokens each",
         file=sys.stderr,
