@@ -14,7 +14,7 @@ answerable question in REFUSAL_BUDGET on every corpus. The chosen point is the f
 with the best mean answer-ok over all questions (answerable ones answered right, unanswerable
 ones refused) over the corpora; ties: fewer pieces judged (cheaper), then the earlier point.
 
-Leave-one-corpus-out: for each corpus, the point chosen on the other two, scored on it, beside
+Leave-one-corpus-out: for each corpus, the point chosen on the others, scored on it, beside
 the extractive reader alone. results/judge-fit.json holds it all; ragline.answer.choice.JUDGED
 must equal its `chosen` (tests/test_golden.py checks).
 """

@@ -590,7 +590,7 @@ def fitted_table(t: Tables, key: str) -> list[str]:
     intro = (
         f"`{key}` is chosen among {', '.join(f'{value[label]:g}' for label in labels)} (runs {', '.join(f'`{x}`' for x in labels)}) by the "
         f"mean {metric} across corpora; the shipped value is `default`'s, {value['default']:g}. Left out in turn, each corpus gets the value "
-        f"the other two choose:"
+        f"the other corpora choose:"
     )
     head = ["corpus", "best on it alone", "chosen on the others", f"{metric} at that value", f"{metric} at the shipped value", "difference"]
     return [intro, "", *_table(head, lines)]
