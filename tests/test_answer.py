@@ -663,6 +663,15 @@ class TestAnswerChoice:
         out = answer(hits_record("When is it OK to approve with comments?", hit("a#x", examples)), Extractive(self.FEATURES), 0.0)
         assert "For example" not in out["answer"]
 
+    def test_advice_for_the_situation_answers_what_to_do(self):
+        text = (
+            "Review every line of the code you are asked to review. If the code is too hard to read,"
+            " then you should ask the author to clarify it."
+        )
+        q = "I was asked to review code that is too hard to read. What do I do?"
+        out = answer(hits_record(q, hit("a#x", text)), Extractive(self.FEATURES), 0.0)
+        assert out["answer"].startswith("If the code is too hard to read, then you should ask the author to clarify it [1].")
+
     def test_the_answering_sentence_leads(self):
         text = "Pick a tool you can use to store and query logs for audit. Use Splunk to store and query logs."
         q = "Which tool should I use to store and query logs?"

@@ -299,6 +299,13 @@ def holds_quantity(asked: tuple[str, str | None], text: str, question: str = "")
     return any(" ".join(m.group().casefold().split()) not in stated for m in pattern.finditer(text))
 
 
+# advice for a situation: "If it's too hard for you to read the code ..., then you should let the developer know",
+# "Once the emergency is resolved, you should ..." (what a "what do I do" question in a situation asks for)
+_ADVICE = re.compile(
+    r"^\W*(?:if|when|once|after|before)\b[^.;:]*,\s*(?:then\s+)?(?:you|we|they|the \w+)\s+(?:should|must|can|need to|may)\b", re.I
+)
+
+
 def cue_match(cue: str | None, cand: Any, question: str = "") -> float:
     """How well a candidate (a quotable piece: `.text`, `.kind` of sentence, item, row or code)
     has what the cue asks for: 1.0 fully, a fraction in part, 0.0 not. A time, duration or
@@ -319,8 +326,8 @@ def cue_match(cue: str | None, cand: Any, question: str = "") -> float:
         return 1.0 if new(_DURATION) else 0.0
     if cue == "number":
         return 1.0 if new(NUMBER) else 0.0
-    if cue == "steps":
-        return 1.0 if cand.kind in ("item", "code") else 0.0
+    if cue == "steps":  # a list or code; half for advice in prose to one in a situation ("If ..., then you should ...")
+        return 1.0 if cand.kind in ("item", "code") else 0.5 if cand.kind == "sentence" and _ADVICE.search(text) else 0.0
     if cue == "code":
         return 1.0 if cand.kind == "code" else 0.0
     if cue == "name":
