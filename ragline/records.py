@@ -81,7 +81,7 @@ def stage(name: str) -> Iterator[None]:
     """Run a stage's body under the error contract.
 
     StageError and OSError: one line `name: ...` on stderr, exit 1.
-    Ctrl-C: one line, exit 130. A closed stdout (`| head -1`): quiet exit 141,
+    Ctrl-C: one line, exit 130, also when a cleanup it ran into failed (`during_interrupt`). A closed stdout (`| head -1`): quiet exit 141,
     as any Unix filter killed by SIGPIPE. Anything else is a bug and keeps its
     traceback.
     """
@@ -96,11 +96,26 @@ def stage(name: str) -> Iterator[None]:
     except KeyboardInterrupt:
         _die(name, "interrupted", 130)
     except OSError as err:
+        if during_interrupt(err):  # a cleanup that failed as Ctrl-C unwound: the interrupt is what happened
+            _die(name, "interrupted", 130)
         if err.errno == errno.EPIPE:  # raised as plain OSError by some writers
             _quiet_stdout()
             raise SystemExit(141) from None
         target = f"{err.filename}: " if err.filename else ""
         _die(name, f"{target}{err.strerror or err}", 1)
+
+
+def during_interrupt(err: BaseException) -> bool:
+    """Whether `err` was raised while a Ctrl-C (KeyboardInterrupt) was being handled: one in its
+    chain of exceptions it was raised during (`__context__`) or from (`__cause__`)."""
+    seen: set[int] = set()
+    at: BaseException | None = err
+    while at is not None and id(at) not in seen:
+        if isinstance(at, KeyboardInterrupt):
+            return True
+        seen.add(id(at))
+        at = at.__cause__ or at.__context__
+    return False
 
 
 def _die(name: str, message: str, code: int) -> None:

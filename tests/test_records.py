@@ -257,3 +257,27 @@ def test_a_finished_stage_hands_ctrl_c_back_to_the_default(monkeypatch):
         import gc
 
         gc.unfreeze()  # launch froze the test process's objects
+
+
+class TestStageContract:
+    """`ragline.records.stage`: what a stage says and exits with, whatever its body raised."""
+
+    def run(self, body, capsys) -> tuple[int, str]:
+        with pytest.raises(SystemExit) as ended, ragline.records.stage("rag-x"):
+            body()
+        return ended.value.code, capsys.readouterr().err
+
+    def test_a_cleanup_that_fails_as_ctrl_c_unwinds_is_still_the_interrupt(self, capsys):
+        def body():
+            try:
+                raise KeyboardInterrupt
+            finally:
+                os.close(-1)  # a cleanup's EBADF, raised while the interrupt is handled
+
+        assert self.run(body, capsys) == (130, "rag-x: interrupted\n")
+
+    def test_an_os_error_of_its_own_is_one_line_and_exit_1(self, capsys):
+        def body():
+            os.close(-1)
+
+        assert self.run(body, capsys) == (1, "rag-x: Bad file descriptor\n")
