@@ -81,7 +81,7 @@ def stage(name: str) -> Iterator[None]:
     """Run a stage's body under the error contract.
 
     StageError and OSError: one line `name: ...` on stderr, exit 1.
-    Ctrl-C: one line, exit 130, also when a cleanup it ran into failed (`during_interrupt`). A closed stdout (`| head -1`): quiet exit 141,
+    Ctrl-C: one line, exit 130, also when a cleanup it ran raised an OSError (`during_interrupt`). A closed stdout (`| head -1`): quiet exit 141,
     as any Unix filter killed by SIGPIPE. Anything else is a bug and keeps its
     traceback.
     """

@@ -253,6 +253,8 @@ class TestExtractive:
             ("How do I rotate a secret?", "steps"),
             ("What are the recovery steps?", "steps"),
             ("how do we recover?", "steps"),
+            ("How is a deleted repository recovered?", "steps"),
+            ("How frequently are backups tested?", "time"),
             ("how often are the disaster recovery Game Days held?", "time"),  # a recovery named, no steps asked
             ("curl example for refunds", "code"),
             ("What is marl", "definition"),
@@ -791,7 +793,7 @@ class TestUnknownNames:
             ("Reviews take how long?", []),  # a capital that opens the question
             ("basic how-do-I questions about a brand-new top-level page", []),  # hyphenated words are not names
             ("set init.defaultBranch or defaultBranch", ["init.defaultBranch", "defaultBranch"]),
-            ("release day lands on a Saturday in May", []),  # days and months are capitalised, not names
+            ("release day lands on a Saturday in December", []),  # days and months are capitalised, not names
             ("release day lands on a Saturday in Mumbai", ["Mumbai"]),
         ],
     )
@@ -953,6 +955,11 @@ class TestWhatTheQuestionAsksFor:
             ("Which Go version should new services target?", "Target Go 1.22 for new services."),
             ("Which PostgreSQL major version runs in production?", "Production runs the postgres:12.4-alpine image."),
             ("What version of Terraform do we pin?", "Pin Terraform v1.5 in every repository."),
+            ("Which PostgreSQL major version runs in production?", "Production runs PostgreSQL 16."),
+            ("Which Node.js version do we build with?", "Builds use Node 20.11 in production."),
+            ("What is the RTO for a region failover?", "The RTO for a failover is 4 hours."),  # no region asked for
+            ("How many of the reviewers must approve?", "Two reviewers must approve."),
+            ("How quickly must the API answer?", "The API must answer within 300ms."),
             ("Which cloud region serves Singapore merchants?", "Singapore merchants are served from `ap-southeast-1`."),
             ("How quickly must my endpoint acknowledge a webhook?", "Your endpoint must acknowledge a webhook immediately."),
             ("What response time do support promise on tickets?", "Support answer tickets within one business day."),

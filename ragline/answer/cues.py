@@ -37,14 +37,15 @@ _DURATION = re.compile(
 NUMBER = re.compile(r"\b\d[\d,.]{0,30}\b")
 _DEFINING = re.compile(r"\b(?:is|are|means|refers to|stands for|is called)\b", re.I)
 _STEP_Q = re.compile(
-    r"\bhow (?:do|can|should|would) (?:i|we|you)\b|\bhow to\b|\bsteps?\b|\bprocedure\b|\bwhat (?:do|should) (?:i|we) do\b|\brecover\b", re.I
+    r"\bhow (?:do|can|should|would) (?:i|we|you)\b|\bhow to\b|\bsteps?\b|\bprocedure\b|\bwhat (?:do|should) (?:i|we) do\b|\brecover(?!y)\w*",
+    re.I,
 )
 _CODE_Q = re.compile(r"\b(?:command|curl|payload|json|config|configuration|yaml|snippet|example request|request body|sample)\b", re.I)
 _DURATION_Q = re.compile(
     r"\b(?:how long|how quickly|how soon|how fast|deadline|within|how many (?:days|hours|minutes|seconds)|retention|kept for|validity|valid for|time ?(?:window|frame|period|span)s?)\b",
     re.I,
 )
-_TIME_Q = re.compile(r"\b(?:when|what time|schedule|how often)\b", re.I)
+_TIME_Q = re.compile(r"\b(?:when|what time|schedule|how often|how frequently)\b", re.I)
 # "When is it OK to ...", "when two engineers argue, what ...": a condition, not a time. A "when"
 # asks for a time only where it opens the question and no other question word follows it.
 _CONDITION_WHEN = re.compile(
@@ -145,7 +146,7 @@ _NUMBER_OF = re.compile(
     r"\b(?:minimum|maximum|max|min|largest|smallest)(?: number of ([a-z]+)| (?:\w+ )?(?:length|size|number|count)\b)", re.I
 )
 _PERCENT_Q = re.compile(r"\bpercentage\b|\bwhat percent\b|\bhow much of\b[^?]*\bcoverage\b", re.I)
-_VERSION_Q = re.compile(r"\b(?:which|what)\b[^?]*\bversion\b|\bversion (?:number|of)\b", re.I)
+_VERSION_Q = re.compile(r"\b(?:which|what)\b[^?]{0,80}?\bversion\b|\bversion (?:number|of)\b", re.I)
 # "the free version of X", "an enterprise version": an edition, not a version number
 _EDITION = re.compile(
     r"\b(?:free|paid|trial|enterprise|community|premium|pro|basic|hosted|cloud|desktop|mobile|web|online|offline|open[- ]source"
@@ -183,17 +184,19 @@ _LENGTH = re.compile(
     rf"|\b(?:{_COUNT}|several|a few)"
     r"[\s-]+(?:lines?|words?|characters?|chars|pages?|files?|bytes|[KMG]B)\b"
     r"|\b\d{1,6}\s?(?:s|secs?|m|mins?|h|hrs?|d|wks?|mos?|yrs?)\b|\b(?:indefinitely|forever|permanently)\b"
-    r"|\b(?:immediately|at once|straight away|right away|as soon as possible|asap|same[- ]day|next (?:business |working )?day)\b",
+    r"|\b\d{1,6}\s?(?:ms|milliseconds?)\b"
+    r"|\b(?:immediately|at once|straight away|right away|as soon as possible|asap|within the hour"
+    r"|same[- ](?:business |working )?day|next (?:business |working )?day)\b",
     re.I,
 )  # a length of time ("a day", "two weeks", "30d", "24h", "immediately": how soon) or of size counted ("100 lines"; "a file" is no length)
 # a cloud region as a handbook names one: a region code ("us-east1", "eu-west-2", "ap-southeast-1") or a named
 # region ("the London region", "EU (Ireland) region"; not "each region", "the same region")
 _REGION = re.compile(
-    r"\b(?i:us|eu|europe|asia|ap|sa|ca|me|af|il|uk|northamerica|southamerica|australia)-(?i:[a-z]+)(?:-(?i:[a-z]+))*-?\d\b"
-    r"|\b(?!(?:Each|Every|The|This|That|These|Those|Any|One|A|An|Same|Other|Another|Primary|Secondary|Single|Multiple|Which|What)\b)"
+    r"\b(?i:us|eu|europe|asia|ap|sa|ca|me|af|il|uk|northamerica|southamerica|australia)-(?i:[a-z]{1,15})(?:-(?i:[a-z]{1,15})){0,3}-?\d\b"
+    r"|\b(?!(?:Each|Every|The|This|That|These|Those|Any|One|A|An|Same|Other|Another|Primary|Secondary|Single|Multiple|Which|What|Some|All|Both|Most|Many|Several|Your|Our|Their|Default|Supported|New|Each)\b)"
     r"[A-Z][a-z]+\)? [Rr]egions?\b"
 )
-_REGION_Q = re.compile(r"\b(?:which|what)\b[^?]*\bregions?\b", re.I)
+_REGION_Q = re.compile(r"\b(?:which|what)\s+(?:[\w.-]{1,40}\s+){0,2}regions?\b", re.I)
 _VERSION = re.compile(r"\b\d+\.\d+(?:\.\d+)*\b|\bv\d+\b|\bversion \d+", re.I)
 _COUNTED = re.compile(r"\b" + _NUMBER_WORD + r"(?=((?:[\s-]+[a-z]+){1,3}))", re.I)
 
@@ -201,9 +204,45 @@ _COUNTED = re.compile(r"\b" + _NUMBER_WORD + r"(?=((?:[\s-]+[a-z]+){1,3}))", re.
 # "Which PostgreSQL major version", "what exact Terraform version number", "what version of Ruby": the thing versioned
 _VERSIONED = (
     re.compile(r"\bversion (?:of|for) (?:the )?([A-Za-z][\w.+#-]*[\w+#])", re.I),
-    re.compile(r"\b([A-Za-z][\w.+#-]*?)\s+(?:(?:major|minor|exact|latest|current|minimum|supported|required)\s+)*version\b", re.I),
+    re.compile(
+        r"\b([A-Za-z][\w.+#-]{0,40}?)\s+(?:(?:major|minor|exact|latest|current|minimum|supported|required|recommended|release|stable|default|pinned|lts|target|preferred|newest|oldest)\s+)*version\b",
+        re.I,
+    ),
 )
-_NOT_VERSIONED = frozenset({"which", "what", "the", "a", "an", "this", "that", "its", "their", "our", "your", "same", "new", "old"})
+_NOT_VERSIONED = frozenset(
+    {
+        "which",
+        "what",
+        "the",
+        "a",
+        "an",
+        "this",
+        "that",
+        "its",
+        "their",
+        "our",
+        "your",
+        "same",
+        "new",
+        "old",
+        "recommended",
+        "release",
+        "stable",
+        "default",
+        "pinned",
+        "lts",
+        "target",
+        "preferred",
+        "latest",
+        "current",
+        "minimum",
+        "required",
+        "supported",
+        "exact",
+        "major",
+        "minor",
+    }
+)
 
 
 def versioned(question: str) -> str | None:
@@ -217,24 +256,32 @@ def versioned(question: str) -> str | None:
 
 
 def _version_of(name: str) -> re.Pattern[str]:
-    """A version of `name` as a handbook writes one: the name (or its first five letters on: "Postgres"
-    for PostgreSQL), then within two words a version ("PostgreSQL 12.4", "Go 1.22", "Terraform v1.5",
-    "Ruby version 3.2", "postgres:12.4"). A version of another thing does not count ("in 3.30 the
-    postgres container")."""
-    stem = re.escape(name[:5] if len(name) > 5 else name)
+    """A version of `name` as a handbook writes one: the name (its letters and digits, or their first
+    five on: "Postgres" for PostgreSQL, "Node" for Node.js), then a number ("PostgreSQL 16", "Java 17",
+    "postgres:12.4") or, within two words, a dotted or v-numbered version ("Go 1.22", "Terraform
+    v1.5", "Ruby version 3.2"). A version of another thing does not count ("in 3.30 the postgres
+    container"). Every run is bounded: no quadratic scan of a long line."""
+    letters = re.match(r"[A-Za-z0-9]+", name)
+    stem = re.escape((letters.group() if letters else name)[:5])
+    name_ = rf"\b{stem}[\w.+#-]{{0,40}}"
     return re.compile(
-        rf"\b{stem}[\w.+#-]*(?:[\s:@]+[\w-]+){{0,2}}?[\s:@]+(?:v|version\s+)?\d+(?:\.\d+)+\b|\b{stem}[\w.+#-]*(?:[\s:@]+[\w-]+){{0,2}}?[\s:@]+v\d+\b",
+        rf"{name_}[\s:@]{{1,3}}v?\d+\b(?!\.\d)"
+        rf"|{name_}(?:[\s:@]{{1,3}}[\w-]{{1,40}}){{0,2}}?[\s:@]{{1,3}}(?:v|version\s+)?\d+(?:\.\d+)+\b"
+        rf"|{name_}(?:[\s:@]{{1,3}}[\w-]{{1,40}}){{0,2}}?[\s:@]{{1,3}}v\d+\b",
         re.I,
     )
 
 
 def _counted(words: str) -> str:
     """What "how many" counts: its words up to the first stopword ("cloudflare rate limiting rules are
-    we allowed" -> "cloudflare rate limiting rules", "days after a P1" -> "days")."""
+    we allowed" -> "cloudflare rate limiting rules", "days after a P1" -> "days", "of the reviewers must"
+    -> "reviewers")."""
     out: list[str] = []
     for word in words.casefold().split():
         if word in ragline.text.STOPWORDS:
-            break
+            if out:
+                break
+            continue  # "how many of the reviewers": what follows the stopwords
         out.append(word)
     return " ".join(out) or words.casefold().split()[0]
 
@@ -341,7 +388,9 @@ def cue_match(cue: str | None, cand: Any, question: str = "") -> float:
 
 ANNOUNCES = re.compile(r"\b(?:the following|as follows|a number of|several|these|include|includes)\b", re.I)  # a list comes
 LINK_DEFINITION = re.compile(r"^ {0,3}\[[^\]\n]+\]:\s*\S")  # a markdown link reference definition
-_LINK = re.compile(r"!?\[([^\]\n]+)\](?:\([^)\s]*(?:\s+\"[^\"]*\")?\)|\[[^\]\n]*\])")
+_LINK = re.compile(
+    r"!?\[([^\]\n]{1,1000})\](?:\([^)\s]{0,2048}(?:\s+\"[^\"]{0,500}\")?\)|\[[^\]\n]{0,1000}\])"
+)  # bounded: linear on "[a](" x 10k
 _STRONG = re.compile(r"(\*\*|__)(?=\S)(.+?)(?<=\S)\1")
 _EMPHASIS = re.compile(r"(?<![\w*\\])([*_])(?=[^\s*_])(.+?)(?<=[^\s*_])\1(?![\w*])")
 
