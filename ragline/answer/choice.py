@@ -247,12 +247,14 @@ def choose(ranked: list[Scored], pieces: Sequence[Piece], question: str, cue: st
         return [best.piece]
     chosen = [best]
     words = len(best.piece.text.split())
+    # the best already holds what is asked: nothing from a lower block (but a frequency: a handbook says how
+    # often many things happen, "Daily restoration testing" beside "a full backup every 24 hours")
+    settled = holds_asked(cue, best.piece, question) and not HOW_OFTEN.search(question)
     for s in ranked[1:]:
         if len(chosen) >= weights.most or s.score < weights.keep * best.score:
             break
-        if s.piece.block > best.piece.block and holds_asked(cue, best.piece, question) and not HOW_OFTEN.search(question):
-            continue  # the best already holds what is asked: nothing from a lower block (but a frequency: a
-            # handbook says how often many things happen, "Daily restoration testing" beside "a full backup every 24 hours")
+        if settled and s.piece.block > best.piece.block:
+            continue
         if s.piece.kind != "code" and words + len(s.piece.text.split()) <= weights.budget:
             chosen.append(s)
             words += len(s.piece.text.split())

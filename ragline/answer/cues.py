@@ -183,8 +183,7 @@ _LENGTH = re.compile(
     r"[\s-]+(?:business |calendar |working |full )?(?:seconds?|minutes?|hours?|days?|weeks?|months?|years?|quarters?|sprints?|cycles?|releases?)\b"
     rf"|\b(?:{_COUNT}|several|a few)"
     r"[\s-]+(?:lines?|words?|characters?|chars|pages?|files?|bytes|[KMG]B)\b"
-    r"|\b\d{1,6}\s?(?:s|secs?|m|mins?|h|hrs?|d|wks?|mos?|yrs?)\b|\b(?:indefinitely|forever|permanently)\b"
-    r"|\b\d{1,6}\s?(?:ms|milliseconds?)\b"
+    r"|\b\d{1,6}\s?(?:ms|milliseconds?|s|secs?|m|mins?|h|hrs?|d|wks?|mos?|yrs?)\b|\b(?:indefinitely|forever|permanently)\b"
     r"|\b(?:immediately|at once|straight away|right away|as soon as possible|asap|within the hour"
     r"|same[- ](?:business |working )?day|next (?:business |working )?day)\b",
     re.I,
@@ -193,7 +192,7 @@ _LENGTH = re.compile(
 # region ("the London region", "EU (Ireland) region"; not "each region", "the same region")
 _REGION = re.compile(
     r"\b(?i:us|eu|europe|asia|ap|sa|ca|me|af|il|uk|northamerica|southamerica|australia)-(?i:[a-z]{1,15})(?:-(?i:[a-z]{1,15})){0,3}-?\d\b"
-    r"|\b(?!(?:Each|Every|The|This|That|These|Those|Any|One|A|An|Same|Other|Another|Primary|Secondary|Single|Multiple|Which|What|Some|All|Both|Most|Many|Several|Your|Our|Their|Default|Supported|New|Each)\b)"
+    r"|\b(?!(?:Each|Every|The|This|That|These|Those|Any|One|A|An|Same|Other|Another|Primary|Secondary|Single|Multiple|Which|What|Some|All|Both|Most|Many|Several|Your|Our|Their|Default|Supported|New)\b)"
     r"[A-Z][a-z]+\)? [Rr]egions?\b"
 )
 _REGION_Q = re.compile(r"\b(?:which|what)\s+(?:[\w.-]{1,40}\s+){0,2}regions?\b", re.I)
@@ -209,39 +208,9 @@ _VERSIONED = (
         re.I,
     ),
 )
-_NOT_VERSIONED = frozenset(
-    {
-        "which",
-        "what",
-        "the",
-        "a",
-        "an",
-        "this",
-        "that",
-        "its",
-        "their",
-        "our",
-        "your",
-        "same",
-        "new",
-        "old",
-        "recommended",
-        "release",
-        "stable",
-        "default",
-        "pinned",
-        "lts",
-        "target",
-        "preferred",
-        "latest",
-        "current",
-        "minimum",
-        "required",
-        "supported",
-        "exact",
-        "major",
-        "minor",
-    }
+_NOT_VERSIONED = frozenset(  # a determiner or a qualifier before "version" names nothing versioned
+    "which what the a an this that its their our your same new old recommended release stable default pinned lts"
+    " target preferred latest current minimum required supported exact major minor".split()
 )
 
 
