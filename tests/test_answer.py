@@ -665,6 +665,22 @@ class TestAnswerChoice:
         out = answer(hits_record("When is it OK to approve with comments?", hit("a#x", examples)), Extractive(self.FEATURES), 0.0)
         assert "For example" not in out["answer"]
 
+    def test_a_lead_in_to_a_command_is_a_step(self):
+        steps = "How do I check which migration the database is at?"
+        lead, prose = (
+            answer_context.Piece(1, 0, t, "sentence", 1) for t in ("Check the migration number:", "The migration number matters.")
+        )
+        assert cue_match("steps", lead, steps) == 0.5 and cue_match("steps", prose, steps) == 0.0
+        text = (
+            "## Rollbacks\n\nThe migration number of the database can be large.\n\n"
+            "Before starting, check which migration the database is at:\n\n```sh\npsql -c 'SELECT * FROM schema_migrations'\n```\n"
+        )
+        out = answer(hits_record(steps, hit("r#x", text)), Extractive(self.FEATURES), 0.0)
+        assert (
+            out["answer"].startswith("Before starting, check which migration the database is at: [1]")
+            and "schema_migrations" in out["answer"]
+        )
+
     def test_advice_for_the_situation_answers_what_to_do(self):
         text = (
             "Review every line of the code you are asked to review. If the code is too hard to read,"

@@ -339,6 +339,16 @@ def test_continued_stays_in_its_block_and_never_repeats():
     assert continued([lead, code], [lead, code, elsewhere]) == [lead, code]
 
 
+def test_a_lead_in_to_a_lead_in_brings_the_command_after_both():
+    lead = sentence(1, 0, "Before the rollback, check the migration number:", group=1)
+    inner = sentence(1, 1, "Without namespace:", group=2)
+    code = Piece(1, 2, "```\npsql -c 'SELECT * FROM schema_migrations'\n```", "code", 3)
+    rest = sentence(1, 3, "With a namespace, name it.", group=4)
+    assert continued([lead], [lead, inner, code, rest]) == [lead, inner, code]
+    prose = sentence(1, 1, "Without a namespace it is simpler.", group=2)  # no lead-in: what follows it is not brought
+    assert continued([lead], [lead, prose, code, rest]) == [lead, prose]
+
+
 def test_select_quotes_the_lead_alone_when_it_brings_its_list():
     lead = sentence(1, 0, "Deploys need:", group=1)
     items = [item(1, 1, "A green build here"), item(1, 2, "An approval here")]

@@ -272,7 +272,8 @@ def continued(chosen: list[Piece], every: Sequence[Piece], weights: ChoiceWeight
 
     "Our core languages for backend development are:" says nothing without the list
     after it; "then run:" nothing without its code block. The next piece of the same
-    block comes along: a whole list or table, a code block, or one sentence. A sentence
+    block comes along: a whole list or table, a code block, or one sentence (with the code block
+    it leads in to: "check the migration number:", "Without namespace:", the command). A sentence
     without the colon leads in too when a list or table follows its paragraph at once
     and it announces one ("There are a number of tools in use." then more words, then
     the list; "the following", "several", "these"). A sentence whose paragraph ends in a colon
@@ -307,6 +308,8 @@ def continued(chosen: list[Piece], every: Sequence[Piece], weights: ChoiceWeight
             continue
         follow = after[0]
         more = [x for x in after if x.group == follow.group and x not in out] if follow.kind in ("item", "row") else [follow]
+        if follow.kind == "sentence" and follow.text.rstrip().endswith(":") and len(after) > 1 and after[1].kind == "code":
+            more.append(after[1])  # a lead-in to a lead-in ("check the migration number:", "Without namespace:", the command)
         if weights is not None and follow.kind in ("item", "row"):
             if i == 0:
                 more = fit_list(more, weights.listed, items_at={x.position for x in every if x.block == c.block and x.kind == "item"})

@@ -342,8 +342,14 @@ def cue_match(cue: str | None, cand: Any, question: str = "") -> float:
         return 1.0 if new(_DURATION) else 0.0
     if cue == "number":
         return 1.0 if new(NUMBER) else 0.0
-    if cue == "steps":  # a list or code; half for advice in prose to one in a situation ("If ..., then you should ...")
-        return 1.0 if cand.kind in ("item", "code") else 0.5 if cand.kind == "sentence" and _ADVICE.search(text) else 0.0
+    if cue == "steps":  # a list or code; half for advice in prose to one in a situation ("If ..., then you should ...") and for a lead-in
+        return (
+            1.0
+            if cand.kind in ("item", "code")
+            else 0.5
+            if cand.kind == "sentence" and (_ADVICE.search(text) or text.rstrip().endswith(":"))
+            else 0.0
+        )
     if cue == "code":
         return 1.0 if cand.kind == "code" else 0.0
     if cue == "name":
