@@ -681,6 +681,21 @@ class TestAnswerChoice:
             and "schema_migrations" in out["answer"]
         )
 
+    def test_an_instruction_is_a_step(self):
+        q = "How do I request an exception for my group?"
+        pieces = {
+            t: answer_context.Piece(1, 0, t, "sentence", 1)
+            for t in (
+                "To request an exception, open an MR and add the group to the table.",
+                "To date, the group has had no exception.",
+                "To be fair, we rarely grant one.",
+            )
+        }
+        assert [cue_match("steps", p, q) for p in pieces.values()] == [1.0, 0.0, 0.0]
+        text = "Every group has a budget of its own. To ask for one, open an MR and add the group to the table."
+        out = answer(hits_record(q, hit("e#x", text)), Extractive(self.FEATURES), 0.0)
+        assert out["answer"].startswith("To ask for one, open an MR")  # both share "group": the step leads
+
     def test_advice_for_the_situation_answers_what_to_do(self):
         text = (
             "Review every line of the code you are asked to review. If the code is too hard to read,"

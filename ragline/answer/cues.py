@@ -321,6 +321,15 @@ _ADVICE = re.compile(
     r"^\W*(?:if|when|once|after|before)\b[^.;:]*,\s*(?:then\s+)?(?:you|we|they|the \w+)\s+(?:should|must|can|need to|may)\b", re.I
 )
 
+# an instruction: a purpose, then what to do ("To set an override, click ...", "To request an exception, open an MR"): the
+# word after the comma is no pronoun, article or other word a statement opens with, so it is the imperative verb
+_INSTRUCTION = re.compile(
+    r"^\W*to \w+[^.;:]{0,150},\s*(?:first\s+|then\s+|simply\s+|just\s+)?"
+    r"(?!(?:we|you|they|it|i|he|she|the|a|an|this|that|these|those|there|our|your|their|its|some|many|most|all|each|every|one"
+    r"|in|on|at|for|with|by|as|and|or|but|so|if|when|which|who|what|is|are|was|were|be|has|have|had|do|does|not|no)\b)[a-z]+\b",
+    re.I,
+)
+
 
 def cue_match(cue: str | None, cand: Any, question: str = "") -> float:
     """How well a candidate (a quotable piece: `.text`, `.kind` of sentence, item, row or code)
@@ -342,10 +351,12 @@ def cue_match(cue: str | None, cand: Any, question: str = "") -> float:
         return 1.0 if new(_DURATION) else 0.0
     if cue == "number":
         return 1.0 if new(NUMBER) else 0.0
-    if cue == "steps":  # a list or code; half for advice in prose to one in a situation ("If ..., then you should ...") and for a lead-in
+    if (
+        cue == "steps"
+    ):  # a list, code or an instruction; half for advice in prose to one in a situation ("If ..., then you should ...") and for a lead-in
         return (
             1.0
-            if cand.kind in ("item", "code")
+            if cand.kind in ("item", "code") or (cand.kind == "sentence" and _INSTRUCTION.search(text))
             else 0.5
             if cand.kind == "sentence" and (_ADVICE.search(text) or text.rstrip().endswith(":"))
             else 0.0
