@@ -934,6 +934,8 @@ class TestWhatTheQuestionAsksFor:
                 "a version of PostgreSQL",
             ),
             ("Which version should new services pin?", "New services are written in Go, with 2 maintainers.", "a version"),
+            # a qualifier or a stopword before "version" is not the thing versioned
+            ("Which is latest version for new services?", "New services are written in Go, with 2 maintainers.", "a version"),
             ("Which AWS region must services be deployed in?", "Services use AWS as core infrastructure, in 2 accounts.", "a cloud region"),
             (
                 "What response time do support promise on tickets?",

@@ -200,18 +200,18 @@ _VERSION = re.compile(r"\b\d+\.\d+(?:\.\d+)*\b|\bv\d+\b|\bversion \d+", re.I)
 _COUNTED = re.compile(r"\b" + _NUMBER_WORD + r"(?=((?:[\s-]+[a-z]+){1,3}))", re.I)
 
 
-# "Which PostgreSQL major version", "what exact Terraform version number", "what version of Ruby": the thing versioned
+# "Which PostgreSQL major version", "what exact Terraform version number", "what version of Ruby": the thing versioned.
+# A qualifier may stand between the name and "version" and is never the name itself: one list serves both.
+_QUALIFIERS = (
+    "major minor exact latest current minimum supported required recommended release stable default pinned lts target"
+    " preferred newest oldest"
+).split()
 _VERSIONED = (
     re.compile(r"\bversion (?:of|for) (?:the )?([A-Za-z][\w.+#-]*[\w+#])", re.I),
-    re.compile(
-        r"\b([A-Za-z][\w.+#-]{0,40}?)\s+(?:(?:major|minor|exact|latest|current|minimum|supported|required|recommended|release|stable|default|pinned|lts|target|preferred|newest|oldest)\s+)*version\b",
-        re.I,
-    ),
+    re.compile(r"\b([A-Za-z][\w.+#-]{0,40}?)\s+(?:(?:" + "|".join(_QUALIFIERS) + r")\s+)*version\b", re.I),
 )
-_NOT_VERSIONED = frozenset(  # a determiner or a qualifier before "version" names nothing versioned
-    "which what the a an this that its their our your same new old recommended release stable default pinned lts"
-    " target preferred latest current minimum required supported exact major minor".split()
-)
+# a determiner, "new" or "old", a qualifier or a stopword ("Which is latest version?") before "version" names nothing versioned
+_NOT_VERSIONED = frozenset(["new", "old", *_QUALIFIERS]) | ragline.text.STOPWORDS
 
 
 def versioned(question: str) -> str | None:
