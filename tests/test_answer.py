@@ -687,11 +687,16 @@ class TestAnswerChoice:
             t: answer_context.Piece(1, 0, t, "sentence", 1)
             for t in (
                 "To request an exception, open an MR and add the group to the table.",
-                "To date, the group has had no exception.",
+                "To date, few groups have had an exception.",  # a set phrase, not a purpose
                 "To be fair, we rarely grant one.",
+                "To keep it fair, nobody reviews their own exception.",  # no pronoun after the comma, but no verb either
+                "To save money, the group, after each review, cancels the exception.",  # the purpose ends at its first comma
+                "To view exceptions, Kibana can be used.",  # a name, not a verb
+                "To keep it fair, reviewing happens daily.",  # a gerund
+                "To keep it fair, reviews happen weekly.",  # a plural
             )
         }
-        assert [cue_match("steps", p, q) for p in pieces.values()] == [1.0, 0.0, 0.0]
+        assert [cue_match("steps", p, q) for p in pieces.values()] == [1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]
         text = "Every group has a budget of its own. To ask for one, open an MR and add the group to the table."
         out = answer(hits_record(q, hit("e#x", text)), Extractive(self.FEATURES), 0.0)
         assert out["answer"].startswith("To ask for one, open an MR")  # both share "group": the step leads

@@ -347,6 +347,9 @@ def test_a_lead_in_to_a_lead_in_brings_the_command_after_both():
     assert continued([lead], [lead, inner, code, rest]) == [lead, inner, code]
     prose = sentence(1, 1, "Without a namespace it is simpler.", group=2)  # no lead-in: what follows it is not brought
     assert continued([lead], [lead, prose, code, rest]) == [lead, prose]
+    assert continued([lead], [lead, inner, code, rest], WIDE) == [lead, inner, code]
+    huge = Piece(1, 2, "```\n" + "psql -c 'SELECT 1'\n" * 40 + "```", "code", 3)  # past the words a list may take
+    assert continued([lead], [lead, inner, huge, rest], WIDE) == [lead, inner]
 
 
 def test_select_quotes_the_lead_alone_when_it_brings_its_list():

@@ -308,8 +308,10 @@ def continued(chosen: list[Piece], every: Sequence[Piece], weights: ChoiceWeight
             continue
         follow = after[0]
         more = [x for x in after if x.group == follow.group and x not in out] if follow.kind in ("item", "row") else [follow]
-        if follow.kind == "sentence" and follow.text.rstrip().endswith(":") and len(after) > 1 and after[1].kind == "code":
-            more.append(after[1])  # a lead-in to a lead-in ("check the migration number:", "Without namespace:", the command)
+        # a lead-in to a lead-in ("check the migration number:", "Without namespace:", the command), within `listed` words
+        chained = follow.kind == "sentence" and follow.text.rstrip().endswith(":") and len(after) > 1 and after[1].kind == "code"
+        if chained and (weights is None or words + size(new_to([follow, after[1]], chosen)) <= weights.listed):
+            more.append(after[1])
         if weights is not None and follow.kind in ("item", "row"):
             if i == 0:
                 more = fit_list(more, weights.listed, items_at={x.position for x in every if x.block == c.block and x.kind == "item"})

@@ -321,12 +321,16 @@ _ADVICE = re.compile(
     r"^\W*(?:if|when|once|after|before)\b[^.;:]*,\s*(?:then\s+)?(?:you|we|they|the \w+)\s+(?:should|must|can|need to|may)\b", re.I
 )
 
-# an instruction: a purpose, then what to do ("To set an override, click ...", "To request an exception, open an MR"): the
-# word after the comma is no pronoun, article or other word a statement opens with, so it is the imperative verb
+# An instruction: a purpose, then what to do ("To set an override, click ...", "To request an exception, open an MR").
+# The purpose is no set phrase ("To date,", "To sum up,", "To some extent,", "To be clear,", "To this end,"); it runs to
+# its first comma; the word after that comma is in lower case, no pronoun, article or other word a statement opens
+# with ("To view logs, Kibana can be used", "To date, nobody ..."), and no -ing or third-person form: the imperative verb.
 _INSTRUCTION = re.compile(
-    r"^\W*to \w+[^.;:]{0,150},\s*(?:first\s+|then\s+|simply\s+|just\s+)?"
+    r"^\W*to (?!(?:date|sum up|summari[sz]e|recap|conclude|illustrate|be|put it|some|a \w+ (?:extent|degree)|the extent|our|my"
+    r"|me|this end|that end|whom)\b)(?>\w+)[^.;:,]{0,150},\s*(?:first\s+|then\s+|simply\s+|just\s+|please\s+)?"
     r"(?!(?:we|you|they|it|i|he|she|the|a|an|this|that|these|those|there|our|your|their|its|some|many|most|all|each|every|one"
-    r"|in|on|at|for|with|by|as|and|or|but|so|if|when|which|who|what|is|are|was|were|be|has|have|had|do|does|not|no)\b)[a-z]+\b",
+    r"|in|on|at|for|with|by|as|and|or|but|so|if|when|which|who|what|is|are|was|were|be|has|have|had|do|does|not|no|nobody"
+    r"|nothing|everyone|everybody|people|only|such|both|any|more|my|me|us|his|her|here)\b)(?-i:[a-z]+)(?<!ing)(?<![^s]s)\b",
     re.I,
 )
 
@@ -351,9 +355,9 @@ def cue_match(cue: str | None, cand: Any, question: str = "") -> float:
         return 1.0 if new(_DURATION) else 0.0
     if cue == "number":
         return 1.0 if new(NUMBER) else 0.0
-    if (
-        cue == "steps"
-    ):  # a list, code or an instruction; half for advice in prose to one in a situation ("If ..., then you should ...") and for a lead-in
+    # steps: a list, code or an instruction; half for advice in prose to one in a situation ("If ..., then you should ...")
+    # and for a lead-in (a sentence ending in a colon)
+    if cue == "steps":
         return (
             1.0
             if cand.kind in ("item", "code") or (cand.kind == "sentence" and _INSTRUCTION.search(text))
