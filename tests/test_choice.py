@@ -25,6 +25,7 @@ from ragline.answer.choice import (
     with_leads,
 )
 from ragline.answer.context import Piece
+from ragline.answer.cues import leads_in
 
 WIDE = ChoiceWeights(headings=0.3, cue=0.3, dense=0.3, rank=0.15, keep=0.35, most=3, budget=60)
 
@@ -321,6 +322,14 @@ def test_a_sentence_ending_in_a_colon_brings_its_list():
     items = [item(1, 1, "Go and more"), item(1, 2, "Python and more")]
     after = sentence(1, 3, "Something else entirely.", group=3)
     assert continued([lead], [lead, *items, after]) == [lead, *items]
+
+
+def test_a_lead_in_in_emphasis_brings_its_list_too():
+    lead = sentence(1, 0, "**Process overview:**", group=1)
+    items = [item(1, 1, "Open an issue here"), item(1, 2, "Ask for a review here")]
+    assert continued([lead], [lead, *items]) == [lead, *items]
+    texts = ("Then run:", "**Then run:**", "***Then run:***  ", "Then run: **now**", "Run it.", "Name:______")
+    assert [leads_in(t) for t in texts] == [True, True, True, False, False, False]
 
 
 def test_an_announcing_sentence_brings_the_list_after_its_paragraph():

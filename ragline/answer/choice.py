@@ -31,7 +31,7 @@ from typing import NamedTuple
 import ragline.text
 from ragline.answer.citations import sentences
 from ragline.answer.context import Piece
-from ragline.answer.cues import ANNOUNCES, HOW_OFTEN, asked_quantity, cue_match, holds_quantity
+from ragline.answer.cues import ANNOUNCES, HOW_OFTEN, asked_quantity, cue_match, holds_quantity, leads_in
 
 DENSE_POOL = 12  # candidates the dense similarity rescores (embedding them all costs ~0.7 s a question)
 
@@ -300,7 +300,7 @@ def continued(chosen: list[Piece], every: Sequence[Piece], weights: ChoiceWeight
             out.append(c)
             words += size(new_to([c], chosen))
             after = after[1:]
-        if not c.text.rstrip().endswith(":"):
+        if not leads_in(c.text):
             after = [x for x in after if x.group != c.group]  # what follows its paragraph
             if not (c.kind == "sentence" and after and after[0].kind in ("item", "row") and ANNOUNCES.search(c.text)):
                 continue
@@ -309,14 +309,14 @@ def continued(chosen: list[Piece], every: Sequence[Piece], weights: ChoiceWeight
         follow = after[0]
         more = [x for x in after if x.group == follow.group and x not in out] if follow.kind in ("item", "row") else [follow]
         # a lead-in to a lead-in ("check the migration number:", "Without namespace:", the command), within `listed` words
-        chained = follow.kind == "sentence" and follow.text.rstrip().endswith(":") and len(after) > 1 and after[1].kind == "code"
+        chained = follow.kind == "sentence" and leads_in(follow.text) and len(after) > 1 and after[1].kind == "code"
         if chained and (weights is None or words + size(new_to([follow, after[1]], chosen)) <= weights.listed):
             more.append(after[1])
         if weights is not None and follow.kind in ("item", "row"):
             if i == 0:
                 more = fit_list(more, weights.listed, items_at={x.position for x in every if x.block == c.block and x.kind == "item"})
             elif words + size(new_to(more, chosen)) > weights.listed:
-                if c.text.rstrip().endswith(":"):
+                if leads_in(c.text):
                     out.pop()
                     words -= size([c])
                 continue
@@ -332,11 +332,11 @@ def bridges(c: Piece, after: Sequence[Piece]) -> bool:
     introduces. ("For example:" points at nothing: the examples are not what `c` says.)"""
     return (
         c.kind == "sentence"
-        and not c.text.rstrip().endswith(":")
+        and not leads_in(c.text)
         and len(after) > 1
         and after[0].kind == "sentence"
         and after[0].group == c.group
-        and after[0].text.rstrip().endswith(":")
+        and leads_in(after[0].text)
         and ANAPHOR.match(after[0].text) is not None
         and after[1].kind in ("item", "row")
     )

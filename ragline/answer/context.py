@@ -17,7 +17,7 @@ from typing import Any
 import ragline.text
 from ragline import markdown
 from ragline.answer.citations import sentences
-from ragline.answer.cues import LINK_DEFINITION
+from ragline.answer.cues import LINK_DEFINITION, leads_in
 from ragline.records import StageError
 
 
@@ -113,7 +113,7 @@ def pieces(block: ContextBlock, unwrap: bool = True) -> list[Piece]:
             body = "\n".join(line for line in body.split("\n") if not LINK_DEFINITION.match(line))  # `[ref]: url` is no prose
             cut = sentences(" ".join(body.split())) if unwrap else [line.strip() for line in body.split("\n")]
             out.extend(Piece(block.n, len(out), p.lstrip("> ").strip(), "sentence", g) for p in cut if _says_something(p))
-            intro = len(out) - 1 if out and out[-1].group == g and out[-1].text.rstrip().endswith(":") else -1
+            intro = len(out) - 1 if out and out[-1].group == g and leads_in(out[-1].text) else -1
     return out
 
 
