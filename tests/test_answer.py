@@ -683,8 +683,8 @@ class TestAnswerChoice:
 
     def test_an_instruction_is_a_step(self):
         q = "How do I request an exception for my group?"
-        pieces = {
-            t: answer_context.Piece(1, 0, t, "sentence", 1)
+        pieces = [
+            answer_context.Piece(1, 0, t, "sentence", 1)
             for t in (
                 "To request an exception, open an MR and add the group to the table.",
                 "To date, few groups have had an exception.",  # a set phrase, not a purpose
@@ -695,8 +695,8 @@ class TestAnswerChoice:
                 "To keep it fair, reviewing happens daily.",  # a gerund
                 "To keep it fair, reviews happen weekly.",  # a plural
             )
-        }
-        assert [cue_match("steps", p, q) for p in pieces.values()] == [1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]
+        ]
+        assert [cue_match("steps", p, q) for p in pieces] == [1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]
         text = "Every group has a budget of its own. To ask for one, open an MR and add the group to the table."
         out = answer(hits_record(q, hit("e#x", text)), Extractive(self.FEATURES), 0.0)
         assert out["answer"].startswith("To ask for one, open an MR")  # both share "group": the step leads
