@@ -710,6 +710,61 @@ class TestAnswerChoice:
         out = answer(hits_record(q, hit("a#x", text)), Extractive(self.FEATURES), 0.0)
         assert out["answer"].startswith("If the code is too hard to read, then you should ask the author to clarify it [1].")
 
+    @pytest.mark.parametrize(
+        ("text", "advice"),
+        [
+            ("However, after the emergency is resolved you should look over the CLs again.", True),  # joined on, no comma
+            ("When dealing with time zone differences, try to get back to the author early.", True),  # an imperative
+            ("If so, let them know that they are right.", True),
+            ("If you can talk to them in person do that.", False),  # "you can" is the condition's, not the advice
+            ("When it rains, reviews happen slowly.", False),  # a plural after the comma: no imperative
+            ("If needed, reviewing happens twice.", False),  # a gerund
+            ("If so, the reviewers are right.", False),  # an article opens a statement
+            ("Afterwards the CLs are looked over again.", False),  # no condition
+        ],
+    )
+    def test_advice_in_a_situation_is_half_a_step(self, text, advice):
+        q = "We pushed a fix through during an outage. Anything I should do once things calm down?"
+        assert question_cue(q) == "steps"  # "anything I should do" asks what to do, as "what should I do" does
+        assert cue_match("steps", answer_context.Piece(1, 0, text, "sentence", 1), q) == (0.5 if advice else 0.0)
+
+    def test_a_problem_brings_the_sentence_that_says_what_to_do(self):
+        text = (
+            "The risk is when a title that came from a user is interpolated into a run step of a workflow."
+            " The simplest fix is to use an intermediate environment variable.\n\nKeep workflows short."
+        )
+        q = "How do I safely echo a pull request's title inside a run step of a workflow?"
+        out = answer(hits_record(q, hit("a#x", text)), Extractive(self.FEATURES), 0.0)
+        assert out["answer"].split("\n")[:2] == [
+            "The risk is when a title that came from a user is interpolated into a run step of a workflow [1].",
+            "The simplest fix is to use an intermediate environment variable [1].",
+        ]
+        first, fix, advice, lead = (
+            answer_context.Piece(1, i, t, "sentence", 1)
+            for i, t in enumerate(("The risk is a title.", "The simplest fix is a variable.", "You should read it.", "You should:"))
+        )
+        assert choice.with_remedy([first], [first, fix], 60) == [first, fix]
+        assert choice.with_remedy([first], [first, lead], 60) == [first]  # a lead-in says nothing alone
+        more = answer_context.Piece(1, 1, "The title is long.", "sentence", 1)
+        assert choice.with_remedy([first], [first, more], 60) == [first]  # more of the problem: no remedy
+        prescribed = answer_context.Piece(1, 0, "The risk must be named.", "sentence", 1)
+        assert choice.with_remedy([prescribed], [prescribed, fix], 60) == [prescribed]  # it says what to do already
+        other = answer_context.Piece(2, 0, "Other blocks say more about workflows and their titles here.", "sentence", 1)
+        assert choice.with_remedy([first, other], [first, fix, other], 10) == [first, fix]  # room made: the other block's piece goes
+        assert choice.with_remedy([first], [first, advice], 3) == [first]  # past the budget and the answer's own length
+
+    def test_a_sentence_pointing_at_its_heading_brings_the_heading(self):
+        text = "This deployment is our main dogfooding instance. Feedback goes to the feedback channel."
+        q = "what is S2?"
+        out = answer(hits_record(q, hit("a#x", text, ("Instances", "sourcegraph.example.com (S2)"))), Extractive(self.FEATURES), 0.0)
+        assert out["answer"].split("\n")[0] == "sourcegraph.example.com (S2): This deployment is our main dogfooding instance [1]."
+        plain = "S2 is our main dogfooding instance. This deployment takes feedback."  # it opens with no pointer
+        out = answer(hits_record(q, hit("a#x", plain, ("Instances", "sourcegraph.example.com (S2)"))), Extractive(self.FEATURES), 0.0)
+        assert out["answer"].split("\n")[0] == "S2 is our main dogfooding instance [1]."
+        later = answer_context.Piece(1, 1, "This deployment takes feedback.", "sentence", 1)
+        opening = answer_context.Piece(1, 0, "S2 is ours.", "sentence", 1)
+        assert choice.with_antecedent([later], [opening, later], {1: ["S2 host"]}) == [later]  # not the block's first piece
+
     def test_the_answering_sentence_leads(self):
         text = "Pick a tool you can use to store and query logs for audit. Use Splunk to store and query logs."
         q = "Which tool should I use to store and query logs?"

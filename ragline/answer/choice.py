@@ -526,10 +526,53 @@ def select(
     listed = quotes_list(ranked, cue)  # `choose` quoted the list itself (`fit_list`)
     if not listed and len(continued(chosen[:1], every)) > 1:  # the lead brings its list, table or code: that is the answer
         chosen = chosen[:1]
-    return [
-        fit_row(p, question, weights.budget)
-        for p in with_claims(with_leads(continued(chosen, every, weights, listed), every, question), every)
-    ]
+    quoted = with_claims(with_leads(continued(chosen, every, weights, listed), every, question), every)
+    return [fit_row(p, question, weights.budget) for p in with_remedy(quoted, every, weights.budget)]
+
+
+# a sentence that says what to do, or what may or must happen: a modal, or a condition or purpose and its comma
+PRESCRIBES = re.compile(
+    r"\b(?:should|must|need|needs|can|may|might|will|would|could|shall)\b|^\W*(?:if|when|once|after|before|to)\b[^,]*,", re.I
+)
+# what to do about it: "you should ...", "The simplest fix is ...", "Instead, ...", "consider ..."
+REMEDY = re.compile(
+    r"\b(?:you|we)\s+(?:should|must|can|may|need|will need|might|could)\b"
+    r"|\b(?:simplest|best|easiest|recommended|preferred|right|appropriate) (?:fix|way|approach|option|solution|path)\b"
+    r"|^\W*(?:instead|rather)\b|\bconsider\b",
+    re.I,
+)
+
+
+def with_remedy(quoted: list[Piece], every: Sequence[Piece], budget: int) -> list[Piece]:
+    """`quoted`, its first piece followed by the next piece of its block where the first is a sentence that states
+    a fact or a problem and says nothing of what to do (no modal, no condition: `PRESCRIBES`) and the next is a
+    sentence that does (`REMEDY`) and leads in to nothing: "The risk is when you have interpolation ... executed in
+    a `run:`", then "The simplest fix is to use an intermediate environment variable". The answer stays within
+    `budget` words, the last pieces of other blocks left out to make room, and never grows past its own length
+    where that was more: else it is as it was."""
+    if not quoted or quoted[0].kind != "sentence" or PRESCRIBES.search(quoted[0].text):
+        return quoted
+    first = quoted[0]
+    after = min((p for p in every if p.block == first.block and p.position > first.position), key=lambda p: p.position, default=None)
+    if after is None or after.kind != "sentence" or after in quoted or leads_in(after.text) or not REMEDY.search(after.text):
+        return quoted
+    out = [first, after, *quoted[1:]]
+    while size(out) > budget and len(out) > 2 and out[-1].block != first.block:
+        out.pop()
+    return out if size(out) <= max(budget, size(quoted)) else quoted
+
+
+def with_antecedent(quoted: list[Piece], every: Sequence[Piece], headings: dict[int, list[str]]) -> list[Piece]:
+    """`quoted`, its first piece opened by its section's heading where that piece is a sentence, opens its block
+    and points back (`ANAPHOR`) at what only the heading names: under "sourcegraph.sourcegraph.com (S2)", "This
+    deployment is also colloquially referred to as ..." says nothing of which deployment it is."""
+    if not quoted:
+        return quoted
+    first, head = quoted[0], (headings.get(quoted[0].block) or [""])[-1].strip().rstrip(":")
+    opens = min((p.position for p in every if p.block == first.block), default=first.position) == first.position
+    if first.kind != "sentence" or not opens or not head or ANAPHOR.match(first.text) is None or head.lower() in first.text.lower():
+        return quoted
+    return [dataclasses.replace(first, text=f"{head}: {first.text}"), *quoted[1:]]
 
 
 EXAMPLE = re.compile(r"^\W*(?:(?:for example|for instance|as an example)\b|e\.g\.)", re.I)  # a sentence that illustrates the one before

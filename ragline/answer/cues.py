@@ -37,7 +37,8 @@ _DURATION = re.compile(
 NUMBER = re.compile(r"\b\d[\d,.]{0,30}\b")
 _DEFINING = re.compile(r"\b(?:is|are|means|refers to|stands for|is called)\b", re.I)
 _STEP_Q = re.compile(
-    r"\bhow (?:do|can|should|would) (?:i|we|you)\b|\bhow to\b|\bsteps?\b|\bprocedure\b|\bwhat (?:do|should) (?:i|we) do\b|\brecover(?!y)\w*",
+    r"\bhow (?:do|can|should|would) (?:i|we|you)\b|\bhow to\b|\bsteps?\b|\bprocedure\b|\bwhat (?:do|should) (?:i|we) do\b|\brecover(?!y)\w*"
+    r"|\b(?:anything|something) (?:else )?(?:i|we) (?:should|need to|must|ought to) do\b",
     re.I,
 )
 _CODE_Q = re.compile(r"\b(?:command|curl|payload|json|config|configuration|yaml|snippet|example request|request body|sample)\b", re.I)
@@ -315,22 +316,37 @@ def holds_quantity(asked: tuple[str, str | None], text: str, question: str = "")
     return any(" ".join(m.group().casefold().split()) not in stated for m in pattern.finditer(text))
 
 
-# advice for a situation: "If it's too hard for you to read the code ..., then you should let the developer know",
-# "Once the emergency is resolved, you should ..." (what a "what do I do" question in a situation asks for)
+# The imperative that follows a purpose or a condition and its comma: the word after the comma is in lower case, no
+# pronoun, article or other word a statement opens with ("To view logs, Kibana can be used", "If so, the team ..."),
+# and no -ing or third-person form ("reviewing happens", "reviews happen"): the verb.
+_IMPERATIVE = (
+    r"(?:first\s+|then\s+|simply\s+|just\s+|please\s+)?"
+    r"(?!(?:we|you|they|it|i|he|she|the|a|an|this|that|these|those|there|our|your|their|its|some|many|most|all|each|every|one"
+    r"|in|on|at|for|with|by|as|and|or|but|so|if|when|which|who|what|is|are|was|were|be|has|have|had|do|does|not|no|nobody"
+    r"|nothing|everyone|everybody|people|only|such|both|any|more|my|me|us|his|her|here)\b)(?-i:[a-z]+)(?<!ing)(?<![^s]s)\b"
+)
+
+# Advice for a situation: a condition, then what to do in it. "If it's too hard for you to read the code ..., then you
+# should let the developer know", "However, after the emergency is resolved you should look over ...", "When dealing
+# with time zone differences, try to get back to the author ..." (what a "what do I do" question in a situation asks
+# for). The condition may follow a word joining it to the sentence before ("However, after ..."); without a comma it
+# has two words at least, so "If you can ..." is a condition and no advice.
+_SITUATION = r"^\W*(?:(?:however|but|so|also|then|and|otherwise|usually|typically|in general)\W+)?(?:if|when|once|after|before)\b"
 _ADVICE = re.compile(
-    r"^\W*(?:if|when|once|after|before)\b[^.;:]*,\s*(?:then\s+)?(?:you|we|they|the \w+)\s+(?:should|must|can|need to|may)\b", re.I
+    _SITUATION
+    + r"(?:[^.;:]*,|(?:\s+[^\s.;:,]+){2,30}?)\s*(?:then\s+)?(?:you|we|they|the \w+)\s+(?:should|must|can|need to|may)\b|"
+    + _SITUATION
+    + r"(?>[^.;:,]{0,150}),\s*"
+    + _IMPERATIVE,
+    re.I,
 )
 
 # An instruction: a purpose, then what to do ("To set an override, click ...", "To request an exception, open an MR").
 # The purpose is no set phrase ("To date,", "To sum up,", "To some extent,", "To be clear,", "To this end,"); it runs to
-# its first comma; the word after that comma is in lower case, no pronoun, article or other word a statement opens
-# with ("To view logs, Kibana can be used", "To date, nobody ..."), and no -ing or third-person form: the imperative verb.
+# its first comma; the imperative follows.
 _INSTRUCTION = re.compile(
     r"^\W*to (?!(?:date|sum up|summari[sz]e|recap|conclude|illustrate|be|put it|some|a \w+ (?:extent|degree)|the extent|our|my"
-    r"|me|this end|that end|whom)\b)(?>\w+)[^.;:,]{0,150},\s*(?:first\s+|then\s+|simply\s+|just\s+|please\s+)?"
-    r"(?!(?:we|you|they|it|i|he|she|the|a|an|this|that|these|those|there|our|your|their|its|some|many|most|all|each|every|one"
-    r"|in|on|at|for|with|by|as|and|or|but|so|if|when|which|who|what|is|are|was|were|be|has|have|had|do|does|not|no|nobody"
-    r"|nothing|everyone|everybody|people|only|such|both|any|more|my|me|us|his|her|here)\b)(?-i:[a-z]+)(?<!ing)(?<![^s]s)\b",
+    r"|me|this end|that end|whom)\b)(?>\w+)[^.;:,]{0,150},\s*" + _IMPERATIVE,
     re.I,
 )
 

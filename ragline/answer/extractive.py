@@ -98,7 +98,8 @@ class Extractive:
             ranked = rule.rescore(ranked, self._dense(question, [s.piece for s in pool]).tolist(), self.choice.dense)
         elif matched <= 0:  # nothing of the question in any candidate or its headings, and nothing to judge meaning by
             return ""
-        chosen = self.choose(question, blocks, ranked, every, cands, cue)
+        # a quote opening its section with "This deployment ..." brings the heading that names it, whichever reader chose it
+        chosen = rule.with_antecedent(self.choose(question, blocks, ranked, every, cands, cue), every, {b.n: b.headings for b in blocks})
         return "\n".join(cite(c.text, c.block, c.kind, c.header) for c in chosen)
 
     def choose(
