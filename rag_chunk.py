@@ -125,7 +125,7 @@ def _sentence_units(doc: Doc, block: Block, window: int) -> list[Unit]:
             group = words[k : k + window]
             units.append(Unit(block.start + a + group[0][0], block.start + a + group[-1][1], len(group), False))
     if units:
-        units[-1].leads = text.rstrip().endswith(":")
+        units[-1].leads = ragline.text.leads_in(text)
     return units
 
 
@@ -155,7 +155,7 @@ def _units(doc: Doc, blocks: list[Block], window: int, lead_words: int = 0) -> l
         if block.kind == "paragraph" and words > room:
             units.extend(_sentence_units(doc, block, room))
         else:
-            leads = block.kind == "paragraph" and text.rstrip().endswith(":")
+            leads = block.kind == "paragraph" and ragline.text.leads_in(text)
             units.append(Unit(block.start, block.end, words, block.kind != "paragraph", block.kind, leads))
     return units
 

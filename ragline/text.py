@@ -207,6 +207,15 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9`*_])")
 _ABBREVIATION = re.compile(r"(?:\b(?:vs|e\.g|i\.e|etc|cf|approx|incl|Mr|Ms|Dr|No|Fig)|\b[A-Z])\.$")
 
 
+def leads_in(text: str) -> bool:
+    """Whether a text ends in a colon, as a lead-in to what follows it does ("Our core languages are:",
+    "then run:"), emphasis marks after the colon allowed ("**Process overview:**", "***Note:***"; not a form's blank,
+    "Name:______"): the chunker keeps it with what it introduces, the answer quotes that after it."""
+    end = text.rstrip()
+    bare = end.rstrip("*_")
+    return bare.endswith(":") and len(end) - len(bare) <= 3
+
+
 def sentence_spans(text: str) -> list[tuple[int, int]]:
     """[start, end) of each sentence of a run of prose, white space between them left out.
 

@@ -25,7 +25,7 @@ from ragline.answer.choice import (
     with_leads,
 )
 from ragline.answer.context import Piece
-from ragline.answer.cues import leads_in
+from ragline.text import leads_in
 
 WIDE = ChoiceWeights(headings=0.3, cue=0.3, dense=0.3, rank=0.15, keep=0.35, most=3, budget=60)
 

@@ -31,7 +31,8 @@ from typing import NamedTuple
 import ragline.text
 from ragline.answer.citations import sentences
 from ragline.answer.context import Piece
-from ragline.answer.cues import ANNOUNCES, HOW_OFTEN, asked_quantity, cue_match, holds_quantity, leads_in
+from ragline.answer.cues import ANNOUNCES, HOW_OFTEN, asked_quantity, cue_match, holds_quantity
+from ragline.text import leads_in
 
 DENSE_POOL = 12  # candidates the dense similarity rescores (embedding them all costs ~0.7 s a question)
 

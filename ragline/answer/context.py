@@ -17,8 +17,9 @@ from typing import Any
 import ragline.text
 from ragline import markdown
 from ragline.answer.citations import sentences
-from ragline.answer.cues import LINK_DEFINITION, leads_in
+from ragline.answer.cues import LINK_DEFINITION
 from ragline.records import StageError
+from ragline.text import leads_in
 
 
 @dataclass(frozen=True)

@@ -378,7 +378,7 @@ def cue_match(cue: str | None, cand: Any, question: str = "") -> float:
             1.0
             if cand.kind in ("item", "code") or (cand.kind == "sentence" and _INSTRUCTION.search(text))
             else 0.5
-            if cand.kind == "sentence" and (_ADVICE.search(text) or leads_in(text))
+            if cand.kind == "sentence" and (_ADVICE.search(text) or ragline.text.leads_in(text))
             else 0.0
         )
     if cue == "code":
@@ -391,14 +391,6 @@ def cue_match(cue: str | None, cand: Any, question: str = "") -> float:
 
 
 # --------------------------------------------------------------------------- how a quote reads
-
-
-def leads_in(text: str) -> bool:
-    """Whether a piece ends in a colon, as a lead-in to what follows it does ("Our core languages are:",
-    "then run:"), emphasis marks after the colon allowed ("**Process overview:**", "***Note:***"; not a form's blank, "Name:______")."""
-    end = text.rstrip()
-    bare = end.rstrip("*_")
-    return bare.endswith(":") and len(end) - len(bare) <= 3
 
 
 ANNOUNCES = re.compile(r"\b(?:the following|as follows|a number of|several|these|include|includes)\b", re.I)  # a list comes
