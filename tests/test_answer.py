@@ -701,14 +701,17 @@ class TestAnswerChoice:
         out = answer(hits_record(q, hit("e#x", text)), Extractive(self.FEATURES), 0.0)
         assert out["answer"].startswith("To ask for one, open an MR")  # both share "group": the step leads
 
+    def quoted(self, question: str, text: str, headings: tuple[str, ...] = ("Doc", "Section")) -> list[str]:
+        """The lines of the extractive answer to `question` from one block holding `text`."""
+        return answer(hits_record(question, hit("a#x", text, headings)), Extractive(self.FEATURES), 0.0)["answer"].split("\n")
+
     def test_advice_for_the_situation_answers_what_to_do(self):
         text = (
             "Review every line of the code you are asked to review. If the code is too hard to read,"
             " then you should ask the author to clarify it."
         )
-        q = "I was asked to review code that is too hard to read. What do I do?"
-        out = answer(hits_record(q, hit("a#x", text)), Extractive(self.FEATURES), 0.0)
-        assert out["answer"].startswith("If the code is too hard to read, then you should ask the author to clarify it [1].")
+        lines = self.quoted("I was asked to review code that is too hard to read. What do I do?", text)
+        assert lines[0] == "If the code is too hard to read, then you should ask the author to clarify it [1]."
 
     @pytest.mark.parametrize(
         ("text", "advice"),
@@ -733,9 +736,7 @@ class TestAnswerChoice:
             "The risk is when a title that came from a user is interpolated into a run step of a workflow."
             " The simplest fix is to use an intermediate environment variable.\n\nKeep workflows short."
         )
-        q = "How do I safely echo a pull request's title inside a run step of a workflow?"
-        out = answer(hits_record(q, hit("a#x", text)), Extractive(self.FEATURES), 0.0)
-        assert out["answer"].split("\n")[:2] == [
+        assert self.quoted("How do I safely echo a pull request's title inside a run step of a workflow?", text)[:2] == [
             "The risk is when a title that came from a user is interpolated into a run step of a workflow [1].",
             "The simplest fix is to use an intermediate environment variable [1].",
         ]
@@ -755,12 +756,13 @@ class TestAnswerChoice:
 
     def test_a_sentence_pointing_at_its_heading_brings_the_heading(self):
         text = "This deployment is our main dogfooding instance. Feedback goes to the feedback channel."
-        q = "what is S2?"
-        out = answer(hits_record(q, hit("a#x", text, ("Instances", "sourcegraph.example.com (S2)"))), Extractive(self.FEATURES), 0.0)
-        assert out["answer"].split("\n")[0] == "sourcegraph.example.com (S2): This deployment is our main dogfooding instance [1]."
+        under = ("Instances", "sourcegraph.example.com (S2)")
+        assert (
+            self.quoted("what is S2?", text, under)[0]
+            == "sourcegraph.example.com (S2): This deployment is our main dogfooding instance [1]."
+        )
         plain = "S2 is our main dogfooding instance. This deployment takes feedback."  # it opens with no pointer
-        out = answer(hits_record(q, hit("a#x", plain, ("Instances", "sourcegraph.example.com (S2)"))), Extractive(self.FEATURES), 0.0)
-        assert out["answer"].split("\n")[0] == "S2 is our main dogfooding instance [1]."
+        assert self.quoted("what is S2?", plain, under)[0] == "S2 is our main dogfooding instance [1]."
         later = answer_context.Piece(1, 1, "This deployment takes feedback.", "sentence", 1)
         opening = answer_context.Piece(1, 0, "S2 is ours.", "sentence", 1)
         assert choice.with_antecedent([later], [opening, later], {1: ["S2 host"]}) == [later]  # not the block's first piece

@@ -530,23 +530,14 @@ def test_slugify():
     assert slugify("!!!") == "section"
 
 
-def test_a_lead_in_ending_in_a_colon_stays_with_its_list():
+@pytest.mark.parametrize("lead", ["Follow the following guidelines:", "**How long to wait:**"])
+def test_a_lead_in_ending_in_a_colon_stays_with_its_list(lead):
     """Issue 39.3: a chunk boundary fell between "...with the following guidelines:" and the list that
-    answers it. A lead-in that would end a chunk goes to the next one, with what it introduces."""
+    answers it. A lead-in that would end a chunk goes to the next one, with what it introduces; one in
+    emphasis ("**How long to wait:**") as well (`ragline.text.leads_in`, the answer's test too)."""
     filler = " ".join(["Reviews keep the code healthy over time."] * 6)  # 42 words
-    text = f"# Guide\n\n## Reviews\n\n{filler}\n\nFollow the following guidelines:\n\n- one step\n- two steps\n- three steps\n"
+    text = f"# Guide\n\n## Reviews\n\n{filler}\n\n{lead}\n\n- one step\n- two steps\n- three steps\n"
     parts = chunks(text, window=50)
     assert len(parts) == 2, [p["text"] for p in parts]
-    assert "Follow the following guidelines:" in parts[1]["text"] and "- one step" in parts[1]["text"]
-    assert "guidelines" not in parts[0]["text"]
-
-
-def test_an_emphasised_lead_in_stays_with_its_list():
-    """ "**How long to wait:**" leads in as "How long to wait:" does (`ragline.text.leads_in`, the answer's test too):
-    the boundary falls before it, not between it and its list."""
-    filler = " ".join(["Reviews keep the code healthy over time."] * 6)  # 42 words
-    text = f"# Guide\n\n## Reviews\n\n{filler}\n\n**How long to wait:**\n\n- one day\n- two days\n- three days\n"
-    parts = chunks(text, window=50)
-    assert len(parts) == 2, [p["text"] for p in parts]
-    assert "**How long to wait:**" in parts[1]["text"] and "- one day" in parts[1]["text"]
-    assert "wait" not in parts[0]["text"]
+    assert lead in parts[1]["text"] and "- one step" in parts[1]["text"]
+    assert lead not in parts[0]["text"]
