@@ -731,6 +731,30 @@ class TestAnswerChoice:
         assert question_cue(q) == "steps"  # "anything I should do" asks what to do, as "what should I do" does
         assert cue_match("steps", answer_context.Piece(1, 0, text, "sentence", 1), q) == (0.5 if advice else 0.0)
 
+    @pytest.mark.parametrize(
+        ("item", "step"),
+        [
+            ("- If you are on call, then you are expected to answer pages.", 0.25),  # a condition: a rule stated
+            ("- We take on-call seriously.", 0.25),
+            ("- **Some** teams swap shifts weekly.", 0.25),
+            ("- Resolves a regression in the build.", 0.25),  # a third-person verb
+            ("- Create an access request.", 1.0),  # an imperative
+            ("1. If the build fails, retry it.", 1.0),  # a numbered item is a step whatever it opens with
+            ("- the origin for your site's file", 1.0),  # in lower case: it goes on from its lead-in
+        ],
+    )
+    def test_a_bullet_stating_a_rule_is_a_step_only_weakly(self, item, step):
+        assert cue_match("steps", answer_context.Piece(1, 0, item, "item", 1), "How do I swap a shift?") == step
+
+    def test_a_how_question_is_not_answered_by_a_list_of_rules(self):
+        q = "I agreed to cover a colleague's on-call shift. How do I put that into the rota tool?"
+        rule = hit("a#x", "Team members covering a shift for someone else are responsible for adding the override in the rota tool.")
+        policy = hit(
+            "b#y", "- If you are on call, then you are expected to answer pages from the rota tool.\n- We take on-call shifts seriously."
+        )
+        out = answer(hits_record(q, rule, policy), Extractive(self.FEATURES), 0.0)
+        assert out["answer"].split("\n")[0].startswith("Team members covering a shift")
+
     def test_a_problem_brings_the_sentence_that_says_what_to_do(self):
         text = (
             "The risk is when a title that came from a user is interpolated into a run step of a workflow."

@@ -351,6 +351,20 @@ _INSTRUCTION = re.compile(
 )
 
 
+# A bulleted item that states rather than directs: it opens with a word a statement opens with (a pronoun, an article,
+# a condition, a modal: "- If you are on call, then you are expected to ...", "- We take on-call seriously", "- Some
+# hardware manufacturers only ship ...") or a verb's -ing, -ed or third-person form ("- Resolves a regression"). A
+# numbered item is a step whatever it opens with; so is a bullet opening with any other word ("- Create an access request")
+# or in lower case, which goes on from its lead-in ("You should use ... in either:", then "- the origin for your site's ...").
+_STATED = re.compile(
+    r"^\s*[-*+]\s+[*_`]*(?-i:(?=[A-Z]))(?:(?:if|when|whenever|once|while|unless|because|although|though|since|as|we|you|they|it|i|he|she|our"
+    r"|your|their|its|my|the|a|an|this|that|these|those|there|some|many|most|all|each|every|any|no|not|such|both|one|other"
+    r"|is|are|was|were|be|has|have|had|do|does|did|can|could|should|would|will|may|might|must|and|or|but|so)\b"
+    r"|[a-z]+(?:ing|ed)\b|[a-z]*[^s\W]s\b)",
+    re.I,
+)
+
+
 def cue_match(cue: str | None, cand: Any, question: str = "") -> float:
     """How well a candidate (a quotable piece: `.text`, `.kind` of sentence, item, row or code)
     has what the cue asks for: 1.0 fully, a fraction in part, 0.0 not. A time, duration or
@@ -374,6 +388,8 @@ def cue_match(cue: str | None, cand: Any, question: str = "") -> float:
     # steps: a list, code or an instruction; half for advice in prose to one in a situation ("If ..., then you should ...")
     # and for a lead-in (a sentence ending in a colon)
     if cue == "steps":
+        if cand.kind == "item" and _STATED.match(text):  # a bullet stating a rule or a fact is a step only weakly
+            return 0.25
         return (
             1.0
             if cand.kind in ("item", "code") or (cand.kind == "sentence" and _INSTRUCTION.search(text))
