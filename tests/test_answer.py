@@ -723,12 +723,14 @@ class TestAnswerChoice:
             ("When it rains, reviews happen slowly.", False),  # a plural after the comma: no imperative
             ("If needed, reviewing happens twice.", False),  # a gerund
             ("If so, the reviewers are right.", False),  # an article opens a statement
+            ("If you never submit it, then the codebase never improves.", False),  # "then" comes before a verb, is none
             ("Afterwards the CLs are looked over again.", False),  # no condition
         ],
     )
     def test_advice_in_a_situation_is_half_a_step(self, text, advice):
         q = "We pushed a fix through during an outage. Anything I should do once things calm down?"
         assert question_cue(q) == "steps"  # "anything I should do" asks what to do, as "what should I do" does
+        assert question_cue("Is code review something I should do for docs changes?") != "steps"  # asks whether, not how
         assert cue_match("steps", answer_context.Piece(1, 0, text, "sentence", 1), q) == (0.5 if advice else 0.0)
 
     @pytest.mark.parametrize(
@@ -777,19 +779,34 @@ class TestAnswerChoice:
         other = answer_context.Piece(2, 0, "Other blocks say more about workflows and their titles here.", "sentence", 1)
         assert choice.with_remedy([first, other], [first, fix, other], 10) == [first, fix]  # room made: the other block's piece goes
         assert choice.with_remedy([first], [first, advice], 3) == [first]  # past the budget and the answer's own length
+        order = answer_context.Piece(1, 0, "Isolate the risk now.", "sentence", 1)
+        assert choice.with_remedy([order], [order, fix], 60) == [order]  # an order says what to do already
+        lead2, item1, item2 = (
+            answer_context.Piece(2, 0, "To stay safe do this:", "sentence", 1),
+            answer_context.Piece(2, 1, "- one thing to do here", "item", 2, lead=0),
+            answer_context.Piece(2, 2, "- two things to do here", "item", 2, lead=0),
+        )
+        listed = [first, lead2, item1, item2]
+        for budget in (10, 22, 26):  # no room for the fix beside the list: the list goes whole, its lead-in with it
+            assert choice.with_remedy(listed, [first, fix, *listed[1:]], budget) == [first, fix]
+        assert choice.with_remedy(listed, [first, fix, *listed[1:]], 40) == [first, fix, *listed[1:]]
 
     def test_a_sentence_pointing_at_its_heading_brings_the_heading(self):
-        text = "This deployment is our main dogfooding instance. Feedback goes to the feedback channel."
+        section = "### sourcegraph.example.com (S2)\n\nThis deployment is our main dogfooding instance. Feedback goes to a channel."
         under = ("Instances", "sourcegraph.example.com (S2)")
-        assert (
-            self.quoted("what is S2?", text, under)[0]
-            == "sourcegraph.example.com (S2): This deployment is our main dogfooding instance [1]."
-        )
-        plain = "S2 is our main dogfooding instance. This deployment takes feedback."  # it opens with no pointer
+        named = "sourcegraph.example.com (S2): This deployment is our main dogfooding instance [1]."
+        assert self.quoted("what is S2?", section, under)[0] == named
+        plain = section.replace("This deployment is our", "S2 is our")  # it opens with no pointer
         assert self.quoted("what is S2?", plain, under)[0] == "S2 is our main dogfooding instance [1]."
-        later = answer_context.Piece(1, 1, "This deployment takes feedback.", "sentence", 1)
+        later = section.split("\n\n", 1)[1]  # a later chunk of a long section: it goes on from the chunk before
+        assert self.quoted("what is S2?", later, under)[0] == "This deployment is our main dogfooding instance [1]."
+        it = section.replace("This deployment is", "It is")  # "It's usually best ..." points at no heading
+        assert self.quoted("what is S2?", it, under)[0] == "It is our main dogfooding instance [1]."
+        asked = section.replace("(S2)", "(S2)?")
+        assert self.quoted("what is S2?", asked, (under[0], under[1] + "?"))[0].startswith("This deployment")  # a question names nothing
+        second = answer_context.Piece(1, 1, "This deployment takes feedback.", "sentence", 1)
         opening = answer_context.Piece(1, 0, "S2 is ours.", "sentence", 1)
-        assert choice.with_antecedent([later], [opening, later], {1: ["S2 host"]}) == [later]  # not the block's first piece
+        assert choice.with_antecedent([second], [opening, second], {1: ["S2 host"]}) == [second]  # not the block's first piece
 
     def test_the_answering_sentence_leads(self):
         text = "Pick a tool you can use to store and query logs for audit. Use Splunk to store and query logs."

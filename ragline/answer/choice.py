@@ -31,7 +31,7 @@ from typing import NamedTuple
 import ragline.text
 from ragline.answer.citations import sentences
 from ragline.answer.context import Piece
-from ragline.answer.cues import ANNOUNCES, HOW_OFTEN, asked_quantity, cue_match, holds_quantity
+from ragline.answer.cues import ANNOUNCES, HOW_OFTEN, STATES, asked_quantity, cue_match, holds_quantity
 from ragline.text import leads_in
 
 DENSE_POOL = 12  # candidates the dense similarity rescores (embedding them all costs ~0.7 s a question)
@@ -545,33 +545,46 @@ REMEDY = re.compile(
 
 
 def with_remedy(quoted: list[Piece], every: Sequence[Piece], budget: int) -> list[Piece]:
-    """`quoted`, its first piece followed by the next piece of its block where the first is a sentence that states
-    a fact or a problem and says nothing of what to do (no modal, no condition: `PRESCRIBES`) and the next is a
-    sentence that does (`REMEDY`) and leads in to nothing: "The risk is when you have interpolation ... executed in
-    a `run:`", then "The simplest fix is to use an intermediate environment variable". The answer stays within
-    `budget` words, the last pieces of other blocks left out to make room, and never grows past its own length
-    where that was more: else it is as it was."""
-    if not quoted or quoted[0].kind != "sentence" or PRESCRIBES.search(quoted[0].text):
+    """`quoted`, its first piece followed by the next piece of its block (the next sentence of its paragraph, or the
+    paragraph after's first) where the first is a sentence that opens as a statement (`STATES`: not an order,
+    "Isolate test environments ...") and says nothing of what to do (no modal, no condition: `PRESCRIBES`) and the
+    next is a sentence that does (`REMEDY`) and leads in to nothing: "The risk is when you have interpolation ...
+    executed in a `run:`", then "The simplest fix is to use an intermediate environment variable". The answer stays
+    within `budget` words, the last pieces of other blocks left out to make room, a list or paragraph whole or not at
+    all (never a lead-in without its list), and never grows past its own length where that was more: else it is as
+    it was."""
+    if not quoted or quoted[0].kind != "sentence" or PRESCRIBES.search(quoted[0].text) or not STATES.match(quoted[0].text):
         return quoted
     first = quoted[0]
     after = min((p for p in every if p.block == first.block and p.position > first.position), key=lambda p: p.position, default=None)
     if after is None or after.kind != "sentence" or after in quoted or leads_in(after.text) or not REMEDY.search(after.text):
         return quoted
     out = [first, after, *quoted[1:]]
-    while size(out) > budget and len(out) > 2 and out[-1].block != first.block:
-        out.pop()
-    return out if size(out) <= max(budget, size(quoted)) else quoted
+    while len(out) > 2 and out[-1].block != first.block and size(out) > budget:
+        gone = out[-1]
+        out = [p for p in out if p.block == first.block or (p.block, p.group) != (gone.block, gone.group)]  # its list whole
+        while len(out) > 2 and out[-1].block != first.block and leads_in(out[-1].text):
+            out.pop()  # a lead-in whose list went says nothing alone
+    return out if size(out) <= max(budget, size(quoted)) and not leads_in(out[-1].text) else quoted
+
+
+# a sentence that points back at what its section's heading names ("This deployment ..."; not "It's usually best ...")
+POINTS_BACK = re.compile(r"\W*(?:this|these|that|those)\b", re.I)
 
 
 def with_antecedent(quoted: list[Piece], every: Sequence[Piece], headings: dict[int, list[str]]) -> list[Piece]:
-    """`quoted`, its first piece opened by its section's heading where that piece is a sentence, opens its block
-    and points back (`ANAPHOR`) at what only the heading names: under "sourcegraph.sourcegraph.com (S2)", "This
-    deployment is also colloquially referred to as ..." says nothing of which deployment it is."""
+    """`quoted`, its first piece opened by its section's heading where that piece is a sentence, opens its section (the
+    block's first piece, the block being the section's first chunk: `headings` holds only those) and points back
+    (`POINTS_BACK`) at what only the heading names: under "sourcegraph.sourcegraph.com (S2)", "This deployment is also
+    colloquially referred to as ..." says nothing of which deployment it is. A heading that asks or says something
+    ("Does the backport PR merge?") names nothing; the heading's few words may take the answer past its budget."""
     if not quoted:
         return quoted
     first, head = quoted[0], (headings.get(quoted[0].block) or [""])[-1].strip().rstrip(":")
     opens = min((p.position for p in every if p.block == first.block), default=first.position) == first.position
-    if first.kind != "sentence" or not opens or not head or ANAPHOR.match(first.text) is None or head.lower() in first.text.lower():
+    if first.kind != "sentence" or not opens or not head or head.endswith(("?", ".", "!")) or POINTS_BACK.match(first.text) is None:
+        return quoted
+    if head.lower() in first.text.lower():
         return quoted
     return [dataclasses.replace(first, text=f"{head}: {first.text}"), *quoted[1:]]
 

@@ -35,6 +35,9 @@ class Piece:
     lead: int = -1  # the position of the piece that introduces it: a nested item's parent item, a list's lead-in sentence
 
 
+_HEADING_LINE = re.compile(r"\s*#{1,6}\s+\S")  # an ATX heading opening a block's text
+
+
 @dataclass
 class ContextBlock:
     """One numbered context block."""
@@ -51,6 +54,12 @@ class ContextBlock:
     @property
     def headings(self) -> list[str]:
         return self.hit.get("headings") or []
+
+    @property
+    def opens_section(self) -> bool:
+        """Whether the block is its section's first chunk: its text opens with a heading line (a later chunk of a long
+        section goes on from the one before, without it)."""
+        return bool(_HEADING_LINE.match(self.shown))
 
     def quotes(self, unwrap: bool = True) -> list[Piece]:
         """`pieces` of this block, made once: the refusal checks and the generator read the same."""

@@ -38,7 +38,7 @@ NUMBER = re.compile(r"\b\d[\d,.]{0,30}\b")
 _DEFINING = re.compile(r"\b(?:is|are|means|refers to|stands for|is called)\b", re.I)
 _STEP_Q = re.compile(
     r"\bhow (?:do|can|should|would) (?:i|we|you)\b|\bhow to\b|\bsteps?\b|\bprocedure\b|\bwhat (?:do|should) (?:i|we) do\b|\brecover(?!y)\w*"
-    r"|\b(?:anything|something) (?:else )?(?:i|we) (?:should|need to|must|ought to) do\b",
+    r"|\banything (?:else )?(?:i|we) (?:should|need to|must|ought to) do\b",
     re.I,
 )
 _CODE_Q = re.compile(r"\b(?:command|curl|payload|json|config|configuration|yaml|snippet|example request|request body|sample)\b", re.I)
@@ -318,19 +318,22 @@ def holds_quantity(asked: tuple[str, str | None], text: str, question: str = "")
 
 # The imperative that follows a purpose or a condition and its comma: the word after the comma is in lower case, no
 # pronoun, article or other word a statement opens with ("To view logs, Kibana can be used", "If so, the team ..."),
-# and no -ing or third-person form ("reviewing happens", "reviews happen"): the verb.
+# and no -ing or third-person form ("reviewing happens", "reviews happen"): the verb. "then", "first", "just" may
+# come before it but are not it ("If X, then the codebase never improves" is no advice).
 _IMPERATIVE = (
     r"(?:first\s+|then\s+|simply\s+|just\s+|please\s+)?"
     r"(?!(?:we|you|they|it|i|he|she|the|a|an|this|that|these|those|there|our|your|their|its|some|many|most|all|each|every|one"
     r"|in|on|at|for|with|by|as|and|or|but|so|if|when|which|who|what|is|are|was|were|be|has|have|had|do|does|not|no|nobody"
-    r"|nothing|everyone|everybody|people|only|such|both|any|more|my|me|us|his|her|here)\b)(?-i:[a-z]+)(?<!ing)(?<![^s]s)\b"
+    r"|nothing|everyone|everybody|people|only|such|both|any|more|my|me|us|his|her|here|then|first|simply|just|please)\b)"
+    r"(?-i:[a-z]+)(?<!ing)(?<![^s]s)\b"
 )
 
 # Advice for a situation: a condition, then what to do in it. "If it's too hard for you to read the code ..., then you
 # should let the developer know", "However, after the emergency is resolved you should look over ...", "When dealing
 # with time zone differences, try to get back to the author ..." (what a "what do I do" question in a situation asks
 # for). The condition may follow a word joining it to the sentence before ("However, after ..."); without a comma it
-# has two words at least, so "If you can ..." is a condition and no advice.
+# has two words at least before the advice, so "If you can ..." is no advice (a modal later in a comma-less condition,
+# "When the docs say you can skip it the build fails", still reads as one: no parser here tells the clauses apart).
 _SITUATION = r"^\W*(?:(?:however|but|so|also|then|and|otherwise|usually|typically|in general)\W+)?(?:if|when|once|after|before)\b"
 _ADVICE = re.compile(
     _SITUATION
@@ -356,13 +359,16 @@ _INSTRUCTION = re.compile(
 # hardware manufacturers only ship ...") or a verb's -ing, -ed or third-person form ("- Resolves a regression"). A
 # numbered item is a step whatever it opens with; so is a bullet opening with any other word ("- Create an access request")
 # or in lower case, which goes on from its lead-in ("You should use ... in either:", then "- the origin for your site's ...").
-_STATED = re.compile(
-    r"^\s*[-*+]\s+[*_`]*(?-i:(?=[A-Z]))(?:(?:if|when|whenever|once|while|unless|because|although|though|since|as|we|you|they|it|i|he|she|our"
+_STATEMENT = (
+    r"(?-i:(?=[A-Z]))(?:(?:if|when|whenever|once|while|unless|because|although|though|since|as|we|you|they|it|i|he|she|our"
     r"|your|their|its|my|the|a|an|this|that|these|those|there|some|many|most|all|each|every|any|no|not|such|both|one|other"
     r"|is|are|was|were|be|has|have|had|do|does|did|can|could|should|would|will|may|might|must|and|or|but|so)\b"
-    r"|[a-z]+(?:ing|ed)\b|[a-z]*[^s\W]s\b)",
-    re.I,
+    r"|[a-z]+(?:ing|ed)\b|[a-z]*[^s\W]s\b)"
 )
+_STATED = re.compile(r"^\s*[-*+]\s+[*_`]*" + _STATEMENT, re.I)
+# A sentence that opens as a statement does ("The risk is when ...", "Most systems become ..."), not as an order
+# ("Isolate test environments ...", "Notify the contacts ...").
+STATES = re.compile(r"^\W*" + _STATEMENT, re.I)
 
 
 def cue_match(cue: str | None, cand: Any, question: str = "") -> float:

@@ -98,8 +98,10 @@ class Extractive:
             ranked = rule.rescore(ranked, self._dense(question, [s.piece for s in pool]).tolist(), self.choice.dense)
         elif matched <= 0:  # nothing of the question in any candidate or its headings, and nothing to judge meaning by
             return ""
-        # a quote opening its section with "This deployment ..." brings the heading that names it, whichever reader chose it
-        chosen = rule.with_antecedent(self.choose(question, blocks, ranked, every, cands, cue), every, {b.n: b.headings for b in blocks})
+        # a quote opening its section with "This deployment ..." brings the heading that names it, whichever reader chose
+        # it; a section's first chunk opens with its heading line, a later chunk goes on from the one before
+        opening = {b.n: b.headings for b in blocks if b.opens_section}
+        chosen = rule.with_antecedent(self.choose(question, blocks, ranked, every, cands, cue), every, opening)
         return "\n".join(cite(c.text, c.block, c.kind, c.header) for c in chosen)
 
     def choose(
