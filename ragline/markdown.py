@@ -353,6 +353,11 @@ def _fence_end(doc: Doc, i: int, opener: re.Match[str]) -> int:
     raise StageError("code fence opened here is never closed", ragline.records.place(doc.path, doc.base + i + 1))
 
 
+def is_heading(line: str) -> bool:
+    """Whether a line is an ATX heading ("## Setup"), as the scanner reads one."""
+    return _ATX.match(line) is not None
+
+
 def scan(doc: Doc, start: int = 0) -> list[Block]:
     """The blocks of a whole document (`Doc(name, path, text)`), in order, from line index `start`."""
     return list(_scan(doc, start))

@@ -766,9 +766,9 @@ class TestAnswerChoice:
             "The risk is when a title that came from a user is interpolated into a run step of a workflow [1].",
             "The simplest fix is to use an intermediate environment variable [1].",
         ]
-        first, fix, advice, lead = (
-            answer_context.Piece(1, i, t, "sentence", 1)
-            for i, t in enumerate(("The risk is a title.", "The simplest fix is a variable.", "You should read it.", "You should:"))
+        first = answer_context.Piece(1, 0, "The risk is a title.", "sentence", 1)
+        fix, advice, lead = (  # each one `first`'s next piece in its own test
+            answer_context.Piece(1, 1, t, "sentence", 1) for t in ("The simplest fix is a variable.", "You should read it.", "You should:")
         )
         assert choice.with_remedy([first], [first, fix], 60) == [first, fix]
         assert choice.with_remedy([first], [first, lead], 60) == [first]  # a lead-in says nothing alone
@@ -778,6 +778,7 @@ class TestAnswerChoice:
         assert choice.with_remedy([prescribed], [prescribed, fix], 60) == [prescribed]  # it says what to do already
         other = answer_context.Piece(2, 0, "Other blocks say more about workflows and their titles here.", "sentence", 1)
         assert choice.with_remedy([first, other], [first, fix, other], 10) == [first, fix]  # room made: the other block's piece goes
+        assert choice.with_remedy([first, other], [first, lead, other], 60) == [first, other]  # a lead-in in the middle too
         assert choice.with_remedy([first], [first, advice], 3) == [first]  # past the budget and the answer's own length
         order = answer_context.Piece(1, 0, "Isolate the risk now.", "sentence", 1)
         assert choice.with_remedy([order], [order, fix], 60) == [order]  # an order says what to do already
@@ -805,8 +806,7 @@ class TestAnswerChoice:
         asked = section.replace("(S2)", "(S2)?")
         assert self.quoted("what is S2?", asked, (under[0], under[1] + "?"))[0].startswith("This deployment")  # a question names nothing
         second = answer_context.Piece(1, 1, "This deployment takes feedback.", "sentence", 1)
-        opening = answer_context.Piece(1, 0, "S2 is ours.", "sentence", 1)
-        assert choice.with_antecedent([second], [opening, second], {1: ["S2 host"]}) == [second]  # not the block's first piece
+        assert choice.with_antecedent([second], {1: ["S2 host"]}) == [second]  # not the block's first piece
 
     def test_the_answering_sentence_leads(self):
         text = "Pick a tool you can use to store and query logs for audit. Use Splunk to store and query logs."

@@ -556,7 +556,7 @@ def with_remedy(quoted: list[Piece], every: Sequence[Piece], budget: int) -> lis
     if not quoted or quoted[0].kind != "sentence" or PRESCRIBES.search(quoted[0].text) or not STATES.match(quoted[0].text):
         return quoted
     first = quoted[0]
-    after = min((p for p in every if p.block == first.block and p.position > first.position), key=lambda p: p.position, default=None)
+    after = next((p for p in every if (p.block, p.position) == (first.block, first.position + 1)), None)
     if after is None or after.kind != "sentence" or after in quoted or leads_in(after.text) or not REMEDY.search(after.text):
         return quoted
     out = [first, after, *quoted[1:]]
@@ -572,19 +572,18 @@ def with_remedy(quoted: list[Piece], every: Sequence[Piece], budget: int) -> lis
 POINTS_BACK = re.compile(r"\W*(?:this|these|that|those)\b", re.I)
 
 
-def with_antecedent(quoted: list[Piece], every: Sequence[Piece], headings: dict[int, list[str]]) -> list[Piece]:
+def with_antecedent(quoted: list[Piece], headings: dict[int, list[str]]) -> list[Piece]:
     """`quoted`, its first piece opened by its section's heading where that piece is a sentence, opens its section (the
-    block's first piece, the block being the section's first chunk: `headings` holds only those) and points back
+    block's first piece, position 0, the block being the section's first chunk: `headings` holds only those) and points back
     (`POINTS_BACK`) at what only the heading names: under "sourcegraph.sourcegraph.com (S2)", "This deployment is also
     colloquially referred to as ..." says nothing of which deployment it is. A heading that asks or says something
     ("Does the backport PR merge?") names nothing; the heading's few words may take the answer past its budget."""
     if not quoted:
         return quoted
     first, head = quoted[0], (headings.get(quoted[0].block) or [""])[-1].strip().rstrip(":")
-    opens = min((p.position for p in every if p.block == first.block), default=first.position) == first.position
-    if first.kind != "sentence" or not opens or not head or head.endswith(("?", ".", "!")) or POINTS_BACK.match(first.text) is None:
+    if first.kind != "sentence" or first.position != 0 or not head or head.endswith(("?", ".", "!")):
         return quoted
-    if head.lower() in first.text.lower():
+    if POINTS_BACK.match(first.text) is None or head.lower() in first.text.lower():
         return quoted
     return [dataclasses.replace(first, text=f"{head}: {first.text}"), *quoted[1:]]
 

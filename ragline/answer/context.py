@@ -35,9 +35,6 @@ class Piece:
     lead: int = -1  # the position of the piece that introduces it: a nested item's parent item, a list's lead-in sentence
 
 
-_HEADING_LINE = re.compile(r"\s*#{1,6}\s+\S")  # an ATX heading opening a block's text
-
-
 @dataclass
 class ContextBlock:
     """One numbered context block."""
@@ -59,7 +56,7 @@ class ContextBlock:
     def opens_section(self) -> bool:
         """Whether the block is its section's first chunk: its text opens with a heading line (a later chunk of a long
         section goes on from the one before, without it)."""
-        return bool(_HEADING_LINE.match(self.shown))
+        return markdown.is_heading(self.shown.lstrip("\n").split("\n", 1)[0])
 
     def quotes(self, unwrap: bool = True) -> list[Piece]:
         """`pieces` of this block, made once: the refusal checks and the generator read the same."""

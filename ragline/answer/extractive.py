@@ -101,7 +101,7 @@ class Extractive:
         # a quote opening its section with "This deployment ..." brings the heading that names it, whichever reader chose
         # it; a section's first chunk opens with its heading line, a later chunk goes on from the one before
         opening = {b.n: b.headings for b in blocks if b.opens_section}
-        chosen = rule.with_antecedent(self.choose(question, blocks, ranked, every, cands, cue), every, opening)
+        chosen = rule.with_antecedent(self.choose(question, blocks, ranked, every, cands, cue), opening)
         return "\n".join(cite(c.text, c.block, c.kind, c.header) for c in chosen)
 
     def choose(
