@@ -734,6 +734,59 @@ class TestAnswerChoice:
         assert cue_match("steps", answer_context.Piece(1, 0, text, "sentence", 1), q) == (0.5 if advice else 0.0)
 
     @pytest.mark.parametrize(
+        ("question", "cue"),
+        [
+            ("my security fix was merged and now it has broken a feature. can I just back it out?", "advice"),
+            ("a database outage last week wrecked every team's numbers, does our group just have to eat that?", "advice"),
+            ("If the whole region goes dark and takes our backups with it, what should we have done differently?", "advice"),
+            ("Months after a purchase, can a buyer still get their money back?", "advice"),
+            ("We argued for days and still can't agree. What's the escalation path?", None),  # asks for a thing
+            ("Can I squash my commits before review?", None),  # no situation
+            ("It broke. Can I revert it?", None),  # two words are no situation
+            ("my fix broke a feature and I want to back it out", None),  # no question
+            ("Our fix broke the release last night, do not back it out.", None),  # an order, not a question
+            ("The deploy went out an hour ago and broke checkout, so can I roll it back myself?", "advice"),
+            ("My fix broke the build. How do I roll it back?", "steps"),  # how to: the steps cue comes first
+        ],
+    )
+    def test_a_situation_then_whether_or_what_to_do_asks_for_advice(self, question, cue):
+        assert question_cue(question) == cue
+
+    @pytest.mark.parametrize(
+        ("text", "kind", "match"),
+        [
+            ("If the impact is significant, we can discuss a manual adjustment to spend.", "sentence", 1.0),
+            ("In most cases, the appropriate path forward is to fix the issue in the canonical repository.", "sentence", 1.0),
+            ("Thus, it is usually best to insist that the developer clean up their CL now.", "sentence", 1.0),
+            ("It’s a good idea to ask first.", "sentence", 1.0),  # a typographic apostrophe
+            ("System-wide incidents may have an impact on a team's budget.", "sentence", 0.0),  # restates the situation
+            ("The best reviewers are the code's owners.", "sentence", 0.0),  # "best", no "is to"
+            ("- If the impact is significant, we can discuss it.", "item", 0.0),  # prose only
+        ],
+    )
+    def test_advice_or_a_recommendation_answers_an_advice_question(self, text, kind, match):
+        q = "a database outage wrecked our numbers, does our group just have to eat that?"
+        assert cue_match("advice", answer_context.Piece(1, 0, text, kind, 1), q) == match
+
+    def test_an_advice_question_is_answered_by_the_advice_not_the_situation_restated(self):
+        q = "a database outage last week wrecked every team's numbers, does our group just have to eat that?"
+        text = (
+            "Incidents in shared services such as the database may have an impact on a team's budget spend."
+            " Since we look at spend over 28 days, the impact of short events should be small."
+            " If the impact is significant, we can discuss a manual adjustment to spend."
+            " We are not looking into discounting such incidents from each group's budget."
+        )
+        lines = self.quoted(q, text)
+        assert lines[0] == "If the impact is significant, we can discuss a manual adjustment to spend [1]."
+
+    def test_advice_in_a_lower_block_counts_less(self):
+        q = "a database outage last week wrecked every team's error budget numbers, does our group just have to eat that?"
+        first = hit("a#x", "An outage counts against the error budget numbers.")
+        advice = hit("c#y", "If the database fails, we can discuss the numbers.")  # the second block's: half the cue
+        out = answer(hits_record(q, first, advice), Extractive(self.FEATURES), 0.0)
+        assert out["answer"].split("\n")[0].startswith("An outage counts against")
+
+    @pytest.mark.parametrize(
         ("item", "step"),
         [
             ("- If you are on call, then you are expected to answer pages.", 0.25),  # a condition: a rule stated

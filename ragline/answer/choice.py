@@ -34,6 +34,7 @@ from ragline.answer.context import Piece
 from ragline.answer.cues import ANNOUNCES, HOW_OFTEN, STATES, asked_quantity, cue_match, holds_quantity
 from ragline.text import leads_in
 
+BY_BLOCK = ("steps", "advice")  # cues whose match counts less the lower the block (`rank`)
 DENSE_POOL = 12  # candidates the dense similarity rescores (embedding them all costs ~0.7 s a question)
 
 
@@ -139,7 +140,7 @@ def rank(
     (`headings`: each block's heading-path terms, None to leave them out):
         sum(w(t) for t in T if t in s) / sum(w)
       + headings * sum(w(t) for t in T if t in b's heading path) / sum(w)   (with `headings`)
-      + cue      * cue_match(cue, s, question)                              (with a cue; / b for steps)
+      + cue      * cue_match(cue, s, question)                              (with a cue; / b for steps, advice)
       + rank     / b
     A nested list item's terms T are its own and its parent item's. Ties go to the earlier
     block, then the earlier piece. The match returned is the best of
@@ -158,8 +159,9 @@ def rank(
             score += choice.headings * sum(w for t, w in weights.items() if t in headings[p.block]) / total
         matched = max(matched, score)
         if cue:
-            # a list or code answers a steps question in the block retrieval put first; further down, less
-            score += choice.cue * cue_match(cue, p, question) / (p.block if cue == "steps" else 1)
+            # a list or code answers a steps question, advice an advice question, in the block retrieval put first;
+            # further down, less
+            score += choice.cue * cue_match(cue, p, question) / (p.block if cue in BY_BLOCK else 1)
         score += choice.rank / p.block
         out.append(Scored(score, p))
     return sorted(out, key=_order), matched

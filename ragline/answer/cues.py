@@ -66,6 +66,29 @@ _DEFINITION_Q = re.compile(
     re.I,
 )
 
+# What a question asks after it states a situation: whether ("can I just back it out?", "does our group just have to eat
+# that?", "Am I allowed to ...?") or what to do ("what should we have done differently?", "how should I ...?"). "What's
+# the escalation path?" asks for a thing, not for advice.
+_ASKS_ADVICE = re.compile(
+    r"^(?:(?:so|and|but|then)\s+)?(?:can|could|should|shall|may|must|do|does|did|is|are|am|will|would"
+    r"|what (?:should|do|can|would) (?:i|we|you)|how (?:should|do|can) (?:i|we))\b",
+    re.I,
+)
+_SITUATION_WORDS = 4  # the least words of a situation before the ask ("Months after a purchase, can a buyer ...")
+
+
+def asks_advice(question: str) -> bool:
+    """Whether a question states a situation, then asks whether or what to do in it: "my security fix was merged and
+    now it has broken an unrelated feature. can I just back it out?", "If the whole region goes dark ..., what should
+    we have done differently?". The situation is what comes before the question's last sentence or clause (after its
+    last ". ", "! " or ", "), four words at least; the ask is that last part, a yes/no question or what or how to do.
+    Its answer is the handbook's advice for a situation, not the sentences that restate the situation."""
+    q = " ".join(question.split()).rstrip()
+    if not q.endswith("?"):
+        return False
+    cut = max(q.rfind(". "), q.rfind("! "), q.rfind(", "))
+    return cut >= 0 and len(q[:cut].split()) >= _SITUATION_WORDS and _ASKS_ADVICE.match(q[cut + 2 :]) is not None
+
 
 # A name in a question: a word (as `ragline.text.tokenize` splits them) that is capitalised without
 # opening a sentence, or holds a digit, a capital inside or a joiner other than a hyphen
@@ -117,7 +140,7 @@ def question_cue(question: str) -> str | None:
     duration ("how long", "how quickly", "deadline", "what time window"), time ("when", "what time"),
     number ("how many", "limit"), name ("which tool", "what service"), definition
     ("what does X mean", "what is X", a bare identifier), or None. The first that
-    matches, in that order.
+    matches, in that order; then advice (`asks_advice`: a situation, then whether or what to do in it).
     """
     q = question.strip()
     for cue, pattern in (
@@ -133,7 +156,7 @@ def question_cue(question: str) -> str | None:
             cue == "time" and _CONDITION_WHEN.search(q) and not re.search(r"\b(?:what time|schedule|how often)\b", q, re.I)
         ):
             return cue
-    return None
+    return "advice" if asks_advice(q) else None
 
 
 # --------------------------------------------------------------------------- the asked-for quantity
@@ -354,6 +377,14 @@ _INSTRUCTION = re.compile(
 )
 
 
+# A recommendation, with or without a situation: "the appropriate path forward is to fix the issue in the canonical
+# repository", "it's usually best to insist that ...", "it is a good idea to ..." (what an `asks_advice` question wants).
+_RECOMMENDS = re.compile(
+    r"\b(?:(?:best|right|appropriate|recommended|preferred|simplest|safest) (?:\w+ ){0,2}(?:is|are) to"
+    r"|it(?:'s|’s| is) (?:usually |often |generally |also )?(?:best|better|a good idea|advisable|wise|recommended) to)\b",
+    re.I,
+)
+
 # A bulleted item that states rather than directs: it opens with a word a statement opens with (a pronoun, an article,
 # a condition, a modal: "- If you are on call, then you are expected to ...", "- We take on-call seriously", "- Some
 # hardware manufacturers only ship ...") or a verb's -ing, -ed or third-person form ("- Resolves a regression"). A
@@ -403,6 +434,8 @@ def cue_match(cue: str | None, cand: Any, question: str = "") -> float:
             if cand.kind == "sentence" and (_ADVICE.search(text) or ragline.text.leads_in(text))
             else 0.0
         )
+    if cue == "advice":  # advice for a situation, or a recommendation, in prose
+        return 1.0 if cand.kind == "sentence" and (_ADVICE.search(text) or _RECOMMENDS.search(text)) else 0.0
     if cue == "code":
         return 1.0 if cand.kind == "code" else 0.0
     if cue == "name":
