@@ -759,6 +759,11 @@ class TestAnswerChoice:
             ("In most cases, the appropriate path forward is to fix the issue in the canonical repository.", "sentence", 1.0),
             ("Thus, it is usually best to insist that the developer clean up their CL now.", "sentence", 1.0),
             ("It’s a good idea to ask first.", "sentence", 1.0),  # a typographic apostrophe
+            ("Don't block CLs from being submitted based only on personal style preferences.", "sentence", 1.0),  # a rule
+            ("So never force push to a shared branch.", "sentence", 1.0),
+            ("Always ask before you merge.", "sentence", 1.0),
+            ("Teams never force push to main.", "sentence", 0.0),  # a fact stated, not a rule laid down
+            ("Make sure the CL follows the style guides.", "sentence", 0.0),  # an instruction: not whether one may
             ("System-wide incidents may have an impact on a team's budget.", "sentence", 0.0),  # restates the situation
             ("The best reviewers are the code's owners.", "sentence", 0.0),  # "best", no "is to"
             ("- If the impact is significant, we can discuss it.", "item", 0.0),  # prose only

@@ -385,6 +385,12 @@ _RECOMMENDS = re.compile(
     re.I,
 )
 
+# A rule laid down: a prohibition or an absolute, opening its sentence ("Don't block CLs from being submitted based only
+# on personal style preferences", "Never force push to main", "Always ..."): whether one may, answered.
+_LAYS_DOWN = re.compile(
+    r"^\W*(?:(?:so|thus|instead|rather|in general|usually|generally)\W+)?(?:don't|don’t|do not|never|always|avoid)\b", re.I
+)
+
 # A bulleted item that states rather than directs: it opens with a word a statement opens with (a pronoun, an article,
 # a condition, a modal: "- If you are on call, then you are expected to ...", "- We take on-call seriously", "- Some
 # hardware manufacturers only ship ...") or a verb's -ing, -ed or third-person form ("- Resolves a regression"). A
@@ -434,8 +440,8 @@ def cue_match(cue: str | None, cand: Any, question: str = "") -> float:
             if cand.kind == "sentence" and (_ADVICE.search(text) or ragline.text.leads_in(text))
             else 0.0
         )
-    if cue == "advice":  # advice for a situation, or a recommendation, in prose
-        return 1.0 if cand.kind == "sentence" and (_ADVICE.search(text) or _RECOMMENDS.search(text)) else 0.0
+    if cue == "advice":  # advice for a situation, a recommendation or a rule laid down, in prose
+        return 1.0 if cand.kind == "sentence" and any(p.search(text) for p in (_ADVICE, _RECOMMENDS, _LAYS_DOWN)) else 0.0
     if cue == "code":
         return 1.0 if cand.kind == "code" else 0.0
     if cue == "name":
