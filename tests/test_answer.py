@@ -743,6 +743,17 @@ class TestAnswerChoice:
             ("We argued for days and still can't agree. What's the escalation path?", None),  # asks for a thing
             ("Can I squash my commits before review?", None),  # no situation
             ("It broke. Can I revert it?", None),  # two words are no situation
+            ("It broke down. Can I revert it?", None),  # three are none either
+            ("It broke down again! Can I revert it?", "advice"),
+            ("The build broke after my merge, what now? Should I revert it?", "advice"),  # the last sentence asks
+            ("We shipped a migration that locks the users table. Should I revert, or roll forward?", "advice"),  # the sentence
+            ("Do you screen for fraud, and can that stop a payment before any bank sees it?", None),  # two questions
+            ("Our staging site lives under the live site's address. Is there anything to watch out for?", "advice"),
+            ("We need a runbook for the new service. Is there a template for the runbook?", None),  # asks for a thing
+            ("We need a runbook for the new service. Do you have an example of one?", None),
+            ("our pager goes off every time a worker restarts - is that how it should be?", "advice"),
+            ("The pager went off twice last night, but should I page the owner?", "advice"),
+            ("Our export takes eight seconds, then ought we to raise the budget?", "advice"),
             ("my fix broke a feature and I want to back it out", None),  # no question
             ("Our fix broke the release last night, do not back it out.", None),  # an order, not a question
             ("The deploy went out an hour ago and broke checkout, so can I roll it back myself?", "advice"),
@@ -761,7 +772,18 @@ class TestAnswerChoice:
             ("It’s a good idea to ask first.", "sentence", 1.0),  # a typographic apostrophe
             ("Don't block CLs from being submitted based only on personal style preferences.", "sentence", 1.0),  # a rule
             ("So never force push to a shared branch.", "sentence", 1.0),
-            ("Always ask before you merge.", "sentence", 1.0),
+            ("Thus, always ask before you merge.", "sentence", 1.0),
+            ("Do not use Scala for new projects.", "sentence", 1.0),
+            ("Don’t use Scala for new projects.", "sentence", 1.0),
+            ("Avoid storing long-lived credentials.", "sentence", 1.0),
+            ("Always-on replicas run in every region.", "sentence", 0.0),  # a word that only begins so
+            ('"Do not panic" is printed on the cover.', "sentence", 0.0),  # a quoted phrase
+            ("If the impact is significant, should we discuss it?", "sentence", 0.0),  # a question advises nothing
+            ("If the release is cut, will the pipelines build it?", "sentence", 0.0),
+            ("Don't you think we should wait?", "sentence", 0.0),
+            ("When code reviews are slow, several things happen.", "sentence", 0.0),  # no imperative after the comma
+            ("The simplest fix is to use an intermediate variable.", "sentence", 1.0),
+            ("It is advisable to rotate the key.", "sentence", 1.0),
             ("Teams never force push to main.", "sentence", 0.0),  # a fact stated, not a rule laid down
             ("Make sure the CL follows the style guides.", "sentence", 0.0),  # an instruction: not whether one may
             ("System-wide incidents may have an impact on a team's budget.", "sentence", 0.0),  # restates the situation

@@ -4,7 +4,7 @@ The whole rule, in the order it runs:
 
 1. `rank`: every candidate piece (`ragline.answer.context.Piece`) gets a score from the
    question's terms (each weighted by its idf, or 1), the block's heading path, what the
-   question asks for (`ragline.answer.cues.cue_match`; for steps, less the lower the block)
+   question asks for (`ragline.answer.cues.cue_match`; for steps and advice, less the lower the block)
    and the block's rank; best first.
 2. `rescore`: the DENSE_POOL best get the cosine of the question with the piece (the
    reader computes it with the index's embedder), weighted, and are ranked again; with the

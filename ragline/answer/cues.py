@@ -3,7 +3,7 @@
 A library, not a stage (rag_answer uses it): pure functions over strings.
 
 - `question_cue`: the kind of answer a question asks for (code, steps, duration, time,
-  number, name, definition), and `cue_match`: how well a quotable piece holds it.
+  number, name, definition, advice), and `cue_match`: how well a quotable piece holds it.
 - `unknown_names`: the names in a question that an index never mentions (Gerrit, a CLA,
   NW-9999), the ground of the answer stage's "the handbook never mentions" refusal.
 - How a quote reads: `plain` (markup out), `LINK_DEFINITION` (never prose), `ANNOUNCES`
@@ -67,11 +67,20 @@ _DEFINITION_Q = re.compile(
 )
 
 # What a question asks after it states a situation: whether ("can I just back it out?", "does our group just have to eat
-# that?", "Am I allowed to ...?") or what to do ("what should we have done differently?", "how should I ...?"). "What's
-# the escalation path?" asks for a thing, not for advice.
+# that?", "Am I allowed to ...?", "Ought we to ...?") or what to do ("what should we have done
+# differently?"; "how should I ...?" asks for steps, `_STEP_Q`). "What's the escalation path?" asks for a thing, not
+# for advice; so do "Is there a template for ...?" and "Do you have an example?" (but "Is there anything to watch out
+# for?" asks what to do).
 _ASKS_ADVICE = re.compile(
-    r"^(?:(?:so|and|but|then)\s+)?(?:can|could|should|shall|may|must|do|does|did|is|are|am|will|would"
-    r"|what (?:should|do|can|would) (?:i|we|you)|how (?:should|do|can) (?:i|we))\b",
+    r"^(?:(?:so|and|but|then)\s+)?(?:"
+    r"(?!(?:is|are) there (?!anything\b)|(?:do|does) (?:you|we|they|it) have\b)"
+    r"(?:can|could|should|shall|may|might|must|ought|need|do|does|did|is|are|am|was|were|will|would|have|has)\b"
+    r"|what (?:should|do|can|would) (?:i|we|you)\b)",
+    re.I,
+)
+_OPENS_QUESTION = re.compile(  # a part of a question that is itself one ("Do you screen for fraud, and can ...?")
+    r"^(?:can|could|should|shall|may|might|must|do|does|did|is|are|am|was|were|will|would|have|has"
+    r"|what|which|who|whom|whose|how|why|where)\b",
     re.I,
 )
 _SITUATION_WORDS = 4  # the least words of a situation before the ask ("Months after a purchase, can a buyer ...")
@@ -80,14 +89,21 @@ _SITUATION_WORDS = 4  # the least words of a situation before the ask ("Months a
 def asks_advice(question: str) -> bool:
     """Whether a question states a situation, then asks whether or what to do in it: "my security fix was merged and
     now it has broken an unrelated feature. can I just back it out?", "If the whole region goes dark ..., what should
-    we have done differently?". The situation is what comes before the question's last sentence or clause (after its
-    last ". ", "! " or ", "), four words at least; the ask is that last part, a yes/no question or what or how to do.
-    Its answer is the handbook's advice for a situation, not the sentences that restate the situation."""
+    we have done differently?". The ask is the question's last sentence (after its last ". ", "! ", "? ", " - " or
+    " — "), or, in a one-sentence question, its last clause (after its last ", "): a yes/no question or what to do.
+    The situation is what comes before it: four words at least, not itself a question ("Do you screen for fraud, and
+    can that stop a payment?" asks two things). Its answer is the handbook's advice for a situation, not the
+    sentences that restate the situation."""
     q = " ".join(question.split()).rstrip()
     if not q.endswith("?"):
         return False
-    cut = max(q.rfind(". "), q.rfind("! "), q.rfind(", "))
-    return cut >= 0 and len(q[:cut].split()) >= _SITUATION_WORDS and _ASKS_ADVICE.match(q[cut + 2 :]) is not None
+    cut = max(q.rfind(". "), q.rfind("! "), q.rfind("? "), q.rfind(" - "), q.rfind(" — "))
+    if cut < 0:
+        cut = q.rfind(", ")
+    if cut < 0:
+        return False
+    situation, ask = q[:cut].strip(" -—"), q[cut + 1 :].strip(" -—")
+    return len(situation.split()) >= _SITUATION_WORDS and _OPENS_QUESTION.match(situation) is None and _ASKS_ADVICE.match(ask) is not None
 
 
 # A name in a question: a word (as `ragline.text.tokenize` splits them) that is capitalised without
@@ -347,7 +363,8 @@ _IMPERATIVE = (
     r"(?:first\s+|then\s+|simply\s+|just\s+|please\s+)?"
     r"(?!(?:we|you|they|it|i|he|she|the|a|an|this|that|these|those|there|our|your|their|its|some|many|most|all|each|every|one"
     r"|in|on|at|for|with|by|as|and|or|but|so|if|when|which|who|what|is|are|was|were|be|has|have|had|do|does|not|no|nobody"
-    r"|nothing|everyone|everybody|people|only|such|both|any|more|my|me|us|his|her|here|then|first|simply|just|please)\b)"
+    r"|nothing|everyone|everybody|people|only|such|both|any|more|my|me|us|his|her|here|then|first|simply|just|please"
+    r"|will|would|could|can|might|shall|should|must|may|several|even)\b)"
     r"(?-i:[a-z]+)(?<!ing)(?<![^s]s)\b"
 )
 
@@ -386,9 +403,11 @@ _RECOMMENDS = re.compile(
 )
 
 # A rule laid down: a prohibition or an absolute, opening its sentence ("Don't block CLs from being submitted based only
-# on personal style preferences", "Never force push to main", "Always ..."): whether one may, answered.
+# on personal style preferences", "Never force push to main", "Always ..."): whether one may, answered. Not a word that
+# only begins so ("Always-on replicas ..."), nor a quoted phrase ('"Don't panic" is printed on the cover').
 _LAYS_DOWN = re.compile(
-    r"^\W*(?:(?:so|thus|instead|rather|in general|usually|generally)\W+)?(?:don't|don’t|do not|never|always|avoid)\b", re.I
+    r"^[\s(]*(?:(?:so|thus|instead|rather|in general|usually|generally),?\s+)?(?:don't|don’t|do not|never|always|avoid)(?![-\w])",
+    re.I,
 )
 
 # A bulleted item that states rather than directs: it opens with a word a statement opens with (a pronoun, an article,
@@ -440,8 +459,10 @@ def cue_match(cue: str | None, cand: Any, question: str = "") -> float:
             if cand.kind == "sentence" and (_ADVICE.search(text) or ragline.text.leads_in(text))
             else 0.0
         )
-    if cue == "advice":  # advice for a situation, a recommendation or a rule laid down, in prose
-        return 1.0 if cand.kind == "sentence" and any(p.search(text) for p in (_ADVICE, _RECOMMENDS, _LAYS_DOWN)) else 0.0
+    if cue == "advice":  # advice for a situation, a recommendation or a rule laid down, in prose; a question is none
+        if cand.kind != "sentence" or text.rstrip().endswith("?"):
+            return 0.0
+        return 1.0 if any(p.search(text) for p in (_ADVICE, _RECOMMENDS, _LAYS_DOWN)) else 0.0
     if cue == "code":
         return 1.0 if cand.kind == "code" else 0.0
     if cue == "name":

@@ -43,7 +43,7 @@ class Extractive:
                               or plain counts (without it)
       + headings * share of the question's terms in b's heading path ("headings")
       + cue      * how well s has what the question asks for: a time, a number, a
-                   name, steps, a code block (`cue_match`, "cue")
+                   name, steps, a code block, advice (`cue_match`, "cue")
       + rank     / rank of b
       + dense    * cosine(question, s) with the index's embedder ("dense"), for the
                    DENSE_POOL best candidates by the terms above
