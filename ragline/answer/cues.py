@@ -71,16 +71,16 @@ _DEFINITION_Q = re.compile(
 # differently?"; "how should I ...?" asks for steps, `_STEP_Q`). "What's the escalation path?" asks for a thing, not
 # for advice; so do "Is there a template for ...?" and "Do you have an example?" (but "Is there anything to watch out
 # for?" asks what to do).
+_AUXILIARY = r"can|could|should|shall|may|might|must|do|does|did|is|are|am|was|were|will|would|have|has"  # opens a yes/no
 _ASKS_ADVICE = re.compile(
     r"^(?:(?:so|and|but|then)\s+)?(?:"
     r"(?!(?:is|are) there (?!anything\b)|(?:do|does) (?:you|we|they|it) have\b)"
-    r"(?:can|could|should|shall|may|might|must|ought|need|do|does|did|is|are|am|was|were|will|would|have|has)\b"
+    rf"(?:{_AUXILIARY}|ought|need)\b"
     r"|what (?:should|do|can|would) (?:i|we|you)\b)",
     re.I,
 )
 _OPENS_QUESTION = re.compile(  # a part of a question that is itself one ("Do you screen for fraud, and can ...?")
-    r"^(?:can|could|should|shall|may|might|must|do|does|did|is|are|am|was|were|will|would|have|has"
-    r"|what|which|who|whom|whose|how|why|where)\b",
+    rf"^(?:{_AUXILIARY}|what|which|who|whom|whose|how|why|where)\b",
     re.I,
 )
 _SITUATION_WORDS = 4  # the least words of a situation before the ask ("Months after a purchase, can a buyer ...")
