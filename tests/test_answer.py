@@ -1243,6 +1243,7 @@ class TestWhatTheQuestionAsksFor:
         [
             ('When is it OK to give "LGTM with comments"?', None),
             ("When two engineers argue over formatting, what has the final word?", None),
+            ("When I spot a problem in a CL, am I expected to write the fix for the author?", "advice"),  # no time
             ("When does the sweep run?", "time"),
             ("When should I expect the payout?", "time"),
             ("Which Slack channel do I ask in?", "name"),

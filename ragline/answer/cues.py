@@ -47,11 +47,12 @@ _DURATION_Q = re.compile(
     re.I,
 )
 _TIME_Q = re.compile(r"\b(?:when|what time|schedule|how often|how frequently)\b", re.I)
-# "When is it OK to ...", "when two engineers argue, what ...": a condition, not a time. A "when"
-# asks for a time only where it opens the question and no other question word follows it.
+_AUXILIARY = r"can|could|should|shall|may|might|must|do|does|did|is|are|am|was|were|will|would|have|has"  # opens a yes/no
+# "When is it OK to ...", "when two engineers argue, what ...", "When I spot a problem, am I expected to ...": a
+# condition, not a time. A "when" asks for a time only where it opens the question and no other question word follows it.
 _CONDITION_WHEN = re.compile(
     r"^\s*when (?:is it|are we|am i|do i need to|would)\b"
-    r"|^\s*when\b[^?]*,\s*(?:what|which|who|how|should|can|do|is|are)\b|\S\s+when\b",
+    rf"|^\s*when\b[^?]*,\s*(?:what|which|who|how|{_AUXILIARY})\b|\S\s+when\b",
     re.I,
 )
 _NAME_Q = re.compile(
@@ -71,7 +72,6 @@ _DEFINITION_Q = re.compile(
 # differently?"; "how should I ...?" asks for steps, `_STEP_Q`). "What's the escalation path?" asks for a thing, not
 # for advice; so do "Is there a template for ...?" and "Do you have an example?" (but "Is there anything to watch out
 # for?" asks what to do).
-_AUXILIARY = r"can|could|should|shall|may|might|must|do|does|did|is|are|am|was|were|will|would|have|has"  # opens a yes/no
 _ASKS_ADVICE = re.compile(
     r"^(?:(?:so|and|but|then)\s+)?(?:"
     r"(?!(?:is|are) there (?!anything\b)|(?:do|does) (?:you|we|they|it) have\b)"
