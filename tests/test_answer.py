@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import ClassVar
 
 import click
@@ -259,6 +260,12 @@ class TestExtractive:
             ("curl example for refunds", "code"),
             ("What is marl", "definition"),
             ("Which cloud region serves Singapore merchants?", None),
+            ("What do I need to do to plan a load test before running it?", "steps"),
+            ("The upgrade failed. What does whoever detects it have to do?", "steps"),
+            ("What must we do before a release?", "steps"),
+            ("What does this label do?", None),  # what a thing does: no one's steps
+            ("What does this label have to do with releases?", None),  # "have to do with": how things relate
+            ("What did I do wrong?", None),  # what went wrong, not what to do
         ],
     )
     def test_question_cues(self, question, cue):
@@ -871,6 +878,69 @@ class TestAnswerChoice:
         for budget in (10, 22, 26):  # no room for the fix beside the list: the list goes whole, its lead-in with it
             assert choice.with_remedy(listed, [first, fix, *listed[1:]], budget) == [first, fix]
         assert choice.with_remedy(listed, [first, fix, *listed[1:]], 40) == [first, fix, *listed[1:]]
+
+    def test_a_steps_answer_opens_with_its_sections_first_order(self):
+        text = (
+            "Capture a charge with `POST /v2/charges/{id}/capture`. Without a body, the full authorized amount is captured."
+            " To capture less, pass `amount`; the uncaptured remainder is released back to the cardholder at once."
+            " A shipment that goes out in two parts needs two charges, or one capture for the total when the order ships."
+        )
+        lines = self.quoted("How do I take only part of the authorized amount when an order ships incomplete?", text)
+        assert lines[0] == "Capture a charge with `POST /v2/charges/{id}/capture` [1]."  # the order, though it shares few words
+        assert "To capture less, pass `amount`; the uncaptured remainder is released back to the cardholder at once [1]." in lines
+        first = answer_context.Piece(1, 0, "Capture a charge with `POST /v2/charges/{id}/capture`.", "sentence", 1)
+        rest = answer_context.Piece(1, 1, "To capture less, pass `amount` in the body of it.", "sentence", 1)
+        other = answer_context.Piece(2, 0, "Refunds go back to the card.", "sentence", 1)
+        assert choice.with_first_step([rest], [first, rest], 60) == [first, rest]
+        assert choice.with_first_step([first, rest], [first, rest], 60) == [first, rest]  # quoted already
+        assert choice.with_first_step([other, rest], [first, rest, other], 60) == [other, rest]  # the lead's block's, not another's
+        assert choice.with_first_step([rest], [first, rest], 5) == [first, rest]  # past the budget: it holds code, the step itself
+        plain = dataclasses.replace(first, text="Capture a charge with the capture endpoint.")
+        assert choice.with_first_step([rest], [plain, rest], 60) == [plain, rest]
+        assert choice.with_first_step([rest], [plain, rest], 10) == [rest]  # past the budget without code: left out
+        for text in (
+            "Captures are refunded after a week.",  # a statement
+            "In the general case, capture the charge.",  # a preposition opens it
+            "Run the following steps in order:",  # a lead-in
+            "Security issues are managed by the security team.",  # a noun before its verb
+        ):
+            opening = dataclasses.replace(first, text=text)
+            assert choice.with_first_step([rest], [opening, rest], 60) == [rest], text
+        item = answer_context.Piece(1, 0, "- Capture a charge with the endpoint.", "item", 1)
+        assert choice.with_first_step([rest], [item, rest], 60) == [rest]  # a list item is no opening sentence
+
+    @pytest.mark.parametrize(
+        ("text", "order"),
+        [
+            ("Capture a charge with `POST /v2/charges/{id}/capture`.", True),
+            ("Look at the CL description and what the CL does in general.", True),
+            ("Look out for script injection when referencing user-submitted content.", True),
+            ("To backport to a branch, simply attach the backport label to your pull request.", True),  # a purpose, then
+            ("Ensure the app only has the permissions it needs.", True),  # -ure is a verb's ending too
+            ("Captures are refunded after a week.", False),
+            ("Security issues are managed and prioritized by the security team.", False),
+            ("From the customer's point of view, an unknown charge is neither.", False),
+            ("Only the release captain can label something as release blocking.", False),
+            ("Where a schedule is given in IST, it is an Indian time.", False),
+            ("Note that the deployment name is not the pod name.", False),
+            ("Ownership at Sourcegraph is exercised by teams.", False),
+            ("Freedom for you to decide how to reach your goals.", False),
+            ("Recovery for regional backups is validated.", False),
+            ("Access to monitoring data such as Grafana.", False),  # a noun and "to"
+            ("Given these questions, we documented a set of values.", False),
+            ("Documentation for the API is kept in the repository.", False),
+            ("Management at the top decides.", False),
+            ("Readiness for the launch is checked weekly.", False),
+            ("Security for the service is everyone's job.", False),
+            ("If the code is hard to read, ask the author.", False),  # a condition (advice, not a step)
+            ("Reviewing the code takes time.", False),  # a gerund
+            ("Merged changes go out on Monday.", False),  # a participle
+            ("Almost all version control systems are oriented around one author.", False),
+            ("Even the biggest task can be split.", False),
+        ],
+    )
+    def test_a_sentence_opening_with_an_order(self, text, order):
+        assert cues.orders(text) is order
 
     def test_a_sentence_pointing_at_its_heading_brings_the_heading(self):
         section = "### sourcegraph.example.com (S2)\n\nThis deployment is our main dogfooding instance. Feedback goes to a channel."

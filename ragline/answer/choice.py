@@ -31,7 +31,7 @@ from typing import NamedTuple
 import ragline.text
 from ragline.answer.citations import sentences
 from ragline.answer.context import Piece
-from ragline.answer.cues import ANNOUNCES, HOW_OFTEN, STATES, asked_quantity, cue_match, holds_quantity
+from ragline.answer.cues import ANNOUNCES, HOW_OFTEN, STATES, asked_quantity, cue_match, holds_quantity, orders
 from ragline.text import leads_in
 
 BY_BLOCK = ("steps", "advice")  # cues whose match counts less the lower the block (`rank`)
@@ -530,7 +530,10 @@ def select(
     if not listed and len(continued(chosen[:1], every)) > 1:  # the lead brings its list, table or code: that is the answer
         chosen = chosen[:1]
     quoted = with_claims(with_leads(continued(chosen, every, weights, listed), every, question), every)
-    return [fit_row(p, question, weights.budget) for p in with_remedy(quoted, every, weights.budget)]
+    quoted = with_remedy(quoted, every, weights.budget)
+    if cue == "steps":
+        quoted = with_first_step(quoted, every, weights.budget)
+    return [fit_row(p, question, weights.budget) for p in quoted]
 
 
 # a sentence that says what to do, or what may or must happen: a modal, or a condition or purpose and its comma
@@ -606,6 +609,22 @@ def with_claims(quoted: list[Piece], every: Sequence[Piece]) -> list[Piece]:
         return None
 
     return preceded(quoted, every, claim_of)
+
+
+def with_first_step(quoted: list[Piece], every: Sequence[Piece], budget: int) -> list[Piece]:
+    """`quoted` (the answer to a steps question), opened by the first sentence of its first piece's block where that
+    is not quoted and opens with an order (`cues.orders`): a section that says how in its first sentence ("Capture a
+    charge with `POST /v2/charges/{id}/capture`.") and the details after ("To capture less, pass `amount`; ...") is
+    answered by both, the order first. Within `budget` words, or past it where the order holds code (the endpoint or
+    command to use is the step itself); a lead-in (a sentence ending in a colon) is no step."""
+    if not quoted:
+        return quoted
+    first = next((p for p in every if p.block == quoted[0].block and p.position == 0), None)
+    if first is None or first in quoted or first.kind != "sentence" or leads_in(first.text) or not orders(first.text):
+        return quoted
+    if size(quoted) + size([first]) > budget and "`" not in first.text:
+        return quoted
+    return [first, *quoted]
 
 
 def _cell_size(name: str, cell: str) -> int:
