@@ -263,6 +263,11 @@ class TestExtractive:
             ("What do I need to do to plan a load test before running it?", "steps"),
             ("The upgrade failed. What does whoever detects it have to do?", "steps"),
             ("What must we do before a release?", "steps"),
+            ("What should the incident lead do first?", "steps"),
+            ("What would we need to do to migrate?", "steps"),
+            ("What do you do when the build breaks?", "steps"),
+            ("What do I need to do with a webhook that keeps failing?", "steps"),  # "need to do with" is no idiom
+            ("What should this label be called?", None),
             ("What does this label do?", None),  # what a thing does: no one's steps
             ("What does this label have to do with releases?", None),  # "have to do with": how things relate
             ("What did I do wrong?", None),  # what went wrong, not what to do
@@ -885,29 +890,46 @@ class TestAnswerChoice:
             " To capture less, pass `amount`; the uncaptured remainder is released back to the cardholder at once."
             " A shipment that goes out in two parts needs two charges, or one capture for the total when the order ships."
         )
-        lines = self.quoted("How do I take only part of the authorized amount when an order ships incomplete?", text)
+        section = "## Capturing\n\n" + text
+        lines = self.quoted("How do I take only part of the authorized amount when an order ships incomplete?", section)
         assert lines[0] == "Capture a charge with `POST /v2/charges/{id}/capture` [1]."  # the order, though it shares few words
         assert "To capture less, pass `amount`; the uncaptured remainder is released back to the cardholder at once [1]." in lines
+        # a later chunk of its section goes on from the one before: its first sentence is not the section's
+        assert self.quoted("How do I take only part of the authorized amount when an order ships incomplete?", text)[0] != lines[0]
+        # not a steps question: no order put first
+        assert self.quoted("When is the uncaptured remainder released back to the cardholder?", section)[0] != lines[0]
+
+    def test_the_first_order_of_a_section(self):
         first = answer_context.Piece(1, 0, "Capture a charge with `POST /v2/charges/{id}/capture`.", "sentence", 1)
         rest = answer_context.Piece(1, 1, "To capture less, pass `amount` in the body of it.", "sentence", 1)
         other = answer_context.Piece(2, 0, "Refunds go back to the card.", "sentence", 1)
-        assert choice.with_first_step([rest], [first, rest], 60) == [first, rest]
-        assert choice.with_first_step([first, rest], [first, rest], 60) == [first, rest]  # quoted already
-        assert choice.with_first_step([other, rest], [first, rest, other], 60) == [other, rest]  # the lead's block's, not another's
-        assert choice.with_first_step([rest], [first, rest], 5) == [first, rest]  # past the budget: it holds code, the step itself
+        opens = {1, 2}
+        assert choice.with_first_step([rest], [first, rest], opens, 60) == [first, rest]
+        assert choice.with_first_step([rest], [first, rest], {2}, 60) == [rest]  # its block goes on from an earlier chunk
+        assert choice.with_first_step([first, rest], [first, rest], opens, 60) == [first, rest]  # quoted already
+        assert choice.with_first_step([other, rest], [first, rest, other], opens, 60) == [other, rest]  # the lead's block's only
+        assert choice.with_first_step([rest], [first, rest], opens, 5) == [first, rest]  # past the budget: short, with code
         plain = dataclasses.replace(first, text="Capture a charge with the capture endpoint.")
-        assert choice.with_first_step([rest], [plain, rest], 60) == [plain, rest]
-        assert choice.with_first_step([rest], [plain, rest], 10) == [rest]  # past the budget without code: left out
+        assert choice.with_first_step([rest], [plain, rest], opens, 60) == [plain, rest]
+        assert choice.with_first_step([rest], [plain, rest], opens, 17) == [plain, rest]  # exactly the budget
+        assert choice.with_first_step([rest], [plain, rest], opens, 16) == [rest]  # past the budget without code: left out
+        long = dataclasses.replace(first, text="Capture a charge with `POST /v2/charges/{id}/capture` " + "and more words " * 4 + "here.")
+        assert choice.with_first_step([rest], [long, rest], opens, 60) == [long, rest]
+        assert choice.with_first_step([rest], [long, rest], opens, 5) == [rest]  # past the budget, too long a step to be one
         for text in (
             "Captures are refunded after a week.",  # a statement
             "In the general case, capture the charge.",  # a preposition opens it
-            "Run the following steps in order:",  # a lead-in
+            "Capture it like so:",  # a lead-in
             "Security issues are managed by the security team.",  # a noun before its verb
         ):
             opening = dataclasses.replace(first, text=text)
-            assert choice.with_first_step([rest], [opening, rest], 60) == [rest], text
+            assert choice.with_first_step([rest], [opening, rest], opens, 60) == [rest], text
         item = answer_context.Piece(1, 0, "- Capture a charge with the endpoint.", "item", 1)
-        assert choice.with_first_step([rest], [item, rest], 60) == [rest]  # a list item is no opening sentence
+        assert choice.with_first_step([rest], [item, rest], opens, 60) == [rest]  # a list item is no opening sentence
+        announces = dataclasses.replace(first, text="Run the following commands on the host.", group=1)
+        command = answer_context.Piece(1, 1, "```\nkubectl get pods\n```", "code", 2)
+        after = answer_context.Piece(1, 2, "After a roll, the old key keeps working for a day.", "sentence", 3)
+        assert choice.with_first_step([after], [announces, command, after], opens, 60) == [after]  # it would point at no command
 
     @pytest.mark.parametrize(
         ("text", "order"),
@@ -917,6 +939,9 @@ class TestAnswerChoice:
             ("Look out for script injection when referencing user-submitted content.", True),
             ("To backport to a branch, simply attach the backport label to your pull request.", True),  # a purpose, then
             ("Ensure the app only has the permissions it needs.", True),  # -ure is a verb's ending too
+            ("Run `make test` before pushing.", True),  # a verb, then code
+            ("Occasionally a correction has to be made after a batch is closed.", False),  # an adverb
+            ("Remember that people learn from reinforcement.", False),  # a fact follows
             ("Captures are refunded after a week.", False),
             ("Security issues are managed and prioritized by the security team.", False),
             ("From the customer's point of view, an unknown charge is neither.", False),

@@ -15,7 +15,11 @@ The whole rule, in the order it runs:
    leads in to what follows brings that, and a list item brings what introduces it where that
    carries the question's condition or the item only finishes its sentence (`with_leads`); a sentence opening "For example" brings the
    sentence before it, the claim it illustrates (`with_claims`); a table row over the word budget is quoted
-   in the cells that answer, after the cell that names the row (`fit_row`).
+   in the cells that answer, after the cell that names the row (`fit_row`); a first piece that states a problem and
+   nothing of what to do brings the next sentence where that says what to do (`with_remedy`).
+4. Then, whichever reader chose the pieces (`ragline.answer.extractive.Extractive.generate`): an answer to a steps
+   question opens with its section's first sentence where that is an order left out (`with_first_step`), and a first
+   piece pointing back at what only its heading names is quoted after the heading (`with_antecedent`).
 
 The numbers are `ChoiceWeights`; `FITTED` is what `just fit-answer` chose.
 """
@@ -24,7 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -530,10 +534,7 @@ def select(
     if not listed and len(continued(chosen[:1], every)) > 1:  # the lead brings its list, table or code: that is the answer
         chosen = chosen[:1]
     quoted = with_claims(with_leads(continued(chosen, every, weights, listed), every, question), every)
-    quoted = with_remedy(quoted, every, weights.budget)
-    if cue == "steps":
-        quoted = with_first_step(quoted, every, weights.budget)
-    return [fit_row(p, question, weights.budget) for p in quoted]
+    return [fit_row(p, question, weights.budget) for p in with_remedy(quoted, every, weights.budget)]
 
 
 # a sentence that says what to do, or what may or must happen: a modal, or a condition or purpose and its comma
@@ -611,18 +612,26 @@ def with_claims(quoted: list[Piece], every: Sequence[Piece]) -> list[Piece]:
     return preceded(quoted, every, claim_of)
 
 
-def with_first_step(quoted: list[Piece], every: Sequence[Piece], budget: int) -> list[Piece]:
-    """`quoted` (the answer to a steps question), opened by the first sentence of its first piece's block where that
-    is not quoted and opens with an order (`cues.orders`): a section that says how in its first sentence ("Capture a
-    charge with `POST /v2/charges/{id}/capture`.") and the details after ("To capture less, pass `amount`; ...") is
-    answered by both, the order first. Within `budget` words, or past it where the order holds code (the endpoint or
-    command to use is the step itself); a lead-in (a sentence ending in a colon) is no step."""
-    if not quoted:
+STEP_WORDS = 15  # the most words of an order with code that may take an answer past its budget (`with_first_step`)
+
+
+def with_first_step(quoted: list[Piece], every: Sequence[Piece], opening: Collection[int], budget: int) -> list[Piece]:
+    """`quoted` (the answer to a steps question), opened by the first piece of its first piece's block where that block
+    opens its section (`opening`: the numbers of such blocks; a later chunk of a section goes on from the one before)
+    and that piece is a sentence, not quoted, that opens with an order (`cues.orders`) and introduces nothing (no colon,
+    no "the following", "these": alone it would point at a list or a command that is not there). A section that says how in its first
+    sentence and the details after it ("Capture a charge with `POST /v2/charges/{id}/capture`.", then "To capture
+    less, pass `amount`; ...") is answered by both, the order first. Within `budget` words, or past it where the order
+    is short (STEP_WORDS at most) and holds code: the endpoint or the command to use is the step itself."""
+    if not quoted or quoted[0].block not in opening:
         return quoted
     first = next((p for p in every if p.block == quoted[0].block and p.position == 0), None)
-    if first is None or first in quoted or first.kind != "sentence" or leads_in(first.text) or not orders(first.text):
+    if first is None or first in quoted or first.kind != "sentence" or not orders(first.text):
         return quoted
-    if size(quoted) + size([first]) > budget and "`" not in first.text:
+    if leads_in(first.text) or ANNOUNCES.search(first.text):  # "Run the following commands ...": it points at what follows
+        return quoted
+    words = len(first.text.split())
+    if size(quoted) + words > budget and not ("`" in first.text and words <= STEP_WORDS):
         return quoted
     return [first, *quoted]
 

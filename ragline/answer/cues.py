@@ -37,9 +37,10 @@ _DURATION = re.compile(
 NUMBER = re.compile(r"\b\d[\d,.]{0,30}\b")
 _DEFINING = re.compile(r"\b(?:is|are|means|refers to|stands for|is called)\b", re.I)
 _STEP_Q = re.compile(
-    r"\bhow (?:do|can|should|would) (?:i|we|you)\b|\bhow to\b|\bsteps?\b|\bprocedure\b|\bwhat (?:do|should|must) (?:i|we|you) do\b|\brecover(?!y)\w*"
+    r"\bhow (?:do|can|should|would) (?:i|we|you)\b|\bhow to\b|\bsteps?\b|\bprocedure\b|\bwhat do (?:i|we|you) do\b|\brecover(?!y)\w*"
     r"|\banything (?:else )?(?:i|we) (?:should|need to|must|ought to) do\b"
-    r"|\bwhat (?:do|does|should|must|would) (?:[\w'-]+\s+){1,4}?(?:need|have|ought) to do\b(?!\s+with\b)",
+    r"|\bwhat (?:do|does|would) (?:[\w'-]+\s+){1,4}?(?:need to do\b|have to do\b(?!\s+with\b))"
+    r"|\bwhat (?:should|must) (?:[\w'-]+\s+){1,4}?do\b",
     re.I,
 )
 _CODE_Q = re.compile(r"\b(?:command|curl|payload|json|config|configuration|yaml|snippet|example request|request body|sample)\b", re.I)
@@ -426,19 +427,20 @@ _STATED = re.compile(r"^\s*[-*+]\s+[*_`]*" + _STATEMENT, re.I)
 # A sentence that opens as a statement does ("The risk is when ...", "Most systems become ..."), not as an order
 # ("Isolate test environments ...", "Notify the contacts ...").
 STATES = re.compile(r"^\W*" + _STATEMENT, re.I)
-# A sentence that opens with an order: a verb, then what it acts on or a particle ("Capture a charge with `POST ...`",
-# "Look at the CL description", "Look out for ..."), or a purpose and then the order (`_INSTRUCTION`: "To backport to a
-# branch, simply attach ..."). Not a statement's opening (`STATES`: a pronoun, a condition, a verb's -ing, -ed or -s),
-# a preposition or an adverb ("In the general case, ...", "Where a schedule is given ...", "Only the release captain can
-# ..."), "Note that" (a fact follows), a noun before its verb ("Security issues are ...", "Error budgets help ...": the
-# word after the first is no article, pronoun, particle or code), nor a noun of a telling ending ("Ownership at",
-# "Freedom for").
+# A sentence that opens with an order: a verb, then an article, a pronoun, a particle or code ("Capture a charge with
+# `POST ...`", "Look at the CL description", "Look out for ...", "Run `make test` first"), or a purpose and then the
+# order (`_INSTRUCTION`: "To backport to a branch, simply attach ..."). Not a statement's opening (`STATES`: a pronoun, a
+# condition, a verb's -ing, -ed or -s), a preposition or an adverb ("In the general case, ...", "Where a schedule is
+# given ...", "Occasionally a correction ..."), "Note that" or "Remember that" (a fact follows), a noun before its verb
+# ("Security issues are ...", "Error budgets help ...": the word after the first is none of those), nor a first word of a
+# noun's ending ("Ownership at", "Freedom for"; a verb so ending, "Document the routes", is missed too). A verb before a
+# bare noun or a link ("Upload evidence with ...", "Use [Terraform][] ...") is missed: no parser here tells it apart.
 _ORDER = re.compile(
     r"^\W*(?!(?:in|on|at|for|with|by|from|to|as|after|before|during|under|over|since|until|within|without|of|about|per|via"
-    r"|where|whether|through|like|only|usually|otherwise|given"
-    r"|note|almost|here|even|ultimately|also|still)\b)"
+    r"|where|whether|through|like|only|usually|otherwise|given|occasionally|currently|often|typically|sometimes|generally"
+    r"|however|now|today|past|taken|suppose|sorry|note|remember|almost|here|even|ultimately|also|still)\b)"
     r"(?-i:[A-Z][a-z]+)(?<!dom)(?<!ion)(?<!ment)(?<!ness)(?<!ity)(?<!ery)(?<!ship)\s+"
-    r"(?:a|an|the|your|this|that|these|those|it|them|each|every|all|any|out|up|down|off|at|for|into|`)(?=\W)",
+    r"(?:(?:a|an|the|your|this|that|these|those|it|them|each|every|all|any|out|up|down|off|at|for|into)\b|`)",
     re.I,
 )
 

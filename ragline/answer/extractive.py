@@ -99,9 +99,13 @@ class Extractive:
         elif matched <= 0:  # nothing of the question in any candidate or its headings, and nothing to judge meaning by
             return ""
         # a quote opening its section with "This deployment ..." brings the heading that names it, whichever reader chose
-        # it; a section's first chunk opens with its heading line, a later chunk goes on from the one before
+        # it (and a steps answer its section's first order); a section's first chunk opens with its heading line, a later
+        # chunk goes on from the one before
         opening = {b.n: b.headings for b in blocks if b.opens_section}
-        chosen = rule.with_antecedent(self.choose(question, blocks, ranked, every, cands, cue), opening)
+        chosen = self.choose(question, blocks, ranked, every, cands, cue)
+        if cue == "steps":  # a how-to section's first order, left out, opens the answer
+            chosen = rule.with_first_step(chosen, every, opening.keys(), self.choice.budget)
+        chosen = rule.with_antecedent(chosen, opening)
         return "\n".join(cite(c.text, c.block, c.kind, c.header) for c in chosen)
 
     def choose(
