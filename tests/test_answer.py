@@ -940,6 +940,11 @@ class TestAnswerChoice:
             ("To backport to a branch, simply attach the backport label to your pull request.", True),  # a purpose, then
             ("Ensure the app only has the permissions it needs.", True),  # -ure is a verb's ending too
             ("Run `make test` before pushing.", True),  # a verb, then code
+            ("Make sure the CL follows the style guides.", True),
+            ("First, ensure the latest pipeline is green.", True),
+            ("Please delete your test cluster after use.", True),
+            ("Then the codebase never improves.", False),  # an adverb, then a statement
+            ("report it to Northwind support with the batch id.", False),  # in lower case, no "First," before it
             ("Occasionally a correction has to be made after a batch is closed.", False),  # an adverb
             ("Remember that people learn from reinforcement.", False),  # a fact follows
             ("Captures are refunded after a week.", False),

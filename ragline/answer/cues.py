@@ -428,7 +428,8 @@ _STATED = re.compile(r"^\s*[-*+]\s+[*_`]*" + _STATEMENT, re.I)
 # ("Isolate test environments ...", "Notify the contacts ...").
 STATES = re.compile(r"^\W*" + _STATEMENT, re.I)
 # A sentence that opens with an order: a verb, then an article, a pronoun, a particle or code ("Capture a charge with
-# `POST ...`", "Look at the CL description", "Look out for ...", "Run `make test` first"), or a purpose and then the
+# `POST ...`", "Look at the CL description", "Look out for ...", "Run `make test` first", "Make sure ..."; after "First,",
+# "Then", "Please" ...: "First, ensure the pipeline is green"), or a purpose and then the
 # order (`_INSTRUCTION`: "To backport to a branch, simply attach ..."). Not a statement's opening (`STATES`: a pronoun, a
 # condition, a verb's -ing, -ed or -s), a preposition or an adverb ("In the general case, ...", "Where a schedule is
 # given ...", "Occasionally a correction ..."), "Note that" or "Remember that" (a fact follows), a noun before its verb
@@ -436,11 +437,14 @@ STATES = re.compile(r"^\W*" + _STATEMENT, re.I)
 # noun's ending ("Ownership at", "Freedom for"; a verb so ending, "Document the routes", is missed too). A verb before a
 # bare noun or a link ("Upload evidence with ...", "Use [Terraform][] ...") is missed: no parser here tells it apart.
 _ORDER = re.compile(
-    r"^\W*(?!(?:in|on|at|for|with|by|from|to|as|after|before|during|under|over|since|until|within|without|of|about|per|via"
+    # capitalised, or after "First,", "Please" ...: "First, ensure ...", "Please delete ..." (not a line's wrapped
+    # middle, "report it to support")
+    r"^\W*(?:(?:first|then|next|finally|please|simply|just),?\s+|(?-i:(?=[A-Z])))"
+    r"(?!(?:in|on|at|for|with|by|from|to|as|after|before|during|under|over|since|until|within|without|of|about|per|via"
     r"|where|whether|through|like|only|usually|otherwise|given|occasionally|currently|often|typically|sometimes|generally"
-    r"|however|now|today|past|taken|suppose|sorry|note|remember|almost|here|even|ultimately|also|still)\b)"
-    r"(?-i:[A-Z][a-z]+)(?<!dom)(?<!ion)(?<!ment)(?<!ness)(?<!ity)(?<!ery)(?<!ship)\s+"
-    r"(?:(?:a|an|the|your|this|that|these|those|it|them|each|every|all|any|out|up|down|off|at|for|into)\b|`)",
+    r"|however|now|today|past|taken|suppose|sorry|note|remember|almost|here|even|ultimately|also|still|first|then|next|finally)\b)"
+    r"(?-i:[A-Za-z][a-z]+)(?<!dom)(?<!ion)(?<!ment)(?<!ness)(?<!ity)(?<!ery)(?<!ship)\s+"
+    r"(?:(?:a|an|the|your|this|that|these|those|it|them|each|every|all|any|out|up|down|off|at|for|into|sure)\b|`)",
     re.I,
 )
 
