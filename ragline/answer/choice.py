@@ -618,11 +618,12 @@ STEP_WORDS = 15  # the most words of an order with code that may take an answer 
 def with_first_step(quoted: list[Piece], every: Sequence[Piece], opening: Collection[int], budget: int) -> list[Piece]:
     """`quoted` (the answer to a steps question), opened by the first piece of its first piece's block where that block
     opens its section (`opening`: the numbers of such blocks; a later chunk of a section goes on from the one before)
-    and that piece is a sentence, not quoted, that opens with an order (`cues.orders`) and introduces nothing (no colon,
-    no "the following", "these": alone it would point at a list or a command that is not there). A section that says how in its first
-    sentence and the details after it ("Capture a charge with `POST /v2/charges/{id}/capture`.", then "To capture
-    less, pass `amount`; ...") is answered by both, the order first. Within `budget` words, or past it where the order
-    is short (STEP_WORDS at most) and holds code: the endpoint or the command to use is the step itself."""
+    and that piece is a sentence, not quoted, that opens with an order (`cues.orders`) and introduces nothing (no
+    colon, no "the following", "these": alone it would point at a list or a command that is not there). A section
+    that says how in its first sentence and the details after it ("Capture a charge with
+    `POST /v2/charges/{id}/capture`.", then "To capture less, pass `amount`; ...") is answered by both, the order
+    first. Within `budget` words, or past it where the order is short (STEP_WORDS at most) and holds code: the
+    endpoint or the command to use is the step itself."""
     if not quoted or quoted[0].block not in opening:
         return quoted
     first = next((p for p in every if p.block == quoted[0].block and p.position == 0), None)

@@ -427,18 +427,17 @@ _STATED = re.compile(r"^\s*[-*+]\s+[*_`]*" + _STATEMENT, re.I)
 # A sentence that opens as a statement does ("The risk is when ...", "Most systems become ..."), not as an order
 # ("Isolate test environments ...", "Notify the contacts ...").
 STATES = re.compile(r"^\W*" + _STATEMENT, re.I)
-# A sentence that opens with an order: a verb, then an article, a pronoun, a particle or code ("Capture a charge with
-# `POST ...`", "Look at the CL description", "Look out for ...", "Run `make test` first", "Make sure ..."; after "First,",
-# "Then", "Please" ...: "First, ensure the pipeline is green"), or a purpose and then the
-# order (`_INSTRUCTION`: "To backport to a branch, simply attach ..."). Not a statement's opening (`STATES`: a pronoun, a
-# condition, a verb's -ing, -ed or -s), a preposition or an adverb ("In the general case, ...", "Where a schedule is
-# given ...", "Occasionally a correction ..."), "Note that" or "Remember that" (a fact follows), a noun before its verb
-# ("Security issues are ...", "Error budgets help ...": the word after the first is none of those), nor a first word of a
-# noun's ending ("Ownership at", "Freedom for"; a verb so ending, "Document the routes", is missed too). A verb before a
-# bare noun or a link ("Upload evidence with ...", "Use [Terraform][] ...") is missed: no parser here tells it apart.
+# A sentence that opens with an order: a verb, capitalised or after "First,", "Then", "Please" ... ("First, ensure the
+# pipeline is green"; not a wrapped line's middle, "report it to support"), then an article, a pronoun, a particle or
+# code ("Capture a charge with `POST ...`", "Look at the CL description", "Look out for ...", "Run `make test` first",
+# "Make sure ..."); or a purpose and then the order (`_INSTRUCTION`: "To backport to a branch, simply attach ..."). Not
+# a statement's opening (`STATES`: a pronoun, a condition, a verb's -ing, -ed or -s), a preposition or an adverb ("In
+# the general case, ...", "Where a schedule is given ...", "Occasionally a correction ..."), "Note that" or "Remember
+# that" (a fact follows), a noun before its verb ("Security issues are ...", "Error budgets help ...": the word after
+# the first is none of those), nor a first word of a noun's ending ("Ownership at", "Freedom for"; a verb so ending,
+# "Document the routes", is missed too). A verb before a bare noun or a link ("Upload evidence with ...", "Use
+# [Terraform][] ...") is missed: no parser here tells it apart.
 _ORDER = re.compile(
-    # capitalised, or after "First,", "Please" ...: "First, ensure ...", "Please delete ..." (not a line's wrapped
-    # middle, "report it to support")
     r"^\W*(?:(?:first|then|next|finally|please|simply|just),?\s+|(?-i:(?=[A-Z])))"
     r"(?!(?:in|on|at|for|with|by|from|to|as|after|before|during|under|over|since|until|within|without|of|about|per|via"
     r"|where|whether|through|like|only|usually|otherwise|given|occasionally|currently|often|typically|sometimes|generally"
