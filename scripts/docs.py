@@ -20,7 +20,7 @@ README.md and docs/*.md (a section whose markers are missing, or found twice, is
   answer-fit  results/answer-fit.json's tables: the sentence choice's fitted weights, per corpus and left out (`just fit-answer`)
   judge-fit   results/judge-fit*.json's tables: how the local model's judgement joins the choice, per corpus and left out (`just fit-judge`)
   span-fit    results/span-fit.json's table: the span reader's fitted weights beside the extractive reader, per corpus and kind (`just fit-span`)
-  pmi-fit     results/pmi-fit.json's table: the PMI reader's fitted weighing beside the extractive reader, per corpus and kind (`just fit-pmi`)
+  pmi-fit     results/pmi-fit*.json's tables: the PMI reader's fitted weighing beside the extractive reader, per corpus and kind, for each model fitted (`just fit-pmi`)
   ranks       results/ranks.json's table: where dense, BM25 and the default rank the answering chunk, by kind (`just ranks`)
   rerank-fit  results/rerank-fit*.json's tables: rag-rerank's fitted depth and weight, MRR by kind beside retrieval's, refusal on relevance (`just fit-rerank`)
 The result tables (`tables`, in docs/evaluation.md), every corpus's, belong to `rag-eval table --into`.
@@ -222,17 +222,22 @@ def span_fit() -> str:
 
 
 def pmi_fit() -> str:
-    """The PMI reader's fit (scripts/fit_pmi.py): per corpus, answerable questions right with the chosen point
-    and with the extractive reader, by kind, "gold block first, answer wrong" for each, the model's seconds a
-    question; each corpus left out."""
-    path = ROOT / "results" / "pmi-fit.json"
-    if not path.exists():
+    """The PMI reader's fits (scripts/fit_pmi.py), results/pmi-fit.json (the default local model) and any other
+    results/pmi-fit-*.json (another model): per corpus, answerable questions right with the chosen point and with
+    the extractive reader, by kind, "gold block first, answer wrong" for each, the model's seconds a question; each
+    corpus left out."""
+    paths = sorted((ROOT / "results").glob("pmi-fit*.json"), key=lambda p: (p.name != "pmi-fit.json", p.name))
+    if not paths:
         return "_Not fitted yet: run `just fit-pmi`._"
+    return "\n\n".join(_pmi_table(path) for path in paths)
+
+
+def _pmi_table(path: Path) -> str:
     fit = json.loads(path.read_text())
     weights = fit["chosen"]["weights"]
     kinds = ("factual", "identifier", "procedural", "semantic")
     out = [
-        f"`pmi-fit.json`: {fit['model']}; chosen among {fit['grid_points']} points ({fit['objective']}): "
+        f"`{path.name}`: {fit['model']}; chosen among {fit['grid_points']} points ({fit['objective']}): "
         + ", ".join(f"`{k}` {v:g}" for k, v in weights.items())
         + f". Mean over the corpora: PMI reader {fit['chosen']['mean_answer_ok']:.2f}, extractive {fit['extractive']['mean_answer_ok']:.2f}.",
         "",
