@@ -3,7 +3,8 @@
 The golden questions of golden.yaml (all of them, or the first of each kind with --quick) go
 through `rag-answer --index IDX --json Q...` once per reader, on an index of the Northwind
 handbook built here, with the shipped settings: the extractive default, and the local model
-(every reader of `ragline.answer.reader.REGISTRY` that needs no server); the 1.5B model as judge where it is in the model cache.
+(every reader of `ragline.answer.reader.REGISTRY` that needs no server); the 1.5B model as judge and as the PMI reader's
+scorer where it is in the model cache.
 Per reader: the seconds a question inside rag-answer (each record's `answer_ms`, median and
 90th percentile; the model's load is once a process and not counted), the prompt and generated
 tokens a question (`llm_tokens`), and the tokens a second the model read while answering.
@@ -38,7 +39,7 @@ SMALL, LARGE = "qwen2.5-coder-0.5b-instruct", "qwen2.5-coder-1.5b-instruct"
 def readers() -> dict[str, tuple[list[str], str | None]]:
     """Row name -> rag-answer's flags and the local model it needs (None: none): every reader of the
     registry that runs here without a server (`Kind.server`), a local one on the 0.5B model, and
-    the judge on the 1.5B model too, where that is in the model cache."""
+    the judge and the PMI reader on the 1.5B model too, where that is in the model cache."""
     from ragline.answer.reader import REGISTRY
 
     rows: dict[str, tuple[list[str], str | None]] = {}
@@ -46,7 +47,8 @@ def readers() -> dict[str, tuple[list[str], str | None]]:
         if kind.server:
             continue
         rows[f"{kind.name} (0.5B)" if kind.local else kind.name] = (["--reader", kind.name], SMALL if kind.local else None)
-    rows["judge (1.5B)"] = (["--reader", "judge", "--local-model", LARGE], LARGE)
+    for name in ("judge", "pmi"):  # the larger model where it is fitted as a reader of its own (results/judge-fit, pmi-fit-1.5b)
+        rows[f"{name} (1.5B)"] = (["--reader", name, "--local-model", LARGE], LARGE)
     return rows
 
 
