@@ -153,10 +153,16 @@ def _differs(chosen: dict[str, float], other: dict[str, float]) -> str:
     return ", ".join(f"`{k}` {v:g}" for k, v in differs.items()) if differs else "the same"
 
 
+def _fit_files(stem: str) -> list[Path]:
+    """results/STEM.json (the default model's fit) first, then every results/STEM-*.json (another model, or a fit of
+    some kinds of question only), by name."""
+    return sorted((ROOT / "results").glob(f"{stem}*.json"), key=lambda p: (p.name != f"{stem}.json", p.name))
+
+
 def judge_fit() -> str:
     """The local judge's fit (scripts/fit_judge.py), for each method fitted: the chosen point, answer-ok
     and refusals per corpus beside the extractive reader alone, and each corpus left out."""
-    paths = sorted((ROOT / "results").glob("judge-fit*.json"))
+    paths = _fit_files("judge-fit")
     if not paths:
         return "_Not fitted yet: run `just fit-judge`._"
     out = []
@@ -226,7 +232,7 @@ def pmi_fit() -> str:
     results/pmi-fit-*.json (another model): per corpus, answerable questions right with the chosen point and with
     the extractive reader, by kind, "gold block first, answer wrong" for each, the model's seconds a question; each
     corpus left out."""
-    paths = sorted((ROOT / "results").glob("pmi-fit*.json"), key=lambda p: (p.name != "pmi-fit.json", p.name))
+    paths = _fit_files("pmi-fit")
     if not paths:
         return "_Not fitted yet: run `just fit-pmi`._"
     return "\n\n".join(_pmi_table(path) for path in paths)
@@ -292,7 +298,7 @@ def rerank_fit() -> str:
     """rag-rerank's fits (scripts/fit_rerank.py), results/rerank-fit.json and any other results/rerank-fit-*.json
     (another model, or some kinds of question only): per corpus, MRR by kind with retrieval's order and the model's,
     issue 37's bar, each corpus left out, answer-ok, and (fitted on every kind) the relevance signal as a refusal."""
-    paths = sorted((ROOT / "results").glob("rerank-fit*.json"), key=lambda p: (p.name != "rerank-fit.json", p.name))
+    paths = _fit_files("rerank-fit")
     if not paths:
         return "_Not fitted yet: run `just fit-rerank`._"
     return "\n\n".join(_rerank_table(path) for path in paths)
