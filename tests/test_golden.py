@@ -224,6 +224,12 @@ def test_the_answer_choice_ships_the_fitted_weights():
     assert pmi["chosen"]["weights"] == dataclasses.asdict(choice.PMI_FITTED), "rerun 'just fit-pmi' and update choice.PMI_FITTED"
     assert pmi["model"] == options.default("local_model", "answer") and pmi["corpora"] == [c.name for c in evalruns.CORPORA]
     assert set(pmi["leave_one_corpus_out"]) == set(pmi["corpora"])
+    # the PMI reader weighs with PMI_FITTED whatever model it runs: every model fitted (results/pmi-fit-*.json) chose that
+    # point too, or it would need a weighing of its own, as rag-rerank has (ragline.rerank.FITTED_WEIGHTS)
+    for path in (ROOT / "results").glob("pmi-fit*.json"):
+        other = json.loads(path.read_text())
+        assert other["chosen"]["weights"] == dataclasses.asdict(choice.PMI_FITTED), f"{path.name} chose another point"
+        assert other["corpora"] == pmi["corpora"], path.name
     assert set(fit["leave_one_corpus_out"]) == set(fit["corpora"]) == {c.name for c in evalruns.CORPORA}  # all five
     assert fit["objective"].startswith("mean answer-ok (and at most 100 words)")  # the answer among filler is no answer
 
