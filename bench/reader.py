@@ -47,7 +47,7 @@ def readers() -> dict[str, tuple[list[str], str | None]]:
         if kind.server:
             continue
         rows[f"{kind.name} (0.5B)" if kind.local else kind.name] = (["--reader", kind.name], SMALL if kind.local else None)
-    for name in ("judge", "pmi"):  # the larger model where it is fitted as a reader of its own (results/judge-fit, pmi-fit-1.5b)
+    for name in ("judge", "pmi"):  # the larger model as judge, and as the PMI reader's scorer (fitted: results/pmi-fit-1.5b.json)
         rows[f"{name} (1.5B)"] = (["--reader", name, "--local-model", LARGE], LARGE)
     return rows
 
