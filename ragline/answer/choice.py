@@ -83,7 +83,8 @@ class JudgeWeights:
 
 # Fitted by `just fit-judge` (scripts/fit_judge.py) on the five development corpora with the default local model;
 # leave-one-corpus-out in results/judge-fit.json, which tests/test_golden.py checks these against. The best the grid
-# holds: on every corpus it answers fewer questions right than the extractive reader alone (docs/answers.md).
+# holds: on the mean and on every corpus but GitLab's it answers fewer questions right than the extractive reader
+# alone (docs/answers.md).
 JUDGED = JudgeWeights(pieces=12, weight=0.5, floor=0.0)
 
 

@@ -12,7 +12,7 @@ leads in to it. The local model scores each by pointwise mutual information with
 question makes likely, not by being likely anyway (a short or common sentence). The block is
 the prefix every span of it shares, decoded once; the spans of one block go in one batch.
 A span's score is its best piece's extractive score (relative to the best piece's) plus
-`SpanWeights.weight` x its PMI relative to the best span's (`ragline.answer.choice.span_score`);
+`SpanWeights.weight` x its PMI relative to the best span's (`ragline.answer.choice.span_choice`);
 the best span is quoted, in the handbook's own words. The scoring has the question's
 `ragline.answer.local.Budget` (RAG_LOCAL_TIMEOUT, RAG_LOCAL_TOKENS); past it (or past the
 context: a block too long to be a prefix), the extractive choice is quoted, and the answer
