@@ -689,7 +689,7 @@ class Variable:
     stages: tuple[str, ...]
 
 
-# Read where they are used (ragline.models, rag_answer.openai_from_env); listed here for the table.
+# Read where they are used (ragline.models, ragline.answer.openai_chat.build, ...); listed here for the table.
 VARIABLES: tuple[Variable, ...] = (
     Variable(
         "RAG_MODEL_HOME",

@@ -8,15 +8,19 @@ The whole rule, in the order it runs:
    and the block's rank; best first.
 2. `rescore`: the DENSE_POOL best get the cosine of the question with the piece (the
    reader computes it with the index's embedder), weighted, and are ranked again; with the
-   local model as a judge, the `JudgeWeights.pieces` best then get its P(yes), weighted.
-3. `select`: `choose` picks the pieces, the one that answers first (a question after a
-   time, a duration, a number or a name gets a piece holding it: `holds_asked`); a lead
+   local model as a judge, the `JudgeWeights.pieces` best then get its judgement relative to
+   the best judged piece's (`relative`), weighted.
+3. `select`: `choose` picks the pieces, the one that answers first: a steps question whose best
+   piece is a list item gets that list within `listed` words (`fit_list`); a code block is the
+   answer alone and never a further piece; a question after a
+   time, a duration, a number or a name gets a piece holding it (`holds_asked`), and once the best
+   piece holds it nothing comes from a lower block; a lead
    that brings its list, table or code (`continued`) is the answer alone; each piece that
    leads in to what follows brings that, and a list item brings what introduces it where that
    carries the question's condition or the item only finishes its sentence (`with_leads`); a sentence opening "For example" brings the
-   sentence before it, the claim it illustrates (`with_claims`); a table row over the word budget is quoted
-   in the cells that answer, after the cell that names the row (`fit_row`); a first piece that states a problem and
-   nothing of what to do brings the next sentence where that says what to do (`with_remedy`).
+   sentence before it, the claim it illustrates (`with_claims`); a first piece that states a problem and
+   nothing of what to do brings the next sentence where that says what to do (`with_remedy`); a table row over
+   the word budget is quoted in the cells that answer, after the cell that names the row (`fit_row`).
 4. Then, whichever reader chose the pieces (`ragline.answer.extractive.Extractive.generate`): an answer to a steps
    question opens with its section's first sentence where that is an order left out (`with_first_step`), and a first
    piece pointing back at what only its heading names is quoted after the heading (`with_antecedent`).
@@ -108,7 +112,7 @@ SPANNED = SpanWeights(pieces=3, blocks=2, spans=4, weight=0.25)
 @dataclass(frozen=True)
 class PmiWeights:
     """How the PMI reader (`rag-answer --reader pmi`, `ragline.answer.pmi`) weighs pieces: every candidate
-    piece of the blocks of the `blocks` best-ranked pieces is scored by the local model, and gains
+    piece of the `blocks` blocks first met down the ranking (each block by its best piece) is scored by the local model, and gains
     `weight` x its PMI with the question min-max scaled among them (`pmi_rescore`)."""
 
     blocks: int
@@ -147,7 +151,7 @@ def rank(
       + headings * sum(w(t) for t in T if t in b's heading path) / sum(w)   (with `headings`)
       + cue      * cue_match(cue, s, question)                              (with a cue; / b for steps, advice)
       + rank     / b
-    A nested list item's terms T are its own and its parent item's. Ties go to the earlier
+    A nested list item's terms T are its own and its top-level item's. Ties go to the earlier
     block, then the earlier piece. The match returned is the best of
     the first two terms: 0 means no word of the question in any piece or heading.
     """
@@ -174,7 +178,7 @@ def rank(
 
 def rescore(ranked: list[Scored], values: Sequence[float], weight: float) -> list[Scored]:
     """The first len(values) of `ranked` each plus `weight` x its value (a cosine with the
-    question, a model's P(yes)), ranked again among themselves, then the rest as they were."""
+    question, a model's judgement), ranked again among themselves, then the rest as they were."""
     n = len(values)
     pool = [Scored(s.score + weight * float(v), s.piece) for s, v in zip(ranked[:n], values, strict=True)]
     return sorted(pool, key=_order) + ranked[n:]
@@ -481,9 +485,10 @@ NEGATION = re.compile(r"\b(?:not|never|no|don't|do not|isn't|aren't|shouldn't|mu
 
 def with_leads(quoted: list[Piece], every: Sequence[Piece], question: str) -> list[Piece]:
     """`quoted`, each list item preceded by what introduces it (`Piece.lead`: its list's lead-in
-    sentence, a nested item's parent item) where that carries the condition the question asks
+    sentence, a nested item's top-level item) where that carries the condition the question asks
     about: a term of the question the item lacks, or a negation ("the following are *not* an
-    emergency:", then "- Rolling back a CL that broke the build")."""
+    emergency:", then "- Rolling back a CL that broke the build"); or where the item only
+    finishes the lead's sentence (`completes`)."""
     asked = ragline.text.term_set(question)
 
     def lead_of(p: Piece, at: dict[tuple[int, int], Piece]) -> Piece | None:
@@ -528,8 +533,9 @@ def select(
     """What is quoted, in order: `choose`'s pieces, each followed by what it leads in to
     (`continued`); when the lead itself brings a list, a table or code, that is the answer
     alone; an item brings what introduces it where needed (`with_leads`), an example the claim
-    it illustrates (`with_claims`). `every` is all the context's pieces, `pieces` those that
-    may be chosen."""
+    it illustrates (`with_claims`), a stated problem the remedy after it (`with_remedy`); a table
+    row over `budget` words is cut to the cells that answer (`fit_row`). `every` is all the
+    context's pieces, `pieces` those that may be chosen."""
     chosen = choose(ranked, pieces, question, cue, weights)
     listed = quotes_list(ranked, cue)  # `choose` quoted the list itself (`fit_list`)
     if not listed and len(continued(chosen[:1], every)) > 1:  # the lead brings its list, table or code: that is the answer
@@ -676,7 +682,7 @@ def fit_row(piece: Piece, question: str, most: int) -> Piece:
 
 
 def _cut(cell: str, most: int) -> str:
-    """A cell's first sentences within `most` words, else its first `most` words and an ellipsis; "" when `most` < 3."""
+    """A cell's first sentences within `most` words, else its first `most` - 1 words and an ellipsis; "" when `most` < 3."""
     if most < 3:
         return ""
     out: list[str] = []

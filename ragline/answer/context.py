@@ -32,7 +32,7 @@ class Piece:
     kind: str  # sentence, item, row, code
     group: int  # the list, table or paragraph it belongs to (-1: none)
     header: str = ""  # a table row's header row, its cells joined by " | "
-    lead: int = -1  # the position of the piece that introduces it: a nested item's parent item, a list's lead-in sentence
+    lead: int = -1  # the position of the piece that introduces it: a nested item's top-level item, a list's lead-in sentence
 
 
 @dataclass
@@ -134,7 +134,8 @@ _FRAGMENT = re.compile(
 
 def _list_items(body: str, unwrap: bool) -> list[str]:
     """A list item as quotable pieces: the item, then each item of a list nested in it,
-    each on its own (so an announced list reads one item a line, never "Including: - a, - b")."""
+    each on its own (so an announced list reads one item a line, never "Including: - a, - b");
+    without `unwrap`, each of its lines."""
     items: list[list[str]] = [[]]
     for line in body.split("\n"):
         if _NESTED_ITEM.match(line) and items[-1]:

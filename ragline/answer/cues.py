@@ -6,6 +6,9 @@ A library, not a stage (rag_answer uses it): pure functions over strings.
   number, name, definition, advice), and `cue_match`: how well a quotable piece holds it.
 - `unknown_names`: the names in a question that an index never mentions (Gerrit, a CLA,
   NW-9999), the ground of the answer stage's "the handbook never mentions" refusal.
+- `asked_quantity` and `holds_quantity`: the precise quantity a question asks for ("how many
+  days") and whether a text holds one of that shape; `HOW_OFTEN`, a question after a frequency.
+- `orders` and `STATES`: whether a sentence opens with what to do, or as a statement.
 - How a quote reads: `plain` (markup out), `LINK_DEFINITION` (never prose), `ANNOUNCES`
   (a sentence that leads in to the list after it).
 
@@ -337,7 +340,7 @@ def holds_quantity(asked: tuple[str, str | None], text: str, question: str = "")
     a word) of the unit within two words of it ("14 days", "two approving reviewers", "a single
     file"; the unit's words compared by their stems, any one of them will do), a percentage, a version, a sum of money ("$500",
     "200 GBP"), a time of day ("14:00", "9am", "noon"), a length ("two weeks", "a day",
-    "100 lines", "indefinitely"), or any number. A number
+    "100 lines", "indefinitely"), a cloud region ("eu-west-2"), or any number. A number
     the question itself states does not count."""
     kind, unit = asked
     stated = " ".join(question.casefold().split())

@@ -4,8 +4,9 @@
 unwrapped paragraphs, list items, table rows, code blocks: `ragline.answer.context.pieces`)
 against the question and quotes the best, each with its block's [n]; the rule is
 `ragline.answer.choice`, its switches ANSWER_FEATURES (one ablation each in `just eval`).
-The readers that use the local model to judge (`ragline.answer.judge`) or to score spans
-(`ragline.answer.span`) are this reader with one step added (`Extractive.rerank`).
+The readers that use the local model to judge (`ragline.answer.judge`), to score spans
+(`ragline.answer.span`) or to weigh pieces by PMI (`ragline.answer.pmi`) are this reader with
+one step added (they override `Extractive.choose`).
 """
 
 from __future__ import annotations
@@ -49,8 +50,8 @@ class Extractive:
                    DENSE_POOL best candidates by the terms above
     `choose` picks what is quoted from the ranking. A sentence that leads in with a colon,
     or announces a list, brings what it introduces (`continued`). Code is quoted only when
-    the question asks for a command, a payload or a config, or a quoted sentence
-    introduces it. With no word of the question anywhere (a paraphrase), the dense
+    the question asks for a command, a payload or a config, when it holds what is asked (a
+    sample config's value), or when a quoted sentence introduces it. With no word of the question anywhere (a paraphrase), the dense
     similarity decides among the DENSE_POOL candidates of the best blocks. Prose is
     quoted without markdown markup or template tags (`plain`,
     `ragline.text.strip_templates`). `missing_evidence` refuses a question the context

@@ -3,12 +3,14 @@
 `LocalModel` loads a GGUF file (`ragline.local_models.model_file` finds and checks it) and does
 the two things rag-answer's local reader asks of it:
 
-- `shared(prefix, sequences, score)`: the prefix is decoded once; every sequence (a piece
+- `shared(prefix, sequences, value)`: the prefix is decoded once; every sequence (a piece
   and what follows it) is then decoded as a sequence of its own that shares the prefix's
   cache (llama.cpp's unified KV cache: the prefix is stored once), up to SEQUENCES - 1 in one
   batch, and logits are read only at the token positions asked for. On it, `likelihood`
-  (how likely a continuation is after each piece) and `judge` (P(yes) of the next token).
-- `generate(prompt, max_tokens, stop, deadline)`: greedy decoding (the most likely token
+  (how likely a continuation is after each piece), `judge` (P(yes) of the next token) and
+  `logprobs` (a text's log-probability after a prefix, with and without the question: the span
+  and PMI readers').
+- `generate(prompt, max_tokens, stop, budget)`: greedy decoding (the most likely token
   each step, so the same prompt gives the same text), up to `max_tokens`, an end-of-turn
   token or a stop string, reading only the last token's logits.
 

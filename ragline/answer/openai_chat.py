@@ -28,7 +28,7 @@ class OpenAIChat:
     first token included), not for the whole of it: a slow local model writing steadily
     is not cut off, a stalled one is. A server that does not stream (a plain JSON
     reply) is read too. The command reads RAG_LLM_URL, RAG_LLM_MODEL, RAG_LLM_KEY,
-    RAG_LLM_TIMEOUT and RAG_LLM_MAX_TOKENS (`openai_from_env`). A timeout, a refused
+    RAG_LLM_TIMEOUT and RAG_LLM_MAX_TOKENS (`build`). A timeout, a refused
     connection, an HTTP error or a malformed reply is a StageError (exit 1), never a
     hang and never a silent refusal.
     """

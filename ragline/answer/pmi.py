@@ -1,8 +1,8 @@
 """pmi: the extractive reader with the local model weighing each piece of its best blocks (`--reader pmi`).
 
 The extractive reader ranks the context's pieces (`ragline.answer.extractive`); this reader
-then asks the local model, of every candidate piece in the blocks of the `PmiWeights.blocks`
-best-ranked pieces, how much the question makes that piece the answer: its pointwise mutual
+then asks the local model, of every candidate piece in the `PmiWeights.blocks` blocks first met
+down the ranking (each block by its best piece), how much the question makes that piece the answer: its pointwise mutual
 information with the question given its block,
 
     pmi(piece) = log P(piece | instruction, block, question) - log P(piece | instruction, block)
@@ -52,8 +52,8 @@ class PmiScored(Extended):
         self.weighing = weighing
 
     def scored(self, ranked: list[Scored], cands: list[Piece]) -> list[Piece]:
-        """The pieces the model weighs: every candidate of the blocks of the `weighing.blocks`
-        best-ranked pieces, in the ranking's order."""
+        """The pieces the model weighs: every candidate of the `weighing.blocks` blocks first met
+        down the ranking, in the ranking's order."""
         blocks = list(dict.fromkeys(s.piece.block for s in ranked))[: self.weighing.blocks]
         allowed = {(p.block, p.position) for p in cands}
         return [s.piece for s in ranked if s.piece.block in blocks and (s.piece.block, s.piece.position) in allowed]

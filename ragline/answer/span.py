@@ -3,8 +3,8 @@
 The extractive reader ranks the context's pieces (`ragline.answer.extractive`); this reader
 then chooses *what unit* to quote. From the blocks holding the best-ranked pieces it makes
 candidate spans (`spans`): a piece alone, a sentence with the next one of its paragraph, a
-list item with what introduces it, a whole short list, a code block with the sentence that
-leads in to it. The local model scores each by pointwise mutual information with the question:
+list item with what introduces it, a whole short list, a code block with the sentence before
+it. The local model scores each by pointwise mutual information with the question:
 
     pmi(span) = log P(span | instruction, block, question) - log P(span | instruction, block)
 
@@ -12,7 +12,7 @@ leads in to it. The local model scores each by pointwise mutual information with
 question makes likely, not by being likely anyway (a short or common sentence). The block is
 the prefix every span of it shares, decoded once; the spans of one block go in one batch.
 A span's score is its best piece's extractive score (relative to the best piece's) plus
-`SpanWeights.weight` x its PMI relative to the best span's (`ragline.answer.choice.span_choice`);
+`SpanWeights.weight` x its PMI min-max scaled among the candidates (`ragline.answer.choice.span_choice`);
 the best span is quoted, in the handbook's own words. The scoring has the question's
 `ragline.answer.local.Budget` (RAG_LOCAL_TIMEOUT, RAG_LOCAL_TOKENS); past it (or past the
 context: a block too long to be a prefix), the extractive choice is quoted, and the answer
@@ -56,7 +56,7 @@ def spans(block: Sequence[Piece], around: Sequence[Piece], budget: int) -> list[
     """The candidate spans of one block's pieces (`block`, in order) that hold a piece of `around`
     (the best-ranked): each such piece alone; with the next sentence of its paragraph; a list
     item with its lead (the sentence that introduces its list, or its parent item); its whole
-    list where that fits `budget` words; a code block with the sentence that leads in to it.
+    list where that fits `budget` words; a code block with the sentence just before it.
     Prose spans over `budget` words are left out (code is whole or nothing); no span twice."""
     at = {p.position: p for p in block}
     out: list[Span] = []
