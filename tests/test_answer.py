@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import threading
 from typing import ClassVar
 
 import click
@@ -435,15 +436,21 @@ class TestLlm:
 
     def test_a_slow_steady_stream_is_timed_per_piece_not_per_reply(self, llm_server):
         url, replies = llm_server
-        # 1.8 s in all, past the timeout; 0.3 s a piece, 1.2 s inside it (room for a busy machine's late thread)
-        replies.append(Stream(["The ", "sweep ", "runs ", "at ", "23:40 ", "IST [1]."], pause=0.3))
-        assert OpenAIChat(url=url, timeout=1.5).generate("when", [ContextBlock(1, self.BLOCKS[0])]) == "The sweep runs at 23:40 IST [1]."
+        # twelve pieces 0.25 s apart: 3 s in all, past the 2.5 s timeout, each gap 2.25 s inside it, so only a
+        # thread kept from running for seconds on end tells the two readings apart the other way
+        words = ["The ", "sweep ", "runs ", "every ", "night, ", "and ", "it ", "closes ", "at ", "23:40 ", "IST ", "[1]."]
+        replies.append(Stream(words, pause=0.25))
+        assert OpenAIChat(url=url, timeout=2.5).generate("when", [ContextBlock(1, self.BLOCKS[0])]) == "".join(words)
 
     def test_a_stalled_stream_times_out_and_says_what_to_raise(self, llm_server):
         url, replies = llm_server
-        replies.append(Stream(["The sweep "], stall=1.5))
-        with pytest.raises(StageError, match=r"did not answer within 0\.5 s .*raise RAG_LLM_TIMEOUT"):
-            OpenAIChat(url=url, timeout=0.5).generate("when", [ContextBlock(1, self.BLOCKS[0])])
+        held = threading.Event()  # the stall lasts until the client has given up: no clock decides the outcome
+        replies.append(Stream(["The sweep "], held=held))
+        try:
+            with pytest.raises(StageError, match=r"did not answer within 0\.5 s .*raise RAG_LLM_TIMEOUT"):
+                OpenAIChat(url=url, timeout=0.5).generate("when", [ContextBlock(1, self.BLOCKS[0])])
+        finally:
+            held.set()
 
     @pytest.mark.parametrize("tail", ["/", "/chat/completions", "/chat/completions/"])
     def test_a_trailing_slash_reaches_the_same_route(self, llm_server, tail):

@@ -696,7 +696,9 @@ def test_work_for_a_client_that_left_is_dropped(index: Path) -> None:
             release.set()
             first.join(120)
             assert got[0].status_code == 200
+            settled = time.monotonic() + 120
             while httpx.get(server.url + "/health").json()["busy"]["running_or_waiting"]:
+                assert time.monotonic() < settled, "the server's work never drained"
                 time.sleep(0.05)
         finally:
             release.set()

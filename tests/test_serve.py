@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import orjson
@@ -200,12 +201,20 @@ def test_a_declared_oversized_body_is_refused_before_it_is_sent(server: Server) 
 def test_access_log_and_quiet(index: Path, server: Server, client: httpx.Client) -> None:
     client.get("/health")
     client.get("/nothing")
-    lines = server.log().splitlines()
-    assert any(line.startswith("rag-serve: GET /health 200 ") and line.endswith(" ms") for line in lines)
-    assert any(line.startswith("rag-serve: GET /nothing 404 ") for line in lines)
+
+    def logged() -> bool:  # a request's line is written after its response is sent: wait for it, do not race it
+        lines = server.log().splitlines()
+        return any(line.startswith("rag-serve: GET /health 200 ") and line.endswith(" ms") for line in lines) and any(
+            line.startswith("rag-serve: GET /nothing 404 ") for line in lines
+        )
+
+    deadline = time.monotonic() + 60
+    while not logged() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert logged(), server.log()[-2000:]
     with serving(index, "--quiet") as quiet, quiet.client() as c:
         assert c.get("/health").status_code == 200
-        assert "GET /health" not in quiet.log()
+    assert "GET /health" not in quiet.log()  # read once the server has stopped: every line it would write is written
 
 
 def test_cors_only_when_asked(index: Path, client: httpx.Client) -> None:

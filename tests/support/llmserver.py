@@ -14,11 +14,13 @@ import pytest
 
 @dataclass
 class Stream:
-    """A streamed reply: server-sent events, one piece every `pause` seconds, then `stall` seconds before [DONE]."""
+    """A streamed reply: server-sent events, one piece every `pause` seconds, then [DONE]; with `held`, the
+    reply stalls after its pieces until the test sets that event (a stall with no clock in it: the client's
+    timeout, whatever the machine's load, is what ends the wait)."""
 
     pieces: list[str]
     pause: float = 0.0
-    stall: float = 0.0
+    held: threading.Event | None = None
 
 
 def send_chat_reply(handler: BaseHTTPRequestHandler, text: str) -> None:
@@ -57,7 +59,8 @@ def llm_server():
                     chunk = {"choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}]}
                     self.wfile.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
                     self.wfile.flush()
-                time.sleep(reply.stall)
+                if reply.held is not None:  # a client that never gives up gets [DONE] at last, and its test fails, not hangs
+                    reply.held.wait(120)
                 self.wfile.write(b"data: [DONE]\n\n")
                 return
             if isinstance(reply, tuple):
