@@ -124,7 +124,7 @@ def render(f: dict[str, Any]) -> list[str]:
     """The section's lines of results/bench.md: cold, warm and speed-up per input."""
     lines = [
         "",
-        f"**Embedding cache** (wall time of the whole pipeline; eval_like = the {len(eval_embeds())} embedding steps of `just eval`, "
+        f"**Embedding cache** (wall time of the whole pipeline; eval_like = the {f['eval_like']['invocations']} embedding steps of `just eval`, "
         "in order)",
         "",
         "| Input | records | cold s | warm s | speed-up | identical |",
