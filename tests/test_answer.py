@@ -1015,6 +1015,16 @@ class TestAnswerChoice:
         assert cue_match("number", answer_context.Piece(1, 0, "SLO is 99.9% here", "sentence", -1), q) == 0.0
         assert cue_match("number", answer_context.Piece(1, 0, "SLO is 99.9% here", "sentence", -1)) == 1.0
 
+    def test_a_frequency_the_question_states_does_not_answer_when(self):
+        """ "When does the nightly backup run?": "Backups run nightly." restates the question; a time of day,
+        or a frequency the question does not state, answers it."""
+        q = "When does the nightly backup run?"
+        assert question_cue(q) == "time"
+        piece = answer_context.Piece(1, 0, "Backups run nightly on the primary.", "sentence", -1)
+        assert cue_match("time", piece, q) == 0.0
+        assert cue_match("time", piece, "When do the backups run?") == 0.6  # a frequency it does not state: in part
+        assert cue_match("time", answer_context.Piece(1, 0, "Backups run nightly at 02:00.", "sentence", -1), q) == 1.0
+
     @pytest.mark.parametrize("held", ["within eight hours", "in nine days", "eleven weeks", "twelve months", "forty minutes", "two years"])
     def test_a_duration_spelled_in_words_is_a_duration(self, held):
         """ "How quickly does support have to answer?": "within eight hours" is the answer, spelled out or not."""

@@ -471,7 +471,7 @@ def cue_match(cue: str | None, cand: Any, question: str = "") -> float:
     if cue == "time":
         if HOW_OFTEN.search(question):  # a frequency answers "how often", a time of day less
             return 1.0 if new(_PERIOD) else 0.6 if new(_CLOCK) else 0.3 if new(_DURATION) else 0.0
-        return 1.0 if new(_CLOCK) else 0.6 if _PERIOD.search(text) else 0.3 if new(_DURATION) else 0.0
+        return 1.0 if new(_CLOCK) else 0.6 if new(_PERIOD) else 0.3 if new(_DURATION) else 0.0
     if cue == "duration":
         return 1.0 if new(_DURATION) else 0.0
     if cue == "number":
