@@ -12,6 +12,7 @@ from ragline.answer.choice import (
     Scored,
     asks,
     balanced,
+    bridges,
     choose,
     continued,
     fit_list,
@@ -21,8 +22,10 @@ from ragline.answer.choice import (
     relative,
     rescore,
     select,
+    with_antecedent,
     with_claims,
     with_leads,
+    with_remedy,
 )
 from ragline.answer.context import Piece
 from ragline.text import leads_in
@@ -541,3 +544,44 @@ def test_an_example_brings_the_claim_it_illustrates():
     assert with_claims([eg], [claim, eg]) == [claim, eg]
     through = select(scored((1.0, example), (0.1, other)), every, every, "How is the first line written?", None, WIDE)
     assert through[:2] == [claim, example]
+
+
+# --------------------------------------------------------------------------- the rules after the choice, at their edges
+
+
+def test_bridges_needs_a_pointing_lead_in_and_then_a_list_or_a_table() -> None:
+    c = sentence(1, 0, "Some changes need a second reviewer.")
+    lead = sentence(1, 1, "This applies when the following holds:")
+    rows = Piece(1, 2, "Owners | two", "row", 2)
+    assert bridges(c, [lead, item(1, 2, "- the change touches billing")])  # a lead-in and one item: enough
+    assert bridges(c, [lead, rows])  # a table's row as well as a list's item
+    assert bridges(c, [lead, item(1, 2, "- billing"), sentence(1, 3, "More prose.", group=3)])  # what follows the item: no matter
+    assert not bridges(c, [lead])  # a lead-in with nothing after it
+    assert not bridges(c, [lead, sentence(1, 2, "Prose, not a list.", group=3)])
+
+
+def test_with_antecedent_names_the_heading_once_and_only_where_it_names_something() -> None:
+    first = sentence(1, 0, "This deployment is our main dogfooding instance.")
+    later = sentence(2, 0, "Feedback goes to a channel.")
+    named = with_antecedent([first, later], {1: ["Instances", "S2 host:"]})
+    assert [p.text for p in named] == ["S2 host: This deployment is our main dogfooding instance.", later.text]  # one colon
+    for says in ("Use the S2 host.", "Deploy to S2 now!", "Is S2 up?"):  # a heading that says or asks names nothing
+        assert with_antecedent([first], {1: [says]}) == [first]
+    holds = sentence(1, 0, "This S2 Host deployment is our main instance.")
+    assert with_antecedent([holds], {1: ["s2 HOST"]}) == [holds]  # it names the heading already, in any case
+
+
+def test_with_remedy_at_its_edges() -> None:
+    first = sentence(1, 0, "The risk is a title.")  # 5 words
+    fix = sentence(1, 1, "The simplest fix is a variable.")  # 6 words
+    assert with_remedy([], [first, fix], 60) == []
+    advice_item = item(1, 1, "You should rotate the key.")
+    assert with_remedy([first], [first, advice_item], 60) == [first]  # a list item after it is no sentence of its paragraph
+    other = sentence(2, 0, "Titles come from users.")  # 4 words: 5 + 6 + 4 = 15
+    assert with_remedy([first, other], [first, fix, other], 15) == [first, fix, other]  # exactly the budget: all stay
+    assert with_remedy([first, other], [first, fix, other], 14) == [first, fix]
+    kept, gone = sentence(2, 0, "Titles come.", group=1), sentence(3, 0, "Users type titles.", group=1)  # 2 and 3 words
+    # 5 + 6 + 2 + 3 = 16 over 14: only the last block's piece goes, the one before it stays
+    assert with_remedy([first, kept, gone], [first, fix, kept, gone], 14) == [first, fix, kept]
+    dangling = sentence(2, 0, "Then run:")
+    assert with_remedy([first, dangling], [first, fix, dangling], 60) == [first, dangling]  # it would end on a lead-in
