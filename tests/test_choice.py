@@ -7,6 +7,7 @@ import dataclasses
 
 import pytest
 
+from ragline.answer import choice
 from ragline.answer.choice import (
     ChoiceWeights,
     Scored,
@@ -14,7 +15,9 @@ from ragline.answer.choice import (
     balanced,
     bridges,
     choose,
+    clip_items,
     continued,
+    first_sentence,
     fit_list,
     fit_row,
     holds_asked,
@@ -585,3 +588,59 @@ def test_with_remedy_at_its_edges() -> None:
     assert with_remedy([first, kept, gone], [first, fix, kept, gone], 14) == [first, fix, kept]
     dangling = sentence(2, 0, "Then run:")
     assert with_remedy([first, dangling], [first, fix, dangling], 60) == [first, dangling]  # it would end on a lead-in
+
+
+def test_a_cell_is_cut_to_whole_sentences_or_to_words_with_an_ellipsis() -> None:
+    assert choice._cut("one two three four five", 2) == ""  # under three words: nothing worth quoting
+    assert choice._cut("one two three four five", 3) == "one two …"
+    assert choice._cut("alpha beta gamma delta epsilon", 4) == "alpha beta gamma …"
+    assert choice._cut("One two three. Four five six.", 3) == "One two three."  # a sentence of exactly `most` words
+    assert choice._cut("One two. Three four. Five six seven.", 4) == "One two. Three four."
+
+
+def test_first_sentence_and_balanced_at_their_edges() -> None:
+    assert first_sentence("- Rotate the key. Then tell the team.") == "- Rotate the key."
+    assert first_sentence("- Rotate the key.") == "- Rotate the key."
+    assert first_sentence("") == ""
+    assert balanced("[the guide](x_(y)_z.md)")  # parentheses inside a link's target close as they open
+    assert not balanced("[a [b]")  # two link texts open, one closed
+
+
+def _words(n: int, stem: str = "w") -> str:
+    return " ".join(f"{stem}{i}" for i in range(1, n + 1))
+
+
+def test_clip_items_at_its_edges() -> None:
+    long = item(1, 1, "- " + _words(19))  # 20 words of prose
+    fenced = item(1, 0, "- " + _words(7) + " ```gcloud auth login``` then wait")  # prose 8 + 2 = 10 words, 13 in all
+    got = clip_items([fenced, long], 24)  # 13 + (k + 1) <= 24: k = 10
+    assert got is not None and got[0].text == fenced.text  # its prose is k words exactly: left as it is
+    assert got[1].text == "- " + _words(9) + " …"
+    head = item(1, 0, "- " + _words(9) + " ```make test``` and wait")  # a head of exactly k words, then a command, then prose
+    got = clip_items([head, long], 24)
+    assert got is not None and got[0].text == "- " + _words(9) + " ```make test``` …"  # the prose after the command goes
+    linked = item(1, 0, "[Read " + _words(14, "x") + "](x.md) and more")
+    got = clip_items([linked, long], 22)
+    assert got is not None and got[0].text == "[Read …"  # never cut inside the link: back to its first word, no further
+    cut_then_command = item(1, 0, "- " + _words(14) + " ```make test``` and wait")
+    got = clip_items([cut_then_command, long], 25)  # (k + 1 + 2) + (k + 1) <= 25: k = 10
+    assert got is not None and got[0].text == "- " + _words(9) + " … ```make test```"  # one ellipsis, where the cut is
+    assert clip_items([fenced, long], 33) == [fenced, long]  # exactly `most` words: nothing clipped
+    lead = sentence(1, 0, "Steps for the whole release of the service, one after another, each in turn:")
+    assert clip_items([lead], 3) is None  # no item to clip: no cut fits
+
+
+def test_fit_row_at_its_edges() -> None:
+    row = Piece(1, 0, "Payouts | weekly on Fridays | by bank transfer", "row", 1, header="Kind | When | How")
+    assert fit_row(row, "when are payouts made", 10) is row  # 1+1 + 1+3 + 1+3 = 10 words: exactly `most`
+    assert fit_row(row, "when are payouts made", 9).text == "Payouts | weekly on Fridays"
+    whole = Piece(1, 0, "Payouts | weekly | by bank", "row", 1, header="Kind | When | How")
+    assert fit_row(whole, "when", 7) is whole  # 2 + 2 + 3 = 7: exactly `most`
+    gap = Piece(1, 0, "Payouts |  | weekly | by bank transfer", "row", 1, header="Kind | Note | When | How")
+    assert fit_row(gap, "zebra", 5).text == "Payouts | weekly"  # no cell holds a term: in order, the empty one passed over
+    exact = Piece(1, 0, "Payouts | weekly | by bank transfer", "row", 1, header="Kind | When | How")
+    assert fit_row(exact, "zebra", 4).text == "Payouts | weekly"  # a cell that fills the room exactly stays whole
+    named = Piece(1, 0, "Payouts weekly | Fridays at noon | by transfer", "row", 1, header="Kind | Day | How")
+    assert fit_row(named, "payouts weekly fridays", 7).text == "Payouts weekly | Fridays at noon"  # the first cell once
+    cut = Piece(1, 0, "Payouts | runs weekly on every Friday of the month | bank", "row", 1, header="Kind | When | How")
+    assert fit_row(cut, "when weekly bank", 8).text == "Payouts | runs weekly on every …"  # after a cut, no room grows back
