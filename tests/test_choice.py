@@ -644,3 +644,69 @@ def test_fit_row_at_its_edges() -> None:
     assert fit_row(named, "payouts weekly fridays", 7).text == "Payouts weekly | Fridays at noon"  # the first cell once
     cut = Piece(1, 0, "Payouts | runs weekly on every Friday of the month | bank", "row", 1, header="Kind | When | How")
     assert fit_row(cut, "when weekly bank", 8).text == "Payouts | runs weekly on every …"  # after a cut, no room grows back
+
+
+def test_choose_at_its_edges() -> None:
+    best, tie = sentence(1, 0, "one two three"), sentence(1, 1, "four five")
+    assert choose(scored((1.0, best), (0.35, tie)), [best, tie], "q", None, WIDE) == [best, tie]  # exactly `keep` of the best
+    double = scored((2.0, best), (0.5, tie))
+    assert choose(double, [best, tie], "q", None, WIDE) == [best]  # 0.5 is under 0.35 x 2.0
+    code = Piece(1, 2, "make test", "code", 3)
+    assert choose(scored((1.0, best), (0.9, code)), [best, code], "q", None, WIDE) == [best]  # code is never a further piece
+    a, b = sentence(2, 0, "six seven eight"), sentence(3, 0, "nine ten eleven")  # 3 + 3 + 3 = 9 words
+    tight = dataclasses.replace(WIDE, budget=7)
+    assert choose(scored((1.0, best), (0.9, a), (0.8, b)), [best, a, b], "q", None, tight) == [best, a]  # the words add up
+
+
+def test_choose_brings_the_piece_holding_the_number_at_its_edges() -> None:
+    q = "How many days do refunds take?"
+    best = sentence(1, 0, "Refunds take 5 days to reach the card.")
+    s2, s3 = sentence(1, 1, "Refunds are common."), sentence(1, 2, "Refunds go back to the card.")
+    got = choose(scored((1.0, best), (0.9, s2), (0.8, s3)), [best, s2, s3], q, "number", WIDE)
+    assert got == [best, s2, s3]  # the best holds it: nothing is swapped in, nothing twice
+    top, held = sentence(1, 0, "Refunds reach the card."), sentence(2, 0, "It takes 5 days.")
+    assert choose(scored((1.0, top), (0.5, held)), [top, held], q, "number", WIDE) == [held, top]  # half the best: it joins
+    assert choose(scored((2.0, top), (0.5, held)), [top, held], q, "number", WIDE) == [top]  # a quarter: it does not
+    alone = dataclasses.replace(WIDE, most=1)
+    assert choose(scored((1.0, top), (0.5, held)), [top, held], q, "number", alone) == [held]  # exactly half: it takes the place
+    other = sentence(3, 0, "It takes 9 days abroad.")
+    got = choose(scored((1.0, top), (0.6, held), (0.6, other)), [top, held, other], q, "number", WIDE)
+    assert got[0] == held  # tied pieces holding it: the first ranked leads
+
+
+def test_continued_at_its_edges() -> None:
+    lead, code = sentence(1, 0, "Then run:"), Piece(1, 1, "make deploy", "code", 2)
+    other = sentence(2, 0, "Deploys are logged.")
+    assert continued([lead, code, other], [lead, code, other]) == [lead, code, other]  # a piece brought already: the next goes on
+    last = sentence(1, 0, "Then run:")  # a lead-in with nothing after it in its block
+    intro, r1, r2 = sentence(2, 0, "Regions are:"), item(2, 1, "- eu-west-2"), item(2, 2, "- us-east-1")
+    assert continued([last, intro], [last, intro, r1, r2]) == [last, intro, r1, r2]
+    step = item(3, 0, "- Run:", group=5)
+    fenced = Piece(3, 1, "make test", "code", 6)
+    assert continued([step], [step, fenced]) == [step, fenced]  # an item leading in brings its command by default
+    assert continued([step], [step, fenced], as_list=True) == [step]  # an item of the list quoted as the answer: no more
+    then, open_, save = sentence(5, 0, "Then do this:"), sentence(5, 1, "Open the page.", group=2), sentence(5, 2, "Save.", group=2)
+    assert continued([then], [then, open_, save]) == [then, open_]  # a sentence it leads in to: that one, not its paragraph
+    check, without = sentence(4, 0, "Check the number:"), sentence(4, 1, "Without namespace:", group=2)
+    assert continued([check], [check, without]) == [check, without]  # a lead-in to a lead-in, nothing after: itself
+    cmd = Piece(4, 2, "kubectl get pods", "code", 3)
+    assert continued([check], [check, without, cmd]) == [check, without, cmd]  # the command it leads in to comes along
+    exact = dataclasses.replace(WIDE, listed=8)  # 3 + 2 + 3 words: exactly `listed`
+    assert continued([check], [check, without, cmd], exact) == [check, without, cmd]
+    assert continued([check], [check, without, cmd], dataclasses.replace(WIDE, listed=7)) == [check, without]
+
+
+def test_continued_brings_a_table_an_announcing_sentence_points_at() -> None:
+    says = sentence(1, 0, "The following regions hold data.")
+    rows = [Piece(1, i, f"r{i} | region number {i} in the list here", "row", 2, header="Code | Name") for i in (1, 2, 3)]
+    assert continued([says], [says, *rows]) == [says, *rows]  # every row of the table
+    tight = dataclasses.replace(WIDE, listed=20)  # 5 words and rows of 8: two fit
+    assert continued([says], [says, *rows], tight) == [says, *rows[:2]]
+
+
+def test_continued_leaves_a_long_lists_nested_details_out_first() -> None:
+    intro = sentence(1, 0, "Do this:")
+    one, d1 = item(1, 1, "- Step one"), Piece(1, 2, "- detail a b c d e f", "item", 2, lead=1)
+    two, d2 = item(1, 3, "- Step two"), Piece(1, 4, "- detail g h i j k l", "item", 2, lead=3)
+    tight = dataclasses.replace(WIDE, listed=20)  # 2 + 3 + 8 + 3 + 8 = 24 words: the details go
+    assert continued([intro], [intro, one, d1, two, d2], tight) == [intro, one, two]
