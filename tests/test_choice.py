@@ -21,12 +21,15 @@ from ragline.answer.choice import (
     fit_list,
     fit_row,
     holds_asked,
+    pmi_rescore,
     rank,
     relative,
     rescore,
     select,
+    span_choice,
     with_antecedent,
     with_claims,
+    with_first_step,
     with_leads,
     with_remedy,
 )
@@ -710,3 +713,63 @@ def test_continued_leaves_a_long_lists_nested_details_out_first() -> None:
     two, d2 = item(1, 3, "- Step two"), Piece(1, 4, "- detail g h i j k l", "item", 2, lead=3)
     tight = dataclasses.replace(WIDE, listed=20)  # 2 + 3 + 8 + 3 + 8 = 24 words: the details go
     assert continued([intro], [intro, one, d1, two, d2], tight) == [intro, one, two]
+
+
+def test_scores_and_values_of_other_lengths_are_an_error_not_a_silent_cut() -> None:
+    a, b = sentence(1, 0, "a a"), sentence(1, 1, "b b")
+    with pytest.raises(ValueError):
+        rescore(scored((1.0, a)), [0.1, 0.2], 0.3)
+    with pytest.raises(ValueError):
+        pmi_rescore(scored((1.0, a), (0.9, b)), [a, b], [0.1], 0.3)
+    with pytest.raises(ValueError):
+        span_choice([1.0, 0.5], [0.1], 0.3)
+    with pytest.raises(ValueError, match="^no candidate spans$"):
+        span_choice([], [], 0.3)
+
+
+def test_holds_asked_reads_durations_and_names_too() -> None:
+    assert holds_asked("duration", sentence(1, 0, "Refunds take 5 days."), "How long do refunds take?")
+    assert holds_asked("name", sentence(1, 0, "Use Splunk for that."), "Which tool stores logs?")
+    assert not holds_asked("steps", sentence(1, 0, "Use Splunk for that."), "How do I store logs?")
+
+
+def test_rank_reads_the_cue_against_the_question_and_only_steps_and_advice_by_block() -> None:
+    restated = sentence(1, 0, "Our SLO is 99.9% for the API.")
+    ranked, _ = rank("If our SLO is 99.9%, how much downtime is that?", {"slo": 1.0}, [restated], None, "number", WIDE)
+    assert ranked[0].score == pytest.approx(1.0 + 0.15)  # the number it states is the question's own: no cue
+    late = sentence(2, 0, "The sweep runs at 02:00.")
+    ranked, _ = rank("When does the sweep run?", {"sweep": 1.0}, [late], None, "time", WIDE)
+    assert ranked[0].score == pytest.approx(1.0 + 0.3 + 0.15 / 2)  # a time in block 2 counts whole: only steps, advice fall
+
+
+def test_select_at_its_edges() -> None:
+    lead, code = sentence(1, 0, "Then run:"), Piece(1, 1, "make deploy", "code", 2)
+    other = sentence(2, 0, "Deploys are logged in the channel.")
+    ranked = scored((1.0, lead), (0.9, other))
+    assert select(ranked, [lead, code, other], [lead, other], "how do I deploy", None, WIDE) == [lead, code]  # alone
+    intro = sentence(3, 0, "Do these:")
+    steps = [item(3, i, f"- step {i} " + " ".join(["word"] * 8)) for i in range(1, 5)]  # 10 words each
+    tight = dataclasses.replace(WIDE, listed=25)
+    got = select(scored((1.0, intro)), [intro, *steps], [intro], "what do I do", None, tight)
+    assert got[0] == intro and len(got) < 5  # the list is cut to `listed`
+    row = Piece(4, 0, "Payouts | weekly on every Friday of the month | by bank transfer", "row", 1, header="Kind | When | How")
+    got = select(scored((1.0, row)), [row], [row], "when are payouts", None, dataclasses.replace(WIDE, budget=8))
+    assert got[0].text != row.text  # a row over the budget is cut to the cells that answer
+
+
+def test_fit_list_at_its_edges() -> None:
+    p1, p2, p3 = item(1, 1, "- Step one"), item(1, 2, "- Step two"), item(1, 4, "- Step three")
+    n3 = Piece(1, 5, "- detail x y z", "item", 2, lead=4)
+    assert fit_list([p1, p2, p3], 9) == [p1, p2, p3]  # exactly `most`
+    assert fit_list([p1, p2, p3, n3], 9) == [p1, p2, p3]  # the nested detail goes first; the rest is exactly `most`
+    assert fit_list([p1, p2, p3, n3], 6, keep=n3) == [p1, p3]  # the detail that answers keeps its parent step
+    assert fit_list([p1, p2, p3], 6) == [p1, p2]  # from the first, as many as fit
+    two = [item(1, 1, "- Step one. Then more."), item(1, 2, "- Step two. Then more.")]
+    assert [p.text for p in fit_list(two, 6)] == ["- Step one.", "- Step two."]  # first sentences: exactly `most`
+    n1 = Piece(1, 3, "- detail of the first step", "item", 2, lead=0)  # its parent is not among the items given
+    assert fit_list([n1, p2], 3, items_at={0, 2, 3}) == [p2]  # the positions given say it is a detail
+
+
+def test_with_first_step_needs_the_blocks_first_piece() -> None:
+    quoted = [item(1, 2, "- Run the tests.")]
+    assert with_first_step(quoted, quoted, {1}, 60) == quoted  # the block's first piece is not in the context: as it is
