@@ -219,6 +219,96 @@ LEFT: dict[tuple[str, str], tuple[str, str]] = {
         "the blocks in `valid` together do not support the sentence, and one of them alone holds fewer of its terms and facts "
         "than all of them, so none of them alone supports it: leaving them out of the search changes nothing",
     ),
+    (
+        "ragline/answer/choice.py:choose",
+        "if cue and not any(holds_asked(cue, s.piece, question) for s in chosen):  ->  if cue or not any(holds_asked(cue, s.piece, question) for s in chosen):",
+    ): (
+        "equivalent",
+        "with no cue nothing holds what is asked (`holds_asked` is False for None), so the list of pieces to swap in is empty either way",
+    ),
+    (
+        "ragline/answer/choice.py:first_sentence",
+        "return cut[0] if len(cut) > 1 else text  ->  return cut[0] if (len(cut) > 1) or True else text",
+    ): (
+        "harmless",
+        "a one-sentence item comes back as `sentences` gives it, without trailing whitespace, which no quote keeps",
+    ),
+    ("ragline/answer/choice.py:first_sentence", "return cut[0] if len(cut) > 1 else text  ->  return cut[0] if len(cut) >= 1 else text"): (
+        "harmless",
+        "a one-sentence item comes back as `sentences` gives it, without trailing whitespace, which no quote keeps",
+    ),
+    ("ragline/answer/choice.py:fit_list", "if size(items) <= most:  ->  if size(items) < most:"): (
+        "equivalent",
+        "a list of exactly `most` words goes on to the next steps, each of which returns it unchanged: its top-level items are all of it, their first sentences are themselves, and clip_items returns a list within `most` as it is",
+    ),
+    ("ragline/answer/choice.py:fit_list", "if size(top) <= most:  ->  if size(top) < most:"): (
+        "equivalent",
+        "top-level items of exactly `most` words: their first sentences (the next step) are the same pieces or shorter, and a list within `most` comes back from clip_items as it is",
+    ),
+    (
+        "ragline/answer/choice.py:fit_list",
+        "keep = cut[top.index(keep)] if keep in top else None  ->  keep = cut[top.index(keep)] if (keep in top) or True else None",
+    ): (
+        "equivalent",
+        "`keep`, where not None, is in `top` here: a nested item was replaced by its top-level item just before, and a top-level item is in `top` by definition",
+    ),
+    ("ragline/answer/choice.py:fit_list", "if size(cut) <= most:  ->  if size(cut) < most:"): (
+        "equivalent",
+        "clip_items returns a list of exactly `most` words as it is (its own first check), so the same pieces come back",
+    ),
+    (
+        "ragline/answer/choice.py:minmax",
+        "low, high = min(values, default=0.0), max(values, default=0.0)  ->  low, high = min(values, default=None), max(values, default=0.0)",
+    ): (
+        "equivalent",
+        "the defaults matter only for no values, where the list comprehension returns [] whatever they are",
+    ),
+    (
+        "ragline/answer/choice.py:minmax",
+        "low, high = min(values, default=0.0), max(values, default=0.0)  ->  low, high = min(values, default=1.0), max(values, default=0.0)",
+    ): (
+        "equivalent",
+        "the defaults matter only for no values, where the list comprehension returns [] whatever they are",
+    ),
+    (
+        "ragline/answer/choice.py:minmax",
+        "low, high = min(values, default=0.0), max(values, default=0.0)  ->  low, high = min(values, default=0.0), max(values, default=None)",
+    ): (
+        "equivalent",
+        "the defaults matter only for no values, where the list comprehension returns [] whatever they are",
+    ),
+    (
+        "ragline/answer/choice.py:minmax",
+        "low, high = min(values, default=0.0), max(values, default=0.0)  ->  low, high = min(values, default=0.0), max(values, default=1.0)",
+    ): (
+        "equivalent",
+        "the defaults matter only for no values, where the list comprehension returns [] whatever they are",
+    ),
+    ("ragline/answer/choice.py:relative", "top = max(values, default=0.0)  ->  top = max(values, default=1.0)"): (
+        "equivalent",
+        "the default matters only for no values, where the comprehension returns [] whatever it is",
+    ),
+    (
+        "ragline/answer/choice.py:span_choice",
+        "total = [(s / top if top > 0 else 0.0) + weight * v for s, v in zip(scores, minmax(pmi), strict=True)]  ->  total = [(s / top if top > 0 else 1.0) + weight * v for s, v in zip(scores, minmax(pmi), strict=True)]",
+    ): (
+        "equivalent",
+        "with no positive score every candidate gets the same constant, so only the PMI orders them, as with 0.0",
+    ),
+    (
+        "ragline/answer/choice.py:with_leads",
+        'lead = at.get((p.block, p.lead)) if p.kind == "item" and p.lead >= 0 else None  ->  lead = at.get((p.block, p.lead)) if (p.kind == "item" and p.lead >= 0) or True else None',
+    ): (
+        "equivalent",
+        "a piece that is not an item has lead -1, and no piece sits at position -1: the lookup finds nothing, as the None does",
+    ),
+    (
+        "ragline/answer/choice.py:with_leads",
+        'lead = at.get((p.block, p.lead)) if p.kind == "item" and p.lead >= 0 else None  ->  lead = at.get((p.block, p.lead)) if p.kind == "item" or p.lead >= 0 else None',
+    ): (
+        "equivalent",
+        "only items have a lead >= 0 (context.pieces), so the two conditions agree on every piece",
+    ),
 }
 
 
