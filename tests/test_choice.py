@@ -773,3 +773,11 @@ def test_fit_list_at_its_edges() -> None:
 def test_with_first_step_needs_the_blocks_first_piece() -> None:
     quoted = [item(1, 2, "- Run the tests.")]
     assert with_first_step(quoted, quoted, {1}, 60) == quoted  # the block's first piece is not in the context: as it is
+    order = sentence(1, 0, "Run `make test` in the folder of the service before you push a change today.")
+    assert len(order.text.split()) == 15  # STEP_WORDS exactly
+    assert with_first_step(quoted, [order, *quoted], {1}, 10) == [order, *quoted]  # past the budget: short, with code
+    longer = sentence(1, 0, order.text.replace("today.", "today or tomorrow."))
+    assert with_first_step(quoted, [longer, *quoted], {1}, 10) == quoted
+    plain = sentence(1, 0, "Run the tests first.")  # 4 words beside the answer's 4: exactly a budget of 8
+    assert with_first_step(quoted, [plain, *quoted], {1}, 8) == [plain, *quoted]
+    assert with_first_step(quoted, [plain, *quoted], {1}, 7) == quoted
