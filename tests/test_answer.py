@@ -310,6 +310,17 @@ def test_the_citation_check_drops_a_sentence_that_contradicts_its_block(sentence
     assert checked.kept == [] and [w for _, w in checked.dropped] == [why]
 
 
+def test_a_sentence_is_not_attributed_to_another_block_that_it_contradicts():
+    """A written sentence its block does not support is cited to another block that does (attribution); never to a
+    block whose words it shares while dropping that block's negation: the other block is judged as a written
+    sentence's block is."""
+    sources = [Source("Refunds reach the card within five days."), Source("Do not deploy to production on Fridays.")]
+    checked = check_citations("Deploy to production on Fridays [1].", sources, written=True)
+    assert checked.kept == [] and checked.recited == []
+    agrees = check_citations("Never deploy to production on Fridays [1].", sources, written=True)
+    assert agrees.kept == ["Never deploy to production on Fridays [2]."] and len(agrees.recited) == 1
+
+
 @pytest.mark.parametrize(
     "sentence",
     [
