@@ -220,30 +220,15 @@ LEFT: dict[tuple[str, str], tuple[str, str]] = {
         "than all of them, so none of them alone supports it: leaving them out of the search changes nothing",
     ),
     (
-        "ragline/answer/choice.py:choose",
-        "if cue and not any(holds_asked(cue, s.piece, question) for s in chosen):  ->  if cue or not any(holds_asked(cue, s.piece, question) for s in chosen):",
-    ): (
-        "equivalent",
-        "with no cue nothing holds what is asked (`holds_asked` is False for None), so the list of pieces to swap in is empty either way",
-    ),
-    (
         "ragline/answer/choice.py:first_sentence",
         "return cut[0] if len(cut) > 1 else text  ->  return cut[0] if (len(cut) > 1) or True else text",
     ): (
         "harmless",
-        "a one-sentence item comes back as `sentences` gives it, without trailing whitespace, which no quote keeps",
+        "a one-sentence item comes back as `sentences` gives it: the same words, a run of spaces after its ordinal made one ('1.  Run it.' read without unwrap), which no quote shows",
     ),
     ("ragline/answer/choice.py:first_sentence", "return cut[0] if len(cut) > 1 else text  ->  return cut[0] if len(cut) >= 1 else text"): (
         "harmless",
-        "a one-sentence item comes back as `sentences` gives it, without trailing whitespace, which no quote keeps",
-    ),
-    ("ragline/answer/choice.py:fit_list", "if size(items) <= most:  ->  if size(items) < most:"): (
-        "equivalent",
-        "a list of exactly `most` words goes on to the next steps, each of which returns it unchanged: its top-level items are all of it, their first sentences are themselves, and clip_items returns a list within `most` as it is",
-    ),
-    ("ragline/answer/choice.py:fit_list", "if size(top) <= most:  ->  if size(top) < most:"): (
-        "equivalent",
-        "top-level items of exactly `most` words: their first sentences (the next step) are the same pieces or shorter, and a list within `most` comes back from clip_items as it is",
+        "a one-sentence item comes back as `sentences` gives it: the same words, a run of spaces after its ordinal made one ('1.  Run it.' read without unwrap), which no quote shows",
     ),
     (
         "ragline/answer/choice.py:fit_list",
@@ -292,8 +277,8 @@ LEFT: dict[tuple[str, str], tuple[str, str]] = {
         "ragline/answer/choice.py:span_choice",
         "total = [(s / top if top > 0 else 0.0) + weight * v for s, v in zip(scores, minmax(pmi), strict=True)]  ->  total = [(s / top if top > 0 else 1.0) + weight * v for s, v in zip(scores, minmax(pmi), strict=True)]",
     ): (
-        "equivalent",
-        "with no positive score every candidate gets the same constant, so only the PMI orders them, as with 0.0",
+        "harmless",
+        "with no positive score every candidate gets the same constant, so only the PMI orders them, as with 0.0; adding 1.0 can round two PMIs 2**-52 apart to a tie, so only float ties tell them apart",
     ),
     (
         "ragline/answer/choice.py:with_leads",

@@ -668,7 +668,7 @@ def test_choose_brings_the_piece_holding_the_number_at_its_edges() -> None:
     got = choose(scored((1.0, best), (0.9, s2), (0.8, s3)), [best, s2, s3], q, "number", WIDE)
     assert got == [best, s2, s3]  # the best holds it: nothing is swapped in, nothing twice
     top, held = sentence(1, 0, "Refunds reach the card."), sentence(2, 0, "It takes 5 days.")
-    assert choose(scored((1.0, top), (0.5, held)), [top, held], q, "number", WIDE) == [held, top]  # half the best: it joins
+    assert choose(scored((1.0, top), (0.5, held)), [top, held], q, "number", WIDE) == [held, top]  # above `keep`: it joins, and leads
     assert choose(scored((2.0, top), (0.5, held)), [top, held], q, "number", WIDE) == [top]  # a quarter: it does not
     alone = dataclasses.replace(WIDE, most=1)
     assert choose(scored((1.0, top), (0.5, held)), [top, held], q, "number", alone) == [held]  # exactly half: it takes the place
@@ -703,7 +703,7 @@ def test_continued_brings_a_table_an_announcing_sentence_points_at() -> None:
     says = sentence(1, 0, "The following regions hold data.")
     rows = [Piece(1, i, f"r{i} | region number {i} in the list here", "row", 2, header="Code | Name") for i in (1, 2, 3)]
     assert continued([says], [says, *rows]) == [says, *rows]  # every row of the table
-    tight = dataclasses.replace(WIDE, listed=20)  # 5 words and rows of 8: two fit
+    tight = dataclasses.replace(WIDE, listed=20)  # rows of 9 words (the bars count), fitted alone: two fit
     assert continued([says], [says, *rows], tight) == [says, *rows[:2]]
 
 
@@ -711,7 +711,7 @@ def test_continued_leaves_a_long_lists_nested_details_out_first() -> None:
     intro = sentence(1, 0, "Do this:")
     one, d1 = item(1, 1, "- Step one"), Piece(1, 2, "- detail a b c d e f", "item", 2, lead=1)
     two, d2 = item(1, 3, "- Step two"), Piece(1, 4, "- detail g h i j k l", "item", 2, lead=3)
-    tight = dataclasses.replace(WIDE, listed=20)  # 2 + 3 + 8 + 3 + 8 = 24 words: the details go
+    tight = dataclasses.replace(WIDE, listed=20)  # the list is 3 + 8 + 3 + 8 = 22 words: the details go
     assert continued([intro], [intro, one, d1, two, d2], tight) == [intro, one, two]
 
 
@@ -748,7 +748,7 @@ def test_select_at_its_edges() -> None:
     ranked = scored((1.0, lead), (0.9, other))
     assert select(ranked, [lead, code, other], [lead, other], "how do I deploy", None, WIDE) == [lead, code]  # alone
     intro = sentence(3, 0, "Do these:")
-    steps = [item(3, i, f"- step {i} " + " ".join(["word"] * 8)) for i in range(1, 5)]  # 10 words each
+    steps = [item(3, i, f"- step {i} " + " ".join(["word"] * 8)) for i in range(1, 5)]  # 11 words each
     tight = dataclasses.replace(WIDE, listed=25)
     got = select(scored((1.0, intro)), [intro, *steps], [intro], "what do I do", None, tight)
     assert got[0] == intro and len(got) < 5  # the list is cut to `listed`
@@ -766,6 +766,10 @@ def test_fit_list_at_its_edges() -> None:
     assert fit_list([p1, p2, p3], 6) == [p1, p2]  # from the first, as many as fit
     two = [item(1, 1, "- Step one. Then more."), item(1, 2, "- Step two. Then more.")]
     assert [p.text for p in fit_list(two, 6)] == ["- Step one.", "- Step two."]  # first sentences: exactly `most`
+    detailed = [item(1, 1, "- Step one"), Piece(1, 2, "- detail x y z", "item", 2, lead=1)]
+    assert fit_list(detailed, 8) == detailed  # exactly `most`, details and all: nothing left out
+    two_sentences = [item(1, 1, "- Step one. Then more."), Piece(1, 2, "- x", "item", 2, lead=1)]
+    assert fit_list(two_sentences, 5) == two_sentences[:1]  # its top-level items are exactly `most`: whole, not cut
     n1 = Piece(1, 3, "- detail of the first step", "item", 2, lead=0)  # its parent is not among the items given
     assert fit_list([n1, p2], 3, items_at={0, 2, 3}) == [p2]  # the positions given say it is a detail
 

@@ -14,7 +14,7 @@ The whole rule, in the order it runs:
    piece is a list item gets that list within `listed` words (`fit_list`); a code block is the
    answer alone and never a further piece; a question after a
    time, a duration, a number or a name gets a piece holding it (`holds_asked`), and once the best
-   piece holds it nothing comes from a lower block; a lead
+   piece holds it nothing comes from a lower block (but for a frequency: `HOW_OFTEN`); a lead
    that brings its list, table or code (`continued`) is the answer alone; each piece that
    leads in to what follows brings that, and a list item brings what introduces it where that
    carries the question's condition or the item only finishes its sentence (`with_leads`); a sentence opening "For example" brings the
