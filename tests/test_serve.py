@@ -10,13 +10,12 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import orjson
 import pytest
 from corpora import TINY, build_index
-from serving import Server, httpx, rebuild, refuses_connections, serving, settled, slow_llm
+from serving import Server, httpx, rebuild, refuses_connections, serving, settled, slow_llm, wait_for
 from stagecli import command, run, stage_env
 
 import rag_index
@@ -208,10 +207,7 @@ def test_access_log_and_quiet(index: Path, server: Server, client: httpx.Client)
             line.startswith("rag-serve: GET /nothing 404 ") for line in lines
         )
 
-    deadline = time.monotonic() + 60
-    while not logged() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert logged(), server.log()[-2000:]
+    wait_for(logged, "the two requests' access-log lines")
     with serving(index, "--quiet") as quiet, quiet.client() as c:
         assert c.get("/health").status_code == 200
     assert "GET /health" not in quiet.log()  # read once the server has stopped: every line it would write is written

@@ -9,12 +9,11 @@ import os
 import signal
 import socket
 import threading
-import time
 from pathlib import Path
 
 import pytest
 from corpora import TINY, build_index
-from serving import Server, httpx, rebuild, refuses_connections, serving, settled, slow_llm
+from serving import Server, httpx, rebuild, refuses_connections, serving, settled, slow_llm, wait_for
 from stagecli import run, stage_env
 
 pytestmark = pytest.mark.serve
@@ -175,14 +174,6 @@ def test_an_index_that_cannot_serve_is_one_line(tmp_path: Path) -> None:
     done = run("rag-serve", "--index", tmp_path / "missing", "--port", "0", "--workers", "2", timeout=60)
     assert done.returncode == 1 and done.stdout == b""
     assert done.stderr.decode() == f"rag-serve: {tmp_path / 'missing'}: no index here (run rag-index --out first)\n"
-
-
-def wait_for(condition, what: str, timeout: float = 60) -> None:
-    """Poll `condition()` until it holds, or fail naming `what` after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"{what} within {timeout:g} s"
-        time.sleep(0.1)
 
 
 def test_a_killed_worker_is_started_again(index: Path) -> None:

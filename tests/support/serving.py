@@ -17,7 +17,7 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -186,6 +186,14 @@ def refuses_connections(url: str, timeout: float = 30) -> None:
             pass
         assert time.monotonic() < deadline, f"the server at {url} still takes new connections {timeout} s on"
         time.sleep(0.05)
+
+
+def wait_for(condition: Callable[[], object], what: str, timeout: float = 60) -> None:
+    """Poll `condition()` until it holds, or fail naming `what` after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"{what} within {timeout:g} s"
+        time.sleep(0.1)
 
 
 def settled(client: httpx.Client, timeout: float = 30) -> dict:
