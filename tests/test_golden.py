@@ -226,7 +226,7 @@ def test_the_answer_choice_ships_the_fitted_weights():
     assert set(pmi["leave_one_corpus_out"]) == set(pmi["corpora"])
     # the PMI reader weighs with PMI_FITTED whatever model it runs: every model fitted (results/pmi-fit-*.json) chose that
     # point too, or it would need a weighing of its own, as rag-rerank has (ragline.rerank.FITTED_WEIGHTS)
-    for path in (ROOT / "results").glob("pmi-fit*.json"):
+    for path in (ROOT / "results").glob("pmi-fit-*.json"):
         other = json.loads(path.read_text())
         assert other["chosen"]["weights"] == dataclasses.asdict(choice.PMI_FITTED), f"{path.name} chose another point"
         assert other["corpora"] == pmi["corpora"], path.name
