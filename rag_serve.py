@@ -85,7 +85,19 @@ SEARCHERS = 16  # retrieval configurations kept ready per generation
 WARM_UP = ("how is this handbook organised", "who owns this page", "what should I read first")  # timed at start, for nobody
 RELOAD_RETRY = 30.0  # seconds before a generation that failed to load is tried again
 EXTRA = "rag-serve needs the serve extra: pip install 'ragline[serve]' (FastAPI and uvicorn)"
-HTTP_ONLY = ("host", "port", "token", "is_open", "cors", "max_body", "workers", "quiet")  # the options --mcp has no use for
+HTTP_ONLY = (
+    "host",
+    "port",
+    "token",
+    "is_open",
+    "cors",
+    "max_body",
+    "head_timeout",
+    "body_timeout",
+    "write_timeout",
+    "workers",
+    "quiet",
+)  # the options --mcp has no use for
 
 
 # --------------------------------------------------------------------------- the core: one generation
@@ -488,7 +500,8 @@ def make_app(
         app.add_middleware(
             CORSMiddleware, allow_origins=list(cors), allow_methods=["GET", "POST"], allow_headers=["Authorization", "Content-Type"]
         )
-    return serving.Gate(app, token, max_body, log, bool(cors), hosts)
+    body_timeout = serving.BODY_TIMEOUT if live.policy is None else live.policy.body_timeout
+    return serving.Gate(app, token, max_body, log, bool(cors), hosts, body_timeout)
 
 
 # --------------------------------------------------------------------------- MCP
@@ -596,6 +609,9 @@ def serve_mcp(settings: Settings) -> None:
 @click.option("--open", "is_open", is_flag=True, help="Serve a non-loopback address without a token, on purpose.")
 @click.option("--cors", multiple=True, metavar="ORIGIN", help="Allow browser requests from this origin (repeatable; none by default).")
 @ragline.options.get("max_body").click()
+@ragline.options.get("head_timeout").click()
+@ragline.options.get("body_timeout").click()
+@ragline.options.get("write_timeout").click()
 @ragline.options.get("workers").click()
 @cli.answer_options
 @click.option("--quiet", "-q", is_flag=True, help="No access log.")
@@ -614,6 +630,9 @@ def main(
     is_open: bool,
     cors: tuple[str, ...],
     max_body: int,
+    head_timeout: float,
+    body_timeout: float,
+    write_timeout: float,
     workers: int,
     answering: cli.AnswerArgs,
     quiet: bool,
@@ -643,7 +662,7 @@ def main(
     say = serving.say
 
     def app_for(live: Live) -> Any:
-        live.policy = serving.Policy(max_body=max_body)
+        live.policy = serving.Policy(head_timeout=head_timeout, max_body=max_body, body_timeout=body_timeout, write_timeout=write_timeout)
         return make_app(live, token, cors, None if quiet else say, max_body, None if token else serving.Hosts(host, sock.getsockname()[0]))
 
     if workers > 1:  # each worker loads its own (`serving.serve_workers`); onnxruntime's threads shared out unless --threads says

@@ -67,12 +67,14 @@ from typing import Any
 import orjson
 
 import ragline.abandon
+import ragline.options
 import ragline.records
 from ragline.records import StageError
 
-HEAD_TIMEOUT = 5.0  # seconds a connection has to send a whole request head
-BODY_TIMEOUT = 10.0  # seconds a request has to send its whole body
-WRITE_TIMEOUT = 10.0  # seconds a response may go unread (its bytes waiting, none taken) before its connection is closed
+# the defaults of rag-serve's --head-timeout, --body-timeout, --write-timeout (`Policy` holds a server's own)
+HEAD_TIMEOUT: float = ragline.options.default("head_timeout")  # seconds a connection has to send a whole request head
+BODY_TIMEOUT: float = ragline.options.default("body_timeout")  # seconds a request has to send its whole body
+WRITE_TIMEOUT: float = ragline.options.default("write_timeout")  # seconds a response may go unread before its connection is closed
 MAX_CONNECTIONS = 1000  # connections held at once, at most (less when the open-file limit is lower)
 FD_RESERVE = 64  # descriptors kept for everything but connections: the index, the model, logs, the reload
 WORKERS = 1  # threads running search and answer
@@ -265,13 +267,20 @@ class _Timed:
 class Policy:
     """The connection policy's state: the connections held, oldest first, and what was done to which."""
 
-    def __init__(self, bound: int | None = None, head_timeout: float = HEAD_TIMEOUT, max_body: int | None = None):
+    def __init__(
+        self,
+        bound: int | None = None,
+        head_timeout: float = HEAD_TIMEOUT,
+        max_body: int | None = None,
+        body_timeout: float = BODY_TIMEOUT,
+        write_timeout: float = WRITE_TIMEOUT,
+    ):
         self.bound = bound or connection_bound()
-        self.head_timeout = head_timeout
+        self.head_timeout, self.body_timeout, self.write_timeout = head_timeout, body_timeout, write_timeout
         self.max_body = max_body  # bytes of a request body (the Gate's): a chunk declaring more is refused at once
         self.held: dict[Any, None] = {}  # insertion-ordered: the oldest connection first
         self.timed_out = 0  # closed for not sending a head in time
-        self.write_timed_out = 0  # closed for not reading a response for WRITE_TIMEOUT
+        self.write_timed_out = 0  # closed for not reading a response for write_timeout
         self.evicted = 0  # closed, idle, to make room for a new one
         self.evicted_busy = 0  # closed, its request stalled on the client, to make room for a new one
         self.refused = 0  # new ones closed at once: every held connection had a request the server was working on
@@ -305,10 +314,14 @@ class Policy:
     def release(self, connection: Any) -> None:
         self.held.pop(connection, None)
 
-    def counts(self) -> dict[str, int]:
+    def counts(self) -> dict[str, float]:
+        """What was done to which connections, and the limits they are held to (the timeouts in seconds)."""
         return {
             "open": len(self.held),
             "bound": self.bound,
+            "head_timeout_s": self.head_timeout,
+            "body_timeout_s": self.body_timeout,
+            "write_timeout_s": self.write_timeout,
             "accepted": self.accepted,
             "timed_out": self.timed_out,
             "write_timed_out": self.write_timed_out,
@@ -362,10 +375,10 @@ def guarded(base: type, policy: Policy) -> type:
                 self._arm()
 
         def pause_writing(self) -> None:
-            """The transport holds more than its high-water mark: the client is not reading; WRITE_TIMEOUT from now."""
+            """The transport holds more than its high-water mark: the client is not reading; the write timeout from now."""
             super().pause_writing()
             self._unread = self.transport.get_write_buffer_size()
-            self._later("write", WRITE_TIMEOUT, self._write_expire)
+            self._later("write", policy.write_timeout, self._write_expire)
 
         def resume_writing(self) -> None:
             super().resume_writing()
@@ -378,7 +391,7 @@ def guarded(base: type, policy: Policy) -> type:
                 return
             if waiting < self._unread:
                 self._unread = waiting
-                self._later("write", WRITE_TIMEOUT, self._write_expire)
+                self._later("write", policy.write_timeout, self._write_expire)
                 return
             policy.write_timed_out += 1
             self.drop()
@@ -640,7 +653,7 @@ class Gate:
     """The outermost ASGI layer: the bearer token, the body limit, the Host, and one access-log line per request.
 
     A body is read whole here (at most `max_body` bytes, whatever Content-Length says, within
-    BODY_TIMEOUT seconds) and handed on, so an oversized one is a 413 and a slow one a
+    `body_timeout` seconds) and handed on, so an oversized one is a 413 and a slow one a
     408 before any route sees it. The scheme of `Authorization` is matched without regard to
     case (RFC 6750), the token exactly. Every response says `X-Content-Type-Options: nosniff`,
     and every JSON one `Cache-Control: no-store`. The access log escapes control characters
@@ -658,8 +671,10 @@ class Gate:
         log: Callable[[str], None] | None,
         cors: bool = False,
         hosts: Callable[[str], bool] | None = None,
+        body_timeout: float = BODY_TIMEOUT,
     ):
         self.app, self.token, self.max_body, self.log, self.cors, self.hosts = app, token, max_body, log, cors, hosts
+        self.body_timeout = body_timeout
         self.routes = {path for route in getattr(app, "routes", ()) if isinstance(path := getattr(route, "path", None), str)}
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
@@ -701,12 +716,12 @@ class Gate:
             return
         body = bytearray()
         more = scope["method"] in ("POST", "PUT", "PATCH", "DELETE")
-        deadline = asyncio.get_running_loop().time() + BODY_TIMEOUT
+        deadline = asyncio.get_running_loop().time() + self.body_timeout
         while more:
             try:
                 message = await asyncio.wait_for(receive(), max(0.0, deadline - asyncio.get_running_loop().time()))
             except TimeoutError:
-                await _reply(send, 408, f"the body did not arrive within {BODY_TIMEOUT:g} s", [(b"connection", b"close")])
+                await _reply(send, 408, f"the body did not arrive within {self.body_timeout:g} s", [(b"connection", b"close")])
                 return
             if REFUSED in scope:  # the protocol found the body unreadable (`guarded`)
                 status, why = scope[REFUSED]

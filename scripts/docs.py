@@ -398,9 +398,13 @@ def limits() -> str:
     from ragline import markdown, mcpserver, prefork, records, serving, text
 
     rows = [
-        ("`HEAD_TIMEOUT`", f"{serving.HEAD_TIMEOUT:g} s", "to send a request head (ragline/serving.py)"),
-        ("`BODY_TIMEOUT`", f"{serving.BODY_TIMEOUT:g} s", "to send a request body"),
-        ("`WRITE_TIMEOUT`", f"{serving.WRITE_TIMEOUT:g} s", "a response may go unread, taking no byte, before its connection is closed"),
+        ("`HEAD_TIMEOUT`", f"{serving.HEAD_TIMEOUT:g} s", "to send a request head (ragline/serving.py; `--head-timeout` sets it)"),
+        ("`BODY_TIMEOUT`", f"{serving.BODY_TIMEOUT:g} s", "to send a request body (`--body-timeout`)"),
+        (
+            "`WRITE_TIMEOUT`",
+            f"{serving.WRITE_TIMEOUT:g} s",
+            "a response may go unread, taking no byte, before its connection is closed (`--write-timeout`)",
+        ),
         ("`MAX_CONNECTIONS`", f"{serving.MAX_CONNECTIONS:,}", "connections held, at most"),
         ("`FD_RESERVE`", f"{serving.FD_RESERVE}", "descriptors kept from the open-file limit for all but connections"),
         ("`ACCEPT_BATCH`", f"{serving.ACCEPT_BATCH}", "connections accepted in one turn of the event loop (in the reserve's room)"),
