@@ -633,7 +633,7 @@ def test_a_burst_past_the_bound_never_runs_out_of_descriptors(index: Path) -> No
             os.kill(server.proc.pid, signal.SIGCONT)
         try:
             assert httpx.get(server.url + "/health", timeout=30).status_code == 200
-            _until(lambda: all(closed_by_peer(s) for s in socks[:8]), "the oldest idle sockets were not closed", policy.HEAD_TIMEOUT + 60)
+            wait_for(lambda: all(closed_by_peer(s) for s in socks[:8]), "the oldest idle sockets were not closed", policy.HEAD_TIMEOUT + 60)
         finally:
             for s in socks:
                 s.close()
@@ -652,10 +652,7 @@ def test_a_response_nobody_reads_is_cut_off(index: Path) -> None:
         try:
             sock.sendall(b"GET /openapi.json HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n" * 400)  # about 9 MB of answers, never read
             assert _health_counts(server.url)["write_timeout_s"] == 1
-            deadline = time.monotonic() + 60
-            while _health_counts(server.url).get("write_timed_out", 0) < 1:
-                assert time.monotonic() < deadline, "the unread responses were never cut off"
-                time.sleep(0.2)
+            wait_for(lambda: _health_counts(server.url)["write_timed_out"] >= 1, "the unread responses cut off")
             sock.settimeout(30)
             with pytest.raises((ConnectionResetError, BrokenPipeError)):
                 while sock.recv(1 << 20):  # what was sent before the cut, then the reset
@@ -894,13 +891,6 @@ def _children(server: Server) -> list[int]:
     return [int(pid) for pid in children.read_text().split()]
 
 
-def _until(condition, what: str, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"{what} within {timeout:g} s"
-        time.sleep(0.1)
-
-
 def test_a_stopped_worker_is_replaced(index: Path) -> None:
     """D9: `kill -STOP` on one of two workers: its listening socket went on taking its share of new connections,
     which waited for ever. A worker that has not beaten for prefork.STALL seconds is killed and started again."""
@@ -910,7 +900,7 @@ def test_a_stopped_worker_is_replaced(index: Path) -> None:
     try:
         stopped, other = _children(server)
         os.kill(stopped, signal.SIGSTOP)
-        _until(
+        wait_for(
             lambda: "is serving in place of the one that died" in server.log(), "the stopped worker was not replaced", prefork.STALL + 60
         )
         assert stopped not in _children(server) and other in _children(server)
