@@ -294,6 +294,65 @@ LEFT: dict[tuple[str, str], tuple[str, str]] = {
         "equivalent",
         "only items have a lead >= 0 (context.pieces), so the two conditions agree on every piece",
     ),
+    (
+        "ragline/answer/choice.py:asks",
+        'return piece.kind == "sentence" and piece.text.rstrip(" *_`)\\"\'\\u201d\\u2019").endswith("?")  ->  return piece.kind == "sentence" and piece.text.rstrip("XX *_`)\\"\'\\u201d\\u2019XX").endswith("?")',
+    ): (
+        "harmless",
+        "the strip set gains 'X': only a sentence whose text ends in a question mark and then capital X's reads otherwise, and no sentence ends so",
+    ),
+    (
+        "ragline/answer/choice.py:clip_items",
+        'while len(kept) > 1 and not balanced(" ".join(kept)):  # no link or code span cut open  ->  while len(kept) > 1 and not balanced("XX XX".join(kept)):  # no link or code span cut open',
+    ): ("equivalent", "`balanced` reads backticks, brackets and parentheses only; the X's joined in open and close none of them"),
+    (
+        "ragline/answer/choice.py:clip_items",
+        'longest = max((prose_words(p.text) for p in items if p.kind == "item" and p is not keep), default=0)  ->  longest = max((prose_words(p.text) for p in items if p.kind == "item" or p is not keep), default=0)',
+    ): (
+        "equivalent",
+        "a larger start only tries cuts at or above every clipped item's prose (keep is never clipped), which clip nothing: the whole list's words, over `most` by the check above, so the first cut that fits is the same",
+    ),
+    (
+        "ragline/answer/choice.py:clip_items",
+        'longest = max((prose_words(p.text) for p in items if p.kind == "item" and p is not keep), default=0)  ->  longest = max((prose_words(p.text) for p in items if p.kind == "item" and p is not keep), default=1)',
+    ): ("equivalent", "with no item to clip both starts give an empty range (CLIP_WORDS is 10)"),
+    (
+        "ragline/answer/choice.py:clip_items",
+        "for k in range(longest - 1, CLIP_WORDS - 1, -1):  ->  for k in range(longest + 1, CLIP_WORDS - 1, -1):",
+    ): (
+        "equivalent",
+        "k = longest + 1 and k = longest clip nothing (every item's prose fits): the whole list's words, over `most` by the check above, so the first cut that fits is the same",
+    ),
+    ("ragline/answer/choice.py:fit_row", 'if piece.kind != "row" or not piece.header:  ->  if piece.kind != "row" and not piece.header:'): (
+        "equivalent",
+        "only rows have a header, and a row with none fails the `all(names)` check the line after, returned as it is either way",
+    ),
+    (
+        "ragline/answer/choice.py:fit_row",
+        "if sum(_cell_size(n, c) for n, c in zip(names, cells, strict=True) if c) <= most:  ->  if sum(_cell_size(n, c) for n, c in zip(names, cells, strict=None) if c) <= most:",
+    ): ("equivalent", "names and cells are checked equal in number the line before"),
+    (
+        "ragline/answer/choice.py:fit_row",
+        "if sum(_cell_size(n, c) for n, c in zip(names, cells, strict=True) if c) <= most:  ->  if sum(_cell_size(n, c) for n, c in zip(names, cells, ) if c) <= most:",
+    ): ("equivalent", "names and cells are checked equal in number the line before"),
+    (
+        "ragline/answer/choice.py:fit_row",
+        "if sum(_cell_size(n, c) for n, c in zip(names, cells, strict=True) if c) <= most:  ->  if sum(_cell_size(n, c) for n, c in zip(names, cells, strict=False) if c) <= most:",
+    ): ("equivalent", "names and cells are checked equal in number the line before"),
+    (
+        "ragline/answer/choice.py:with_remedy",
+        "while len(out) > 2 and out[-1].block != first.block and size(out) > budget:  ->  while len(out) >= 2 and out[-1].block != first.block and size(out) > budget:",
+    ): (
+        "equivalent",
+        "two pieces left are the first and the one after it, both of the first's block, so the loop stops on its block test either way",
+    ),
+    (
+        "ragline/answer/choice.py:with_remedy",
+        "while len(out) > 2 and out[-1].block != first.block and leads_in(out[-1].text):  ->  while len(out) >= 2 and out[-1].block != first.block and leads_in(out[-1].text):",
+    ): (
+        "equivalent",
+        "two pieces left are the first and the one after it, both of the first's block, so the loop stops on its block test either way",
+    ),
 }
 
 

@@ -239,6 +239,8 @@ def test_a_lead_in_left_out_gives_back_its_words():
     every = [best, lead_a, *items_a, lead_b, *items_b]
     # 8 chosen; the first list (5) does not fit 9, its lead-in goes (6 left), the second list (3) fits 9 exactly
     assert continued([best, lead_a, lead_b], every, dataclasses.replace(WIDE, listed=9)) == [best, lead_b, *items_b]
+    # at 8: the first lead-in gives back its 2 words (6 left), not more; 6 + 3 is over 8, so the second goes too
+    assert continued([best, lead_a, lead_b], every, dataclasses.replace(WIDE, listed=8)) == [best]
 
 
 def test_a_steps_list_too_long_for_its_first_sentences_names_every_step_clipped():
@@ -573,6 +575,7 @@ def test_with_antecedent_names_the_heading_once_and_only_where_it_names_somethin
     assert [p.text for p in named] == ["S2 host: This deployment is our main dogfooding instance.", later.text]  # one colon
     for says in ("Use the S2 host.", "Deploy to S2 now!", "Is S2 up?"):  # a heading that says or asks names nothing
         assert with_antecedent([first], {1: [says]}) == [first]
+    assert with_antecedent([first], {1: ["Mac OS X"]})[0].text == "Mac OS X: This deployment is our main dogfooding instance."
     holds = sentence(1, 0, "This S2 Host deployment is our main instance.")
     assert with_antecedent([holds], {1: ["s2 HOST"]}) == [holds]  # it names the heading already, in any case
 
@@ -785,3 +788,39 @@ def test_with_first_step_needs_the_blocks_first_piece() -> None:
     plain = sentence(1, 0, "Run the tests first.")  # 4 words beside the answer's 4: exactly a budget of 8
     assert with_first_step(quoted, [plain, *quoted], {1}, 8) == [plain, *quoted]
     assert with_first_step(quoted, [plain, *quoted], {1}, 7) == quoted
+
+
+def test_clip_items_tries_the_largest_cut_first() -> None:
+    fenced = item(1, 0, "- " + _words(3) + " ```make test``` " + _words(8, "t"))  # prose 4 + 8 = 12 words, 14 in all
+    plain = item(1, 1, "- " + _words(10))  # 11 words
+    got = clip_items([fenced, plain], 18)  # k = 11 cuts the prose after the command (7 words left), leaves the 11 alone: 18
+    assert got is not None and [p.text for p in got] == ["- " + _words(3) + " ```make test``` …", plain.text]
+
+
+def test_continued_counts_the_words_a_bridge_brings() -> None:
+    said = sentence(1, 0, "one two three four", group=1)
+    bridge, listed = sentence(1, 1, "This applies when:", group=1), item(1, 2, "alpha beta gamma")
+    lead_b, items_b = sentence(2, 0, "Then these:", group=1), [item(2, 1, "delta epsilon zeta")]
+    every = [said, bridge, listed, lead_b, *items_b]
+    assert bridges(said, every[1:3])
+    # 4 + 2 chosen, the bridge's 3 and its list's 3 (12), then 3 more: 15, over 14 (the bridge's words counted)
+    assert continued([said, lead_b], every, dataclasses.replace(WIDE, listed=14)) == [said, bridge, listed]
+    assert continued([said, lead_b], every, dataclasses.replace(WIDE, listed=15)) == [said, bridge, listed, lead_b, *items_b]
+
+
+def test_an_items_own_details_are_the_first_to_go_when_it_leads_in_to_them() -> None:
+    """A chosen item leading in to its nested items ("- Install these:") and later steps: over the bound, its
+    details go first (their parent is the chosen item, not among the list brought, yet a list item of the
+    block), and an item of another block at the lead-in's position makes no step a detail."""
+    intro = sentence(1, 0, "Set up:", group=1)
+    step = Piece(1, 1, "- Install these:", "item", 2, lead=0)
+    d1 = Piece(1, 2, "- the compiler for the language", "item", 2, lead=1)  # 6 words
+    d2 = Piece(1, 3, "- the linter and its many rules", "item", 2, lead=1)  # 7 words
+    then = Piece(1, 4, "- Then run it", "item", 2, lead=0)  # 4 words
+    elsewhere = Piece(2, 0, "- elsewhere", "item", 2)
+    assert leads_in(step.text)
+    every = [intro, step, d1, d2, then, elsewhere]
+    assert continued([step], every, dataclasses.replace(WIDE, listed=10)) == [step, then]
+    assert continued([step], every, dataclasses.replace(WIDE, listed=30)) == [step, d1, d2, then]  # room for all
+    # fit_list on its own: the answering detail whose parent is not among the items is no item to keep
+    assert fit_list([d1, d2, then], 5, keep=d1, items_at={1, 2, 3, 4}) == [then]
