@@ -365,6 +365,7 @@ def make_app(
     log: Callable[[str], None] | None = None,
     max_body: int = MAX_BODY,
     hosts: serving.Hosts | None = None,
+    body_timeout: float = serving.BODY_TIMEOUT,
 ) -> Any:
     """The ASGI application: FastAPI routes over `live`, inside the gate (token, body limit, Host, access log)."""
     from fastapi import FastAPI, Query
@@ -500,7 +501,6 @@ def make_app(
         app.add_middleware(
             CORSMiddleware, allow_origins=list(cors), allow_methods=["GET", "POST"], allow_headers=["Authorization", "Content-Type"]
         )
-    body_timeout = serving.BODY_TIMEOUT if live.policy is None else live.policy.body_timeout
     return serving.Gate(app, token, max_body, log, bool(cors), hosts, body_timeout)
 
 
@@ -661,28 +661,30 @@ def main(
     sock = serving.bind(host, port, shared=workers > 1)
     say = serving.say
 
-    def app_for(live: Live) -> Any:
+    def app_for(live: Live) -> tuple[Any, serving.Policy]:
+        """The app serving `live`, and the connection policy it is served under (which /health reports)."""
         live.policy = serving.Policy(head_timeout=head_timeout, max_body=max_body, body_timeout=body_timeout, write_timeout=write_timeout)
-        return make_app(live, token, cors, None if quiet else say, max_body, None if token else serving.Hosts(host, sock.getsockname()[0]))
+        hosts = None if token else serving.Hosts(host, sock.getsockname()[0])
+        return make_app(live, token, cors, None if quiet else say, max_body, hosts, body_timeout), live.policy
 
     if workers > 1:  # each worker loads its own (`serving.serve_workers`); onnxruntime's threads shared out unless --threads says
         if not search.threads:
             settings = dataclasses.replace(settings, search=dataclasses.replace(search, threads=max(1, (os.cpu_count() or 1) // workers)))
 
-        def start() -> tuple[Any, str, Callable[[], int]]:
+        def start() -> tuple[Any, serving.Policy, str, Callable[[], int]]:
             live = Live(settings, note=say)
-            return app_for(live), f"generation {live.engine.generation}, {len(live.engine.index.chunks)} chunks", lambda: live.served
+            return *app_for(live), f"generation {live.engine.generation}, {len(live.engine.index.chunks)} chunks", lambda: live.served
 
         serving.serve_workers(workers, sock, start, say, f"serving {search.index_path}")
         return
     live = Live(settings, note=say)
-    app = app_for(live)
+    app, policy = app_for(live)
     bound = sock.getsockname()
     shown = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
     say(
         f"{STAGE}: serving {search.index_path} (generation {live.engine.generation}, {len(live.engine.index.chunks)} chunks) at http://{shown}:{bound[1]}/"
     )
-    stopped = serving.serve(app, sock, live.policy, say)
+    stopped = serving.serve(app, sock, policy, say)
     say(f"{STAGE}: stopped{f' by {stopped}' if stopped else ''} after {live.served} requests")
 
 

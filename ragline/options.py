@@ -139,7 +139,7 @@ class Option:
         elif self.choices is not None:
             kind = click.Choice(self.choices)
         elif self.range is not None:
-            kind = (click.IntRange if self.type is int else click.FloatRange)(*self.range)
+            kind = (click.IntRange if self.type is int else _NumberRange)(*self.range)
         elif self.path is not None:
             kind = click.Path(file_okay=self.path != "dir", dir_okay=self.path != "file")
         settings: dict[str, Any] = {"help": self.click_help()}
@@ -199,6 +199,23 @@ def _live_choice() -> type:
 
 def _LiveChoice(source: Callable[[], tuple[str, ...]]) -> Any:
     return _live_choice()(source)
+
+
+def _NumberRange(low: float, high: float) -> Any:
+    """click's FloatRange, refusing NaN too: every comparison with NaN is false, so FloatRange lets
+    `--head-timeout nan` through (a server whose every body "did not arrive within nan s")."""
+    import math
+
+    import click
+
+    class NumberRange(click.FloatRange):
+        def convert(self, value: Any, param: Any, ctx: Any) -> Any:
+            number = super().convert(value, param, ctx)
+            if math.isnan(number):
+                self.fail(f"{value!r} is not a number.", param, ctx)
+            return number
+
+    return NumberRange(low, high)
 
 
 # --------------------------------------------------------------------------- the declarations

@@ -3,8 +3,9 @@
 rag-serve's routes are thin; what keeps one client (careless or hostile) from taking the
 service from everyone else lives here, so each rule is written once and tested alone:
 
-- **Connections** (`Policy`, `guarded`). A connection has HEAD_TIMEOUT seconds from its
-  opening, or from the end of its last response, to send a whole request head; one that
+- **Connections** (`Policy`, `guarded`). A connection has the policy's head timeout (rag-serve's
+  --head-timeout, HEAD_TIMEOUT seconds by default) from its opening, or from the end of its last
+  response, to send a whole request head; one that
   has not is closed (a socket that never speaks, a head sent a byte at a time). At most
   `connection_bound()` connections are held: a new one past the bound closes the connection
   that has waited longest without a request in flight and with nothing in its receive buffer
@@ -14,8 +15,8 @@ service from everyone else lives here, so each rule is written once and tested a
   those stalled on their client (a body still to come, a response it does not read), so
   connections holding back their bodies cannot either; only when every held connection waits
   for the server's own work (which the pool bounds) is the new one closed. A response the client
-  does not read (the transport over its high-water mark) that takes no byte for WRITE_TIMEOUT
-  seconds closes its connection. The bound stays below the process's
+  does not read (the transport over its high-water mark) that takes no byte for the write timeout
+  (--write-timeout, WRITE_TIMEOUT by default) closes its connection. The bound stays below the process's
   open-file limit, and connections are accepted ACCEPT_BATCH at a time (asyncio accepts as
   many as uvicorn's backlog says in one go, before the policy sees any: 2,048 by default,
   which a burst past the bound turned into EMFILE and a second without accepting), so
@@ -38,7 +39,8 @@ service from everyone else lives here, so each rule is written once and tested a
 - **A request's budget** (`check_budget`). Questions x hits (the larger of k and the candidate
   lists) at most MAX_HITS, question characters at most MAX_CHARS: a bigger request is a 413
   saying which bound and by how much, so no single request holds the worker for long.
-  The body of a request must arrive within BODY_TIMEOUT seconds (`Gate`, in rag_serve).
+  The body of a request must arrive within the body timeout (--body-timeout, BODY_TIMEOUT seconds by
+  default; `Gate`, in rag_serve).
 
 Nothing here imports a stage; uvicorn's protocol class is passed in.
 """
@@ -776,13 +778,13 @@ async def _reply(send: Any, status: int, message: str, headers: list[tuple[bytes
 def serve(
     app: Any,
     sock: socket.socket,
-    policy: Policy | None = None,
+    policy: Policy,
     note: Callable[[str], None] | None = None,
     beat: tuple[Callable[[], None], float] | None = None,
 ) -> str | None:
     """Run uvicorn on `sock` until SIGTERM or Ctrl-C; the requests in flight finish (GRACE s at most).
 
-    Connections follow `policy` (guarded: the head timeout, the bound), and errors of
+    Connections follow `policy` (guarded: the head and write timeouts, the bound), and errors of
     the event loop (a failed accept) are one line each to `note`, at most one a minute.
     `beat` (a worker's: `prefork.BEAT`) is (a call, seconds): made that often from the event
     loop while it serves, so whoever hears it knows the loop turns. Returns the name of the
@@ -792,7 +794,6 @@ def serve(
     import uvicorn
     from uvicorn.protocols.http.h11_impl import H11Protocol
 
-    policy = policy or Policy()
     say_line = note or say
 
     class Server(uvicorn.Server):
@@ -845,12 +846,17 @@ def serve(
 
 
 def serve_workers(
-    workers: int, sock: socket.socket, start: Callable[[], tuple[Any, str, Callable[[], int]]], say: Callable[[str], None], what: str
+    workers: int,
+    sock: socket.socket,
+    start: Callable[[], tuple[Any, Policy, str, Callable[[], int]]],
+    say: Callable[[str], None],
+    what: str,
 ) -> None:
     """`--workers N`: N processes (`ragline.prefork`) on the one address `sock` holds, each with a
     listening socket of its own there (`worker_socket`). Each runs `start()`, which loads what it
     serves (the index and the model: its own hot swap, its own /health counts) and gives (the
-    ASGI app, one line of what it serves, the count of requests it has served).
+    ASGI app, the connection policy it is served under, one line of what it serves, the count of
+    requests it has served).
     One line when all are serving, one when all have stopped; a worker that dies or stalls is
     started again (`prefork`); a worker that cannot start has said why on stderr, and the others
     are stopped with its exit status."""
@@ -861,10 +867,10 @@ def serve_workers(
 
     def child(report: prefork.Report) -> int:
         with ragline.records.stage(STAGE):  # a load that fails: its one line, and SystemExit(1) ends the worker
-            app, summary, served = start()
+            app, policy, summary, served = start()
             own = worker_socket(sock)
             report("ready", summary)
-            serve(app, own, beat=(lambda: report(prefork.BEAT, ""), prefork.BEAT_EVERY))
+            serve(app, own, policy, beat=(lambda: report(prefork.BEAT, ""), prefork.BEAT_EVERY))
             report("done", str(served()))
         return 0
 

@@ -128,6 +128,86 @@ def test_a_head_sent_a_byte_at_a_time_is_cut_off(index: Path) -> None:
             assert c.get("/health").json()["connections"]["timed_out"] == 1  # the head timeout closed it, nothing else
 
 
+class _Protocol:
+    """What `guarded` relies on of uvicorn's HTTP protocol, and nothing more: no request yet."""
+
+    cycle = None
+
+    def connection_made(self, transport) -> None:
+        pass
+
+    def connection_lost(self, exc) -> None:
+        pass
+
+    def pause_writing(self) -> None:
+        pass
+
+
+class _Transport:
+    """A transport holding bytes its client does not read."""
+
+    aborted = False
+
+    def get_write_buffer_size(self) -> int:
+        return 1 << 20
+
+    def is_closing(self) -> bool:
+        return self.aborted
+
+    def abort(self) -> None:
+        self.aborted = True
+
+
+def test_the_timers_run_on_the_policys_timeouts() -> None:
+    """The head and write timers are armed with the policy's own timeouts, read off the timers, not waited out
+    (the HTTP tests cannot tell one second from the five of the default without a clock)."""
+    import asyncio
+
+    async def armed() -> tuple[float, float]:
+        loop = asyncio.get_running_loop()
+        connection = policy.guarded(_Protocol, policy.Policy(bound=4, head_timeout=86400, write_timeout=7200))()
+        connection.connection_made(_Transport())
+        head = connection._timers["head"].when() - loop.time()
+        connection.pause_writing()
+        write = connection._timers["write"].when() - loop.time()
+        connection.drop()
+        return head, write
+
+    head, write = asyncio.run(armed())
+    assert 86400 - 3600 < head <= 86400 and 7200 - 3600 < write <= 7200, (head, write)
+
+
+def test_the_gate_waits_its_own_body_timeout(monkeypatch) -> None:
+    """The Gate waits for a body as long as it was told (the wait asked of asyncio is read, not waited out), and
+    says so in its 408."""
+    import asyncio
+
+    asked: list[float] = []
+
+    async def timed_out(waiting, timeout: float):
+        asked.append(timeout)
+        waiting.close()
+        raise TimeoutError
+
+    async def receive() -> dict:
+        raise AssertionError("the wait is asyncio.wait_for's")
+
+    async def scenario() -> list[dict]:
+        sent: list[dict] = []
+
+        async def send(message: dict) -> None:
+            sent.append(message)
+
+        gate = policy.Gate(None, None, 1024, None, body_timeout=86400)
+        await gate({"type": "http", "method": "POST", "path": "/search", "headers": []}, receive, send)
+        return sent
+
+    monkeypatch.setattr(policy.asyncio, "wait_for", timed_out)
+    sent = asyncio.run(scenario())
+    assert len(asked) == 1 and 86400 - 3600 < asked[0] <= 86400, asked
+    assert sent[0]["status"] == 408 and orjson.loads(sent[1]["body"]) == {"error": "the body did not arrive within 86400 s"}
+
+
 def test_the_accept_errors_are_one_line_not_a_traceback_each() -> None:
     """The loop's exception handler: one line per kind of error a minute, no traceback."""
     said: list[str] = []

@@ -40,6 +40,24 @@ def test_each_stage_takes_its_declared_options_as_declared(stage):
             assert tuple(param.type.choices) == option.choice_names, option.name
 
 
+@pytest.mark.parametrize("option", [o for o in options.OPTIONS if o.type is float and o.range is not None], ids=lambda o: o.name)
+def test_a_number_option_refuses_nan_on_the_command_line_and_from_its_variable(option):
+    """Every comparison with NaN is false, so click's own FloatRange takes "nan" for any range: a
+    `--head-timeout nan` server answered every body with a 408 "within nan s"."""
+    from click.testing import CliRunner
+
+    @click.command()
+    @option.click()
+    def cmd(**kwargs):
+        click.echo(repr(kwargs[option.parameter]))
+
+    low = option.range[0]
+    assert CliRunner().invoke(cmd, [option.flag, str(low)]).output == f"{float(low)!r}\n"  # the range's own end is taken
+    for args, env in (([option.flag, "nan"], {}), ([], {option.env: "NaN"})):
+        got = CliRunner().invoke(cmd, args, env=env)
+        assert got.exit_code == 2 and f"'{option.flag}': " in got.output and "is not a number" in got.output, got.output
+
+
 def test_two_declarations_share_a_name_only_across_stages():
     for stage in options.STAGES:
         names = [o.parameter for o in options.taken_by(stage)]

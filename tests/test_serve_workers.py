@@ -40,10 +40,13 @@ def index(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_two_workers_both_answer_as_one_does(index: Path) -> None:
     """Two processes serve the port; connections from several clients reach both (each one's CPU time
-    grows), and every answer is the single process's record."""
+    grows), and every answer is the single process's record. The connection options hold in each worker:
+    /health reports the policy its own connection went through (accepted: at least that one)."""
     with serving(index, "--quiet") as one, one.client() as c:
         want = c.get("/search", params={"q": SWEEP}).json()
-    with serving(index, "--quiet", "--workers", "2") as server:
+    with serving(index, "--quiet", "--workers", "2", "--head-timeout", "30") as server:
+        connections = httpx.get(server.url + "/health", timeout=60).json()["connections"]
+        assert connections["head_timeout_s"] == 30 and connections["accepted"] >= 1, connections
         pids = workers_of(server)
         assert len(pids) == 2
         before = {pid: cpu_ticks(pid) for pid in pids}
