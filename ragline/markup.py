@@ -16,7 +16,9 @@ page sees, and no markup:
   `import` / `export` lines (a block of their own, `markdown.Doc`'s `mdx`) as nothing.
 
 Admonitions (Docusaurus `:::note`, MkDocs `!!! note`) lose their fence lines and keep their title
-as text, `Note: E-mail on the QA site` (`admonition`).
+as text, `Note: E-mail on the QA site` (`admonition`). A heading's id and attribute list
+(`HEADING_ID`) and a block's attribute list on a line of its own (`{: .usa-table}`, `{.lead}`) are
+no text.
 
 Code stays as it is written: fences, indented code and code spans (`<div>` in backticks),
 inside a list item or a quote too. Markdown itself stays: a chunk is still markdown.
@@ -60,9 +62,17 @@ _BLANK_LINE = re.compile(r"\n[ \t]*\n")
 # last line: a run of a paragraph's sentences may begin or end inside a line that goes on in the next run.
 _SHOWS_NOTHING = re.compile(r"\n(?:[ \t]*\n)+")
 _FENCE = re.compile(r"^[ \t>]*(`{3,}|~{3,})(.*)$")
-# A heading's explicit id, at its title's end: `{#id}` (kramdown, pandoc, Docusaurus; with attributes, `{#id .wide}`), MDX's
-# `{/* #id */}` and `\{#id\}` (Docusaurus 3). Group `id` or `mdx_id` is the id.
-HEADING_ID = r"(?:\\?\{#(?P<id>[^\s{}\\]+)(?:[ \t][^{}\n\\]*)?\\?\}|\{/\*[ \t]*#(?P<mdx_id>[^\s*]+)[ \t]*\*/\})"
+# A heading's explicit id, at its title's end: `{#id}` (kramdown, pandoc, Docusaurus; with attributes, `{#id .wide}`), the
+# attribute list of kramdown and Python-Markdown (MkDocs) `{: #id .wide}`, MDX's `{/* #id */}` and `\{#id\}` (Docusaurus 3);
+# or an attribute list naming no id (`{: .lead}`, markdown-it-attrs' `{.lead}`). Group `id` or `mdx_id` is the id (neither: none).
+_ATTRIBUTE = r"""(?:[#.][\w:-]+|[A-Za-z_][\w-]*=(?:"[^"\n]*"|'[^'\n]*'|[^\s{}"']+))"""
+HEADING_ID = (
+    r"(?:\\?\{:?[ \t]*#(?P<id>[^\s{}\\]+)(?:[ \t][^{}\n\\]*)?\\?\}|\{/\*[ \t]*#(?P<mdx_id>[^\s*]+)[ \t]*\*/\}"
+    rf"|\{{:?[ \t]*\.[\w-]+(?:[ \t]+{_ATTRIBUTE})*[ \t]*\}})"
+)
+# A block's attribute list on a line of its own, after a paragraph, a table or a list (kramdown's `{: .usa-table}`, its
+# `{:toc}` and `{::options ...}`; markdown-it-attrs' and pandoc's `{.lead}`, `{#id}`): markup its site shows nothing of.
+_ATTRIBUTE_LINE = re.compile(rf"[ \t>]*(?:\{{:[^{{}}\n]*\}}|\{{[ \t]*[#.][\w:-]+(?:[ \t]+{_ATTRIBUTE})*[ \t]*\}})[ \t]*")
 _HEADING_ID = re.compile(rf"(?<![ \t])[ \t]*{HEADING_ID}(?=[ \t]*(?:#+[ \t]*)?$)", re.M)  # from a run's start: one pass
 # Admonitions, each line after its indentation (patterns, for `markdown`'s block starts too). Docusaurus's (remark-directive):
 # `:::note`, `:::info[Title]`, `:::tip Title`, closed by a line of colons alone (nested ones take more colons); MkDocs'
@@ -347,6 +357,16 @@ def admonition(text: str) -> str:
     return _admonition_lines(text)
 
 
+def _without_attribute_lines(text: str) -> str:
+    """`text` without its lines that are a block's attribute list alone (`_ATTRIBUTE_LINE`), outside code."""
+    out, fence = [], None
+    for line in text.split("\n"):
+        fence, fenced = fence_step(fence, line)
+        if fenced or not _ATTRIBUTE_LINE.fullmatch(line):
+            out.append(line)
+    return "\n".join(out).strip("\n")
+
+
 def _admonition_lines(text: str) -> str:
     """`text` with each Docusaurus admonition line outside code (after any indentation or quote marks,
     as inside a list item or a quote) as `admonition` shows it: an opening line its title, a closing
@@ -403,6 +423,8 @@ def shown(kind: str, text: str, mdx: bool = False) -> str:
     text = strip_templates(text)
     if kind == "html":
         return html_block(text, mdx)
+    if kind in ("paragraph", "table", "list_item", "quote") and "{" in text:
+        text = _without_attribute_lines(text)
     if "<" in text or "&" in text or (mdx and "{" in text):
         text = outside_code(text, lambda prose: inline_html(prose, mdx))
     if kind == "paragraph":
