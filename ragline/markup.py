@@ -76,9 +76,13 @@ _ATTRIBUTE_LINE = re.compile(rf"[ \t>]*(?:\{{:[^{{}}\n]*\}}|\{{[ \t]*[#.][\w:-]+
 _HEADING_ID = re.compile(rf"(?<![ \t])[ \t]*{HEADING_ID}(?=[ \t]*(?:#+[ \t]*)?$)", re.M)  # from a run's start: one pass
 # Admonitions, each line after its indentation (patterns, for `markdown`'s block starts too). Docusaurus's (remark-directive):
 # `:::note`, `:::info[Title]`, `:::tip Title`, closed by a line of colons alone (nested ones take more colons); MkDocs'
-# (Python-Markdown): `!!! note "Title"`, and pymdownx's collapsible `??? note` and `???+ note`, their body indented 4 spaces.
+# (Python-Markdown): `!!! note "Title"`, and pymdownx's collapsible `??? note` and `???+ note`, their body indented 4 spaces;
+# and pymdownx's content tabs, `=== "Python"` (`===!`, `===+`), their body indented the same.
 ADMONITION_FENCE = r":{3,}[ \t]*(?:(?P<kind>[A-Za-z][\w-]*)(?:\[(?P<bracket>[^\]\n]*)\])?(?P<title>[ \t].*)?)?[ \t]*$"
-MKDOCS_ADMONITION = r'(?:!!!|\?\?\?\+?)[ \t]+(?P<kind>[A-Za-z][\w-]*)(?:[ \t]+[A-Za-z][\w-]*)*(?:[ \t]+"(?P<title>[^"]*)")?[ \t]*$'
+MKDOCS_ADMONITION = (
+    r'(?:(?:!!!|\?\?\?\+?)[ \t]+(?P<kind>[A-Za-z][\w-]*)(?:[ \t]+[A-Za-z][\w-]*)*(?:[ \t]+"(?P<title>[^"]*)")?'
+    r'|===[!+]{0,2}[ \t]+"(?P<tab>[^"\n]*)")[ \t]*$'
+)
 _ADMONITION_LINE = re.compile(rf"^(?P<lead>[ \t>]*){ADMONITION_FENCE}")
 _MKDOCS_LINE = re.compile(rf"^ {{0,3}}{MKDOCS_ADMONITION}")
 # A GitHub alert's marker, `> [!NOTE]` at a quote's first line (the text after it on that line or the next): shown as
@@ -348,10 +352,14 @@ def admonition(text: str) -> str:
     fence lines gone and its title kept as text: a Docusaurus opening line (`:::info[E-mail on
     the QA site]`) as `Info: E-mail on the QA site` (`Note:` without a title), its closing line as
     nothing; an MkDocs block's first line (`!!! warning "Do not"`) as `Warning: Do not` (nothing for
-    the empty title `""`), then, after a blank line, its body four spaces less indented."""
+    the empty title `""`), a content tab's (`=== "Python"`) as `Python:`, then, after a blank line,
+    its body four spaces less indented."""
     first, _, body = text.partition("\n")
     if m := _MKDOCS_LINE.match(first):
-        label = "" if m.group("title") == "" else _label(m.group("kind"), m.group("title"))
+        if m.group("tab") is not None:  # a content tab: its title leads in to its body
+            label = f"{m.group('tab').strip()}:" if m.group("tab").strip() else ""
+        else:
+            label = "" if m.group("title") == "" else _label(m.group("kind"), m.group("title"))
         lines = [line[4:] if line.startswith("    ") else line[1:] if line.startswith("\t") else line.lstrip() for line in body.split("\n")]
         return "\n\n".join(part for part in (label, "\n".join(lines).strip("\n")) if part)
     return _admonition_lines(text)

@@ -435,3 +435,7 @@ def test_an_admonition_loses_its_fences_and_keeps_its_title() -> None:
         "After.\n\nNo title.\n\nTip:\n\nCollapsed.\n\nDanger: Open\n\nShown open."
     )
     assert [b.kind for b in markdown.scan(Doc("m", "m.md", mkdocs))][1:3] == ["admonition", "paragraph"]  # not indented code
+    tabs = '# L\n\n=== "Python"\n\n    ```python\n    ruff check .\n    ```\n\n===+ "Go"\n    Use this:\n\n    ```\n    go vet\n    ```\n'
+    (rec,) = chunk_document(Doc("t", "t.md", tabs))  # pymdownx's content tabs: the title leads in to its body, code stays code
+    assert rec["text"] == "# L\n\nPython:\n\n```python\nruff check .\n```\n\nGo:\n\nUse this:\n\n```\ngo vet\n```"
+    assert [b.kind for b in markdown.scan(Doc("t", "t.md", tabs))] == ["heading", "admonition", "admonition"]
