@@ -29,7 +29,6 @@ interrupt leaves stdout empty.
 
 from __future__ import annotations
 
-import math
 import sys
 import time
 from typing import Any
@@ -74,8 +73,6 @@ def main(
     quiet: bool,
 ) -> None:
     """Reorder each hits record's first DEPTH hits (files or stdin) by the local model's likelihood of the question."""
-    if rerank_weight is not None and not math.isfinite(rerank_weight):
-        raise click.BadParameter(f"{rerank_weight} is not a number", param_hint="'--weight'")
     records = checked(
         ragline.records.read_records(inputs, usage="no input: pipe rag-search's records into rag-rerank or name a file (see --help)")
     )

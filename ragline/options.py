@@ -212,7 +212,7 @@ def _NumberRange(low: float, high: float) -> Any:
         def convert(self, value: Any, param: Any, ctx: Any) -> Any:
             number = super().convert(value, param, ctx)
             if math.isnan(number):
-                self.fail(f"{value!r} is not a number.", param, ctx)
+                self.fail(f"{number} is not a number", param, ctx)
             return number
 
     return NumberRange(low, high)
