@@ -365,29 +365,35 @@ def admonition(text: str) -> str:
     return _admonition_lines(text)
 
 
-def _without_attribute_lines(text: str) -> str:
-    """`text` without its lines that are a block's attribute list alone (`_ATTRIBUTE_LINE`), outside code."""
+def _each_line_outside_code(text: str, shown: Callable[[str], str | None]) -> str:
+    """`text` with each line outside code (a fence at any indentation, as inside a list item or a
+    quote) as `shown` gives it, None leaving the line out; code lines as they are."""
     out, fence = [], None
     for line in text.split("\n"):
         fence, fenced = fence_step(fence, line)
-        if fenced or not _ATTRIBUTE_LINE.fullmatch(line):
-            out.append(line)
-    return "\n".join(out).strip("\n")
+        if (kept := line if fenced else shown(line)) is not None:
+            out.append(kept)
+    return "\n".join(out)
+
+
+def _without_attribute_lines(text: str) -> str:
+    """`text` without its lines that are a block's attribute list alone (`_ATTRIBUTE_LINE`), outside code."""
+    return _each_line_outside_code(text, lambda line: None if _ATTRIBUTE_LINE.fullmatch(line) else line).strip("\n")
 
 
 def _admonition_lines(text: str) -> str:
     """`text` with each Docusaurus admonition line outside code (after any indentation or quote marks,
     as inside a list item or a quote) as `admonition` shows it: an opening line its title, a closing
     line nothing (a block that is one closing line: "")."""
-    out, fence = [], None
-    for line in text.split("\n"):
-        fence, fenced = fence_step(fence, line)
-        if not fenced and (m := _ADMONITION_LINE.match(line)):
-            if not m.group("kind"):
-                continue
-            line = m.group("lead") + _label(m.group("kind"), m.group("bracket") or m.group("title"))
-        out.append(line)
-    return "\n".join(out)
+
+    def shown(line: str) -> str | None:
+        if (m := _ADMONITION_LINE.match(line)) is None:
+            return line
+        if not m.group("kind"):
+            return None
+        return m.group("lead") + _label(m.group("kind"), m.group("bracket") or m.group("title"))
+
+    return _each_line_outside_code(text, shown)
 
 
 # --------------------------------------------------------------------------- blocks
