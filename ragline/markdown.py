@@ -530,16 +530,11 @@ def _inline_prose(text: str, mdx: bool = False) -> str:
 
 
 def _heading_text(raw: str) -> tuple[str, str | None]:
-    """A heading's title and explicit id (None: none), its attribute list left out, and the closing hashes
-    before it (`## Setup ## {#setup}`)."""
     anchor = None
     if m := _ANCHOR.search(raw):
         anchor = m.group("id") or m.group("mdx_id")
-        raw = _CLOSING.sub("", raw[: m.start()])
+        raw = raw[: m.start()]
     return raw.strip(), anchor
-
-
-_CLOSING = re.compile(r"(?:^|[ \t]+)#+[ \t]*$")  # an ATX heading's closing sequence (a title of hashes alone is none)
 
 
 def _html_end(doc: Doc, i: int) -> int:

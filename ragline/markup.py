@@ -16,9 +16,7 @@ page sees, and no markup:
   `import` / `export` lines (a block of their own, `markdown.Doc`'s `mdx`) as nothing.
 
 Admonitions (Docusaurus `:::note`, MkDocs `!!! note`) lose their fence lines and keep their title
-as text, `Note: E-mail on the QA site` (`admonition`). A heading's id and attribute list
-(`HEADING_ID`) and a block's attribute list on a line of its own (`{: .usa-table}`, `{.lead}`) are
-no text.
+as text, `Note: E-mail on the QA site` (`admonition`).
 
 Code stays as it is written: fences, indented code and code spans (`<div>` in backticks),
 inside a list item or a quote too. Markdown itself stays: a chunk is still markdown.
@@ -62,17 +60,9 @@ _BLANK_LINE = re.compile(r"\n[ \t]*\n")
 # last line: a run of a paragraph's sentences may begin or end inside a line that goes on in the next run.
 _SHOWS_NOTHING = re.compile(r"\n(?:[ \t]*\n)+")
 _FENCE = re.compile(r"^[ \t>]*(`{3,}|~{3,})(.*)$")
-# A heading's explicit id, at its title's end: `{#id}` (kramdown, pandoc, Docusaurus; with attributes, `{#id .wide}`), the
-# attribute list of kramdown and Python-Markdown (MkDocs) `{: #id .wide}`, MDX's `{/* #id */}` and `\{#id\}` (Docusaurus 3);
-# or an attribute list naming no id (`{: .lead}`, markdown-it-attrs' `{.lead}`). Group `id` or `mdx_id` is the id (neither: none).
-_ATTRIBUTE = r"""(?:[#.][\w:-]+|[A-Za-z_][\w-]*=(?:"[^"\n]*"|'[^'\n]*'|[^\s{}"']+))"""
-HEADING_ID = (
-    r"(?:\\?\{:?[ \t]*#(?P<id>[^\s{}\\]+)(?:[ \t][^{}\n\\]*)?\\?\}|\{/\*[ \t]*#(?P<mdx_id>[^\s*]+)[ \t]*\*/\}"
-    rf"|\{{:?[ \t]*\.[\w-]+(?:[ \t]+{_ATTRIBUTE})*[ \t]*\}})"
-)
-# A block's attribute list on a line of its own, after a paragraph, a table or a list (kramdown's `{: .usa-table}`, its
-# `{:toc}` and `{::options ...}`; markdown-it-attrs' and pandoc's `{.lead}`, `{#id}`): markup its site shows nothing of.
-_ATTRIBUTE_LINE = re.compile(rf"[ \t>]*(?:\{{:[^{{}}\n]*\}}|\{{[ \t]*[#.][\w:-]+(?:[ \t]+{_ATTRIBUTE})*[ \t]*\}})[ \t]*")
+# A heading's explicit id, at its title's end: `{#id}` (kramdown, pandoc, Docusaurus; with attributes, `{#id .wide}`), MDX's
+# `{/* #id */}` and `\{#id\}` (Docusaurus 3). Group `id` or `mdx_id` is the id.
+HEADING_ID = r"(?:\\?\{#(?P<id>[^\s{}\\]+)(?:[ \t][^{}\n\\]*)?\\?\}|\{/\*[ \t]*#(?P<mdx_id>[^\s*]+)[ \t]*\*/\})"
 _HEADING_ID = re.compile(rf"(?<![ \t])[ \t]*{HEADING_ID}(?=[ \t]*(?:#+[ \t]*)?$)", re.M)  # from a run's start: one pass
 # Admonitions, each line after its indentation (patterns, for `markdown`'s block starts too). Docusaurus's (remark-directive):
 # `:::note`, `:::info[Title]`, `:::tip Title`, closed by a line of colons alone (nested ones take more colons); MkDocs'
@@ -365,35 +355,19 @@ def admonition(text: str) -> str:
     return _admonition_lines(text)
 
 
-def _each_line_outside_code(text: str, shown: Callable[[str], str | None]) -> str:
-    """`text` with each line outside code (a fence at any indentation, as inside a list item or a
-    quote) as `shown` gives it, None leaving the line out; code lines as they are."""
-    out, fence = [], None
-    for line in text.split("\n"):
-        fence, fenced = fence_step(fence, line)
-        if (kept := line if fenced else shown(line)) is not None:
-            out.append(kept)
-    return "\n".join(out)
-
-
-def _without_attribute_lines(text: str) -> str:
-    """`text` without its lines that are a block's attribute list alone (`_ATTRIBUTE_LINE`), outside code."""
-    return _each_line_outside_code(text, lambda line: None if _ATTRIBUTE_LINE.fullmatch(line) else line).strip("\n")
-
-
 def _admonition_lines(text: str) -> str:
     """`text` with each Docusaurus admonition line outside code (after any indentation or quote marks,
     as inside a list item or a quote) as `admonition` shows it: an opening line its title, a closing
     line nothing (a block that is one closing line: "")."""
-
-    def shown(line: str) -> str | None:
-        if (m := _ADMONITION_LINE.match(line)) is None:
-            return line
-        if not m.group("kind"):
-            return None
-        return m.group("lead") + _label(m.group("kind"), m.group("bracket") or m.group("title"))
-
-    return _each_line_outside_code(text, shown)
+    out, fence = [], None
+    for line in text.split("\n"):
+        fence, fenced = fence_step(fence, line)
+        if not fenced and (m := _ADMONITION_LINE.match(line)):
+            if not m.group("kind"):
+                continue
+            line = m.group("lead") + _label(m.group("kind"), m.group("bracket") or m.group("title"))
+        out.append(line)
+    return "\n".join(out)
 
 
 # --------------------------------------------------------------------------- blocks
@@ -437,8 +411,6 @@ def shown(kind: str, text: str, mdx: bool = False) -> str:
     text = strip_templates(text)
     if kind == "html":
         return html_block(text, mdx)
-    if kind in ("paragraph", "table", "list_item", "quote") and "{" in text:
-        text = _without_attribute_lines(text)
     if "<" in text or "&" in text or (mdx and "{" in text):
         text = outside_code(text, lambda prose: inline_html(prose, mdx))
     if kind == "paragraph":

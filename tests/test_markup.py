@@ -366,14 +366,9 @@ def test_a_heading_id_of_every_form_is_out_of_the_text_the_path_and_the_id() -> 
         ("Why? {#why}", "why"),
         ("Wide {#wide .full-width}", "wide"),
         ("Escaped \\{#escaped\\}", "escaped"),
-        ("Listed {: #listed .important }", "listed"),  # kramdown's and MkDocs' attribute list
-        ("Lead {: .lead}", None),  # an attribute list naming no id: out of the title all the same
-        ("Styled {.wide data-x=1}", None),
     ):
         assert markdown._heading_text(raw) == (raw.split(" ")[0], anchor), raw
     assert markdown._heading_text("Braces {x}") == ("Braces {x}", None)
-    assert markdown._heading_text("Closed ## {#closed}") == ("Closed", "closed")  # the closing hashes before the id
-    assert markdown._heading_text("C# {#c-sharp}") == ("C#", "c-sharp")  # a hash in the title is no closing sequence
     page = '# T\n\n## Since 4.5 <Since versions={["4.5"]} /> {/* TODO */}\n\nText.\n\nSetext {#setext}\n---\n\nMore.\n\n## Closed {#closed} ##\n\nEnd.\n'
     recs = chunk_document(Doc("d", "d.mdx", page, mdx=True))
     assert [(r["id"], r["headings"][-1], r["text"]) for r in recs] == [
@@ -381,24 +376,6 @@ def test_a_heading_id_of_every_form_is_out_of_the_text_the_path_and_the_id() -> 
         ("d#setext", "Setext", "Setext\n---\n\nMore."),
         ("d#closed", "Closed", "## Closed ##\n\nEnd."),
     ]
-
-
-def test_a_blocks_attribute_list_on_its_own_line_shows_nothing() -> None:
-    """Jekyll's kramdown and markdown-it-attrs put a block's classes on a line after it (`{: .usa-table}`,
-    `{.lead}`): the site shows nothing of it, so neither do a chunk's text and an answer's quotes. In code, a
-    line of braces is code; braces in prose that name no attribute are prose."""
-    page = (
-        "# T\n\nRun the installer.\n{: .lead }\n\n| Rule | Why |\n|---|---|\n| Small | easy |\n{: .usa-table}\n\n"
-        '{:.note}\n\n- an item\n  {.item data-x="1"}\n\n> Quoted.\n> {: .aside}\n\n'
-        "Use {x} and {.5 seconds}.\n{#each items}\n\n```\n{: .in-code}\n```\n\n* TOC\n{:toc}\n\n"
-        "1. A step:\n\n   ```\n   {: .in-a-step}\n   ```\n"
-    )
-    (rec,) = chunk_document(Doc("d", "d.md", page))
-    assert rec["text"] == (
-        "# T\n\nRun the installer.\n\n| Rule | Why |\n|---|---|\n| Small | easy |\n\n- an item\n\n> Quoted.\n\n"
-        "Use {x} and {.5 seconds}.\n{#each items}\n\n```\n{: .in-code}\n```\n\n* TOC\n\n"
-        "1. A step:\n\n   ```\n   {: .in-a-step}\n   ```"
-    )
 
 
 def test_an_admonition_loses_its_fences_and_keeps_its_title() -> None:
