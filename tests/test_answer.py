@@ -1058,6 +1058,27 @@ class TestAnswerChoice:
         cands = answer_context.pieces(answer_context.ContextBlock(1, hit("a#x", text)))
         assert [c.text for c in cands] == ["Read about scale before you start."]
 
+    def test_a_footnote_is_quoted_as_prose_and_its_call_is_not(self):
+        text = "Write the report in the template [^1]. Keep it short[^why].\n\n[^1]: Only people within GDS can open the template."
+        cands = answer_context.pieces(answer_context.ContextBlock(1, hit("a#x", text)))
+        assert [c.text for c in cands][-1] == "Only people within GDS can open the template."  # the footnote's text, its marker gone
+        out = answer(hits_record("who can open the report template?", hit("a#x", text)), Extractive(self.FEATURES), 0.0)
+        assert "Only people within GDS can open the template [1]." in out["answer"] and "[^" not in out["answer"]
+        assert (
+            cues.plain("Write the report in the template [^1]. Keep it short[^why].") == "Write the report in the template. Keep it short."
+        )
+
+    def test_inline_code_is_quoted_as_it_is(self):
+        # emphasis, links, footnote calls and escapes are read around a code span, never inside it
+        assert cues.plain("call `__init__` and `_private_` first") == "call `__init__` and `_private_` first"
+        assert cues.plain("add a `[tool.ruff]` table and match `[^a-z]`") == "add a `[tool.ruff]` table and match `[^a-z]`"
+        assert (
+            cues.plain("for `/genie alert <text> for [@team]` and **use `x` here**")
+            == "for `/genie alert <text> for [@team]` and use `x` here"
+        )
+        assert cues.plain("see [`rag-chunk`](x.md) and [`rag-embed`]") == "see `rag-chunk` and `rag-embed`"
+        assert cues.plain(" ".join(f"`c{i}`" for i in range(12))) == " ".join(f"`c{i}`" for i in range(12))  # two-digit stand-ins
+
     def test_quotes_read_as_prose_not_markup(self):
         text = "Say **Delete** the *FizzBuzz* RPC, as [the guide](../x.md#a) asks. <%= partial 'x' %>Keep snake_case names."
         out = answer(hits_record("delete fizzbuzz rpc guide", hit("a#x", text)), Extractive(self.FEATURES), 0.0)

@@ -17,7 +17,7 @@ from typing import Any
 import ragline.text
 from ragline import markdown
 from ragline.answer.citations import sentences
-from ragline.answer.cues import LINK_DEFINITION
+from ragline.answer.cues import FOOTNOTE, LINK_DEFINITION
 from ragline.records import StageError
 from ragline.text import leads_in
 
@@ -117,7 +117,8 @@ def pieces(block: ContextBlock, unwrap: bool = True) -> list[Piece]:
             for k, item in enumerate(_list_items(body, unwrap)):
                 out.append(Piece(block.n, len(out), item, "item", g, lead=intro if k == 0 else top))
         else:
-            body = "\n".join(line for line in body.split("\n") if not LINK_DEFINITION.match(line))  # `[ref]: url` is no prose
+            # `[ref]: url` is no prose; a footnote's text is (its `[^1]: ` marker is not)
+            body = "\n".join(FOOTNOTE.sub("", line) for line in body.split("\n") if not LINK_DEFINITION.match(line))
             cut = sentences(" ".join(body.split())) if unwrap else [line.strip() for line in body.split("\n")]
             out.extend(Piece(block.n, len(out), p.lstrip("> ").strip(), "sentence", g) for p in cut if _says_something(p))
             intro = len(out) - 1 if out and out[-1].group == g and leads_in(out[-1].text) else -1

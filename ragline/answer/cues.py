@@ -505,7 +505,9 @@ def cue_match(cue: str | None, cand: Any, question: str = "") -> float:
 
 
 ANNOUNCES = re.compile(r"\b(?:the following|as follows|a number of|several|these|include|includes)\b", re.I)  # a list comes
-LINK_DEFINITION = re.compile(r"^ {0,3}\[[^\]\n]+\]:\s*\S")  # a markdown link reference definition
+LINK_DEFINITION = re.compile(r"^ {0,3}\[(?!\^)[^\]\n]+\]:\s*\S")  # a markdown link reference definition (not a footnote's)
+FOOTNOTE = re.compile(r"^ {0,3}\[\^[^\]\s]{1,100}\]:[ \t]*")  # a footnote's definition opens: `[^1]: ` (its text is prose)
+_FOOTNOTE_REF = re.compile(r"[ \t]*\[\^[^\]\s]{1,100}\](?!:)")  # where a footnote is called: `push[^1].`, `text [^1].`
 _LINK = re.compile(
     r"!?\[([^\]\n]{1,1000})\](?:\([^)\s]{0,2048}(?:\s+\"[^\"]{0,500}\")?\)|\[[^\]\n]{0,1000}\])"
 )  # bounded: linear on "[a](" x 10k
@@ -540,18 +542,28 @@ def prose(text: str) -> str:
 def plain(text: str) -> str:
     """Prose markup a reader should not see in a quote: `[text](url)`, `[text][ref]` and the
     shortcut `[text]` become text, `**strong**`, `*emphasis*` and `_emphasis_` lose their
-    marks, and a backslash escape (`\\"`, `\\*`) is the mark it escapes. Inline code (its
-    backslashes too), underscores inside words (`snake_case`), a citation-like `[7]` and a
-    task box `[ ]` stay. Code blocks are not passed here."""
+    marks, a footnote's call (`[^1]`) is gone, and a backslash escape (`\\"`, `\\*`) is the mark it
+    escapes. Inline code stays as it is (`__init__`, `[tool.ruff]`, `a\\*`: each code span is set
+    aside while the rest is read, `_CODE_SPAN`), and so do underscores inside words (`snake_case`),
+    a citation-like `[7]` and a task box `[ ]`. Code blocks are not passed here."""
+    spans: list[str] = []
+    if "`" in text and _SET_ASIDE not in text:
+        text = _CODE_SPAN.sub(lambda m: _set_aside(spans, m.group()), text)
+    text = _FOOTNOTE_REF.sub("", text)
     text = _LINK.sub(r"\1", text)
     text = _SHORTCUT_LINK.sub(r"\1", text)
     text = _STRONG.sub(r"\2", text)
     text = _EMPHASIS.sub(r"\2", text)
-    if "\\" not in text:
-        return text
-    out, at = [], 0
-    for m in _CODE_SPAN.finditer(text):  # escapes are markup outside code spans only
-        out.append(_ESCAPE.sub(_unescaped, text[at : m.start()]))
-        out.append(m.group())
-        at = m.end()
-    return "".join([*out, _ESCAPE.sub(_unescaped, text[at:])])
+    text = _ESCAPE.sub(_unescaped, text)
+    return _SET_ASIDE_AT.sub(lambda m: spans[int(m.group(1).translate(_FROM_LETTERS))], text) if spans else text
+
+
+_SET_ASIDE = "\ue000"  # a private-use character: where a code span was set aside (`plain`), its number in letters after it
+_SET_ASIDE_AT = re.compile(_SET_ASIDE + r"([a-j]+)\ue001")
+_TO_LETTERS, _FROM_LETTERS = str.maketrans("0123456789", "abcdefghij"), str.maketrans("abcdefghij", "0123456789")
+
+
+def _set_aside(spans: list[str], span: str) -> str:
+    """A code span's stand-in: letters (a link's label needs one, `[`rag-chunk`]`), no mark `plain` reads."""
+    spans.append(span)
+    return f"{_SET_ASIDE}{str(len(spans) - 1).translate(_TO_LETTERS)}\ue001"
