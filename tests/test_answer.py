@@ -1057,6 +1057,11 @@ class TestAnswerChoice:
         text = "Read about scale before you start.\n\n[scale]: https://example.org/scale\n[breaking down work]: https://example.org/b"
         cands = answer_context.pieces(answer_context.ContextBlock(1, hit("a#x", text)))
         assert [c.text for c in cands] == ["Read about scale before you start."]
+        # nor an abbreviation's definition or a snippet include (MkDocs' Python-Markdown extensions): markup lines too
+        text = 'Read about the CI before you start.\n\n*[CI]: Continuous Integration\n\n--8<-- "includes/abbreviations.md"\n\n--8<--'
+        cands = answer_context.pieces(answer_context.ContextBlock(1, hit("a#x", text)))
+        assert [c.text for c in cands] == ["Read about the CI before you start."]
+        assert [c.text for c in answer_context.pieces(answer_context.ContextBlock(1, hit("a#x", "*[CI] was red: fix it.")))]
 
     def test_a_footnote_is_quoted_as_prose_and_its_call_is_not(self):
         text = "Write the report in the template [^1]. Keep it short[^why].\n\n[^1]: Only people within GDS can open the template."

@@ -117,7 +117,7 @@ def pieces(block: ContextBlock, unwrap: bool = True) -> list[Piece]:
             for k, item in enumerate(_list_items(body, unwrap)):
                 out.append(Piece(block.n, len(out), item, "item", g, lead=intro if k == 0 else top))
         else:
-            # `[ref]: url` is no prose; a footnote's text is (its `[^1]: ` marker is not)
+            # `[ref]: url` is no prose (`LINK_DEFINITION`); a footnote's text is (its `[^1]: ` marker is not)
             body = "\n".join(FOOTNOTE.sub("", line) for line in body.split("\n") if not LINK_DEFINITION.match(line))
             cut = sentences(" ".join(body.split())) if unwrap else [line.strip() for line in body.split("\n")]
             out.extend(Piece(block.n, len(out), p.lstrip("> ").strip(), "sentence", g) for p in cut if _says_something(p))

@@ -9,7 +9,7 @@ A library, not a stage (rag_answer uses it): pure functions over strings.
 - `asked_quantity` and `holds_quantity`: the precise quantity a question asks for ("how many
   days") and whether a text holds one of that shape; `HOW_OFTEN`, a question after a frequency.
 - `orders` and `STATES`: whether a sentence opens with what to do, or as a statement.
-- How a quote reads: `plain` (markup out), `LINK_DEFINITION` (never prose), `ANNOUNCES`
+- How a quote reads: `plain` (markup out), `LINK_DEFINITION` (markup lines, never prose), `ANNOUNCES`
   (a sentence that leads in to the list after it).
 
     >>> question_cue("How long do refunds take?")
@@ -505,7 +505,9 @@ def cue_match(cue: str | None, cand: Any, question: str = "") -> float:
 
 
 ANNOUNCES = re.compile(r"\b(?:the following|as follows|a number of|several|these|include|includes)\b", re.I)  # a list comes
-LINK_DEFINITION = re.compile(r"^ {0,3}\[(?!\^)[^\]\n]+\]:\s*\S")  # a markdown link reference definition (not a footnote's)
+# a line that is markup, never prose: a link reference definition (`[ref]: url`, not a footnote's `[^1]: text`), an
+# abbreviation's (Python-Markdown's `*[CI]: Continuous Integration`) and a snippet include (pymdownx's `--8<-- "part.md"`)
+LINK_DEFINITION = re.compile(r"^ {0,3}(?:\*?\[(?!\^)[^\]\n]+\]:\s*\S|-{1,2}8<-{1,2}(?:[ \t]|$))")
 FOOTNOTE = re.compile(r"^ {0,3}\[\^[^\]\s]{1,100}\]:[ \t]*")  # a footnote's definition opens: `[^1]: ` (its text is prose)
 _FOOTNOTE_REF = re.compile(r"[ \t]*\[\^[^\]\s]{1,100}\](?!:)")  # where a footnote is called: `push[^1].`, `text [^1].`
 _LINK = re.compile(
