@@ -772,15 +772,14 @@ def test_work_for_a_client_that_left_is_dropped(index: Path) -> None:
             left = idle_sockets(server.url, 3)
             for sock in left:
                 sock.sendall(head.encode() + data)
-            deadline = time.monotonic() + 30
-            while httpx.get(server.url + "/health").json()["busy"]["running_or_waiting"] < 4:
-                assert time.monotonic() < deadline, "the three never queued"
-                time.sleep(0.05)
+
+            def busy() -> int:
+                return httpx.get(server.url + "/health").json()["busy"]["running_or_waiting"]
+
+            wait_for(lambda: busy() >= 4, "the three queued behind the first", 30)
             for sock in left:
                 sock.close()
-            while (busy := httpx.get(server.url + "/health").json()["busy"])["running_or_waiting"] > 1:
-                assert time.monotonic() < deadline + 30, f"the work of the clients that left is still queued: {busy}"
-                time.sleep(0.05)
+            wait_for(lambda: busy() <= 1, "the work of the clients that left dropped from the queue", 30)
             release.set()
             first.join(120)
             assert got[0].status_code == 200
