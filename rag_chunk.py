@@ -78,7 +78,7 @@ import ragline.records
 import ragline.text
 from ragline import markup, options, sources
 from ragline.globs import Glob, PatternError, compile_all, first_match
-from ragline.markdown import Block, Doc, blocks, check, file_lines, inline_text, mdx_evidence
+from ragline.markdown import Block, Doc, atx, blocks, check, file_lines, inline_text, mdx_evidence
 from ragline.records import StageError
 
 STAGE = "rag-chunk"
@@ -417,9 +417,6 @@ def _parts(
         doc.release(sec.blocks[-1].end if sec.blocks else sec.lead_end)
 
 
-_ATX_LINE = re.compile(r"^( {0,3}#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
-
-
 def _shown(doc: Doc, spans: list[Block | Unit], begin: int) -> str:
     """A chunk's text as its page shows it: each heading, block or run of sentences by `markup.shown`,
     the white space between them as it is, a part that shows nothing left out with one of the spaces
@@ -439,13 +436,8 @@ def _shown(doc: Doc, spans: list[Block | Unit], begin: int) -> str:
         at = span.end
         source = doc.slice(span.start, span.end)
         text = markup.shown(span.kind, source, doc.mdx)
-        if (
-            isinstance(span, Block)
-            and (atx := _ATX_LINE.match(text))
-            and not (atx.group(2) or "").strip()
-            and ragline.text.strip_templates(source) != source
-        ):
-            text = f"{atx.group(1)} {span.title}"
+        if isinstance(span, Block) and (heading := atx(text)) and not heading[1] and ragline.text.strip_templates(source) != source:
+            text = f"{heading[0]} {span.title}"
         if text.strip():
             out += [gap, text] if out else [text]
             gap, last = None, span.kind

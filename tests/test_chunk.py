@@ -71,6 +71,16 @@ class TestSections:
         assert got[-1]["headings"] == ["Small CLs", "Why Write Small CLs?"]
         assert got[-1]["text"] == "# Small CLs\n\n## Why Write Small CLs?\n\nBecause."  # the id is no word of the text, on a plain page too
 
+    def test_an_atx_heading_is_read_as_commonmark_reads_it_in_linear_time(self):
+        assert markdown.atx("## Setup ##") == ("##", "Setup")  # the closing sequence is no part of the title
+        assert markdown.atx("  ### C# #") == ("  ###", "C#")  # hashes after a letter are the title's
+        assert markdown.atx("## foo#") == ("##", "foo#") and markdown.atx("# #\tx") == ("#", "#\tx")
+        assert markdown.atx("## ##") == ("##", "") and markdown.atx("#") == ("#", "")  # an empty heading
+        assert markdown.atx("#5 bolt") is None and markdown.atx("    # code") is None and markdown.atx("# a\nb") is None
+        # a title after 50,000 spaces: a lazy title before an optional closing sequence took 42 s here
+        got = chunks("# x" + " " * 50_000 + "end ##\n\nBody text.\n", name="p")
+        assert [(c["id"], c["headings"]) for c in got] == [("p#x-end", ["x end"])]
+
     def test_a_github_alert_reads_as_its_kind(self):
         got = chunks("# Releases\n\n> [!NOTE] Ownership has changed.\n> Read on.\n\n> [!WARNING]\n> Never on Fridays.\n")
         assert got[0]["text"] == "# Releases\n\n> Note: Ownership has changed.\n> Read on.\n\n> Warning:\n> Never on Fridays."
