@@ -237,7 +237,12 @@ class TestExtractive:
             Extractive(features=("unwrap", "idf", "headings", "cue")),
             0.0,
         )
-        assert out["answer"].count("[1]") == 3 and "Retry twice" in out["answer"]
+        assert out["answer"].split("\n") == [
+            "Recovery steps: [1]",  # the list opens its section: its heading leads it in
+            "1. Release the lock [1].",
+            "2. Retry twice, then page the on-call [1].",
+            "3. Resume the batch [1].",
+        ]
 
     def test_code_block_quoted_whole_for_a_command_question(self):
         text = "## Example\n\nSend it like this:\n\n```bash\ncurl -X POST https://api/v2/charges \\\n  -H 'NW-Idempotency-Key: abc'\n```"
@@ -1062,6 +1067,24 @@ class TestAnswerChoice:
         cands = answer_context.pieces(answer_context.ContextBlock(1, hit("a#x", text)))
         assert [c.text for c in cands] == ["Read about the CI before you start."]
         assert [c.text for c in answer_context.pieces(answer_context.ContextBlock(1, hit("a#x", "*[CI] was red: fix it.")))]
+
+    def test_a_list_that_opens_its_section_is_quoted_after_its_heading(self):
+        text = "## Escalated access for incident response\n\n- Ask in #tech-ops to join gcp-admin-escalated.\n- Access ends after a day."
+        held = hit("a#x", text, ("Permissions", "Escalated access for incident response"))
+        out = answer(hits_record("what is gcp-admin-escalated for?", held), Extractive(self.FEATURES), 0.0)
+        assert out["answer"].split("\n")[:2] == [
+            "Escalated access for incident response: [1]",
+            "- Ask in #tech-ops to join gcp-admin-escalated [1].",
+        ]
+        assert not out["dropped"] and not out["refused"]
+        # the lead-in quotes the block's own heading line; not any heading ("Permissions", its parent), nor in a model's words
+        sources = [citations.Source(held["text"], tuple(held["headings"]))]
+        assert citations.unsupported("Escalated access for incident response: [1]", sources, [1]) is None
+        assert citations.unsupported("Permissions: [1]", sources, [1]) == "repeats a heading path"
+        assert citations.unsupported("Escalated access for incident response [1]", sources, [1]) == "repeats a heading path"
+        assert citations.unsupported("Escalated access for incident response: [1]", sources, [1], written=True) == "repeats a heading path"
+        linked = [citations.Source("## [Escalated access](access.md) for **incident** response\n\n- Ask.", sources[0].headings)]
+        assert citations.unsupported("Escalated access for incident response: [1]", linked, [1]) is None  # the line as it reads
 
     def test_a_footnote_is_quoted_as_prose_and_its_call_is_not(self):
         text = "Write the report in the template [^1]. Keep it short[^why].\n\n[^1]: Only people within GDS can open the template."

@@ -258,7 +258,8 @@ def unsupported(
     """Why the blocks `cited` (numbers into `sources`) do not support `sentence`, or None when they do.
 
     In order: the sentence's words are a run of a block's heading path (an echoed heading,
-    "[1] Error codes > Why NW-5001 is different") or of a prompt text (the instructions, the
+    "[1] Error codes > Why NW-5001 is different"; a reader's lead-in that is a cited block's own heading
+    line, "Recovery steps:", is a quote of it) or of a prompt text (the instructions, the
     question), and not of a cited block's prose (a list item that is also another block's
     heading is a quote); a fact it states (`stated`) is in none of the cited blocks; a `written`
     sentence (a model's, even one whose words are a run of the block's: "Deploy on Fridays" out of
@@ -270,6 +271,11 @@ def unsupported(
     proses = [_ATX.sub("", sources[n - 1].text) for n in cited]  # the cited blocks' prose, their heading lines out
     # a quote of the block's own prose, as it stands or as a reader sees it (links as their label)
     quoted = any(_within(words, _words(form)) for prose in proses for form in {prose, plain(prose)})
+    # or, quoted by a reader (not `written`), a cited block's own heading line as the lead-in of the list its section opens
+    # with ("Procedure for requesting escalated permission:", then its items: `choice.with_antecedent`)
+    if not (quoted or written) and body.rstrip().endswith(":"):
+        lines = [line for n in cited for line in _ATX.findall(sources[n - 1].text)]
+        quoted = any(words == _words(form) for line in lines for form in (line, plain(line)))
     if not quoted and any(_within(words, _words(" > ".join(s.headings))) for s in sources):
         return "repeats a heading path"
     if not quoted and any(_within(words, _words(p)) for p in prompt):

@@ -106,7 +106,7 @@ class Extractive:
         chosen = self.choose(question, blocks, ranked, every, cands, cue)
         if cue == "steps":  # a how-to section's first order, left out, opens the answer
             chosen = rule.with_first_step(chosen, every, opening.keys(), self.choice.budget)
-        chosen = rule.with_antecedent(chosen, opening)
+        chosen = rule.with_antecedent(chosen, opening, every)
         return "\n".join(cite(c.text, c.block, c.kind, c.header) for c in chosen)
 
     def choose(
