@@ -194,23 +194,40 @@ class _Text(HTMLParser):
     def __init__(self) -> None:
         super().__init__(convert_charrefs=True)
         self.out: list[str] = []
+        self.texted = False  # whether anything but white space is written
         self.hidden = 0
         self.pre = 0
         self.rows: list[list[str]] | None = None
+        self.nested = 0  # tables open inside the table being read
         self.cell: list[str] | None = None
 
     def _lines(self, n: int) -> None:
-        """End what is written with at least `n` line breaks (none at the very start)."""
-        text = "".join(self.out)
-        if text.strip():
-            have = len(text) - len(text.rstrip("\n"))
-            self.out.append("\n" * max(0, n - have))
+        """End what is written with at least `n` line breaks (none at the very start). Read from the end, back to the
+        last piece with more than line breaks in it: each tag costs a few pieces, not all that is written (joining it
+        all took time quadratic in a page of many tags)."""
+        have = 0
+        for piece in reversed(self.out):
+            kept = piece.rstrip("\n")
+            have += len(piece) - len(kept)
+            if kept:
+                break
+        if self.texted and n > have:
+            self.out.append("\n" * (n - have))
+
+    def _put(self, text: str) -> None:
+        self.out.append(text)
+        self.texted = self.texted or bool(text.strip())
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         if tag in _HIDDEN:
             self.hidden += 1
+        elif tag == "table" and self.cell is not None:
+            self.nested += 1  # a table in a table's cell: its words join the cell's (a layout table's content)
+            self._emit(" ")
         elif tag == "table":
             self.rows = []
+        elif tag in ("tr", "td", "th") and self.nested:
+            self._emit(" ")
         elif tag == "tr" and self.rows is not None:
             self._end_cell()
             self.rows.append([])
@@ -228,7 +245,7 @@ class _Text(HTMLParser):
             self._emit("- ")
         elif tag == "pre":
             self._lines(2)
-            self.out.append("```\n")
+            self._put("```\n")
             self.pre += 1
         elif tag in _BLOCK:
             self._lines(2)
@@ -242,6 +259,9 @@ class _Text(HTMLParser):
     def handle_endtag(self, tag: str) -> None:
         if tag in _HIDDEN:
             self.hidden = max(0, self.hidden - 1)
+        elif tag in ("td", "th", "tr", "table") and self.nested:
+            self.nested -= tag == "table"
+            self._emit(" ")
         elif tag in ("td", "th", "tr"):
             self._end_cell()
         elif tag == "table" and self.rows is not None:
@@ -252,12 +272,12 @@ class _Text(HTMLParser):
                 rows = [r + [""] * (width - len(r)) for r in rows]
                 self._lines(2)
                 table = [rows[0], ["---"] * width, *rows[1:]]
-                self.out.append("\n".join("| " + " | ".join(r) + " |" for r in table))
+                self._put("\n".join("| " + " | ".join(r) + " |" for r in table))
                 self._lines(2)
         elif tag == "pre" and self.pre:
             self.pre -= 1
             self._lines(1)
-            self.out.append("```")
+            self._put("```")
             self._lines(2)
         elif tag in _BLOCK or tag == "li":
             self._lines(2 if tag in _BLOCK else 1)
@@ -281,7 +301,7 @@ class _Text(HTMLParser):
         if self.cell is not None:
             self.cell.append(text)
         elif self.rows is None or self.pre:
-            self.out.append(text)
+            self._put(text)
 
     def text(self) -> str:
         self.close()

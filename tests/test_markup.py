@@ -137,6 +137,17 @@ def test_an_html_block_is_the_text_it_renders() -> None:
     assert markup.html_block("<pre>\n  x = <b>1</b>\n</pre>") == "```\n  x = 1\n```"
     assert markup.html_block("<div>\n  <p>Hello</p><script>evil()</script>\n</div>") == "Hello"
     assert markup.html_block('<p><img src="f.png" alt="The flow"><br>Next</p>') == "The flow\nNext"
+    # a table in a cell (a layout table): its words join the cell's; it raised an IndexError once
+    nested = "<table><tr><td>A</td><td><table><tr><td>in</td><td>ner</td></tr></table> after</td></tr></table>"
+    assert markup.html_block(nested) == "| A | in ner after |\n| --- | --- |"
+    assert markup.html_block("<table><td>x<table></table>") == "| x |\n| --- |"  # one never closed
+    assert markup.html_block("<table><table><td>a") == "| a |\n| --- |"  # outside a cell a table starts anew, as browsers read it
+
+
+def test_an_html_block_of_many_tags_is_read_in_one_pass() -> None:
+    """Each block tag ended what was written with its line breaks by joining all of it: a page of 50,000 tags took
+    time quadratic in them. Checked by what comes out, not by a clock."""
+    assert markup.html_block("<div>" + "<p>x</p>" * 50_000 + "</div>") == "\n\n".join(["x"] * 50_000)
 
 
 def test_a_sentence_cut_never_falls_inside_a_tag() -> None:
