@@ -145,12 +145,20 @@ def _uncut(spans: list[tuple[int, int]], inside: list[tuple[int, int]]) -> list[
     return out
 
 
+def _hidden(doc: Doc, block: Block) -> bool:
+    """Whether a block is one that shows nothing: kramdown's `{::comment}`, or an HTML block of nothing a reader sees
+    (`<!-- a comment -->`, `<script>`). It is no text of its section's own (`sections`) and no words of its chunk's
+    (`_units`): a comment neither makes a title a chunk of its own nor splits prose that fits one window."""
+    return block.kind in ("comment", "html") and not markup.shown(block.kind, doc.slice(block.start, block.end), doc.mdx).strip()
+
+
 def _units(doc: Doc, blocks: list[Block], window: int, lead_words: int = 0) -> list[Unit]:
-    """Packing units; a paragraph that cannot fit an empty chunk becomes sentences."""
+    """Packing units; a paragraph that cannot fit an empty chunk becomes sentences; a block that shows nothing
+    (`_hidden`) counts no words."""
     units: list[Unit] = []
     for n, block in enumerate(blocks):
         text = doc.slice(block.start, block.end)
-        words = _words(text)
+        words = 0 if _hidden(doc, block) else _words(text)
         room = max(1, window - (lead_words if n == 0 else 0))
         if block.kind == "paragraph" and words > room:
             units.extend(_sentence_units(doc, block, room))
@@ -198,7 +206,7 @@ class Section:
     lead: int | None  # offset where the pending heading lines begin
     lead_end: int  # offset where they end
     blocks: list[Block]
-    heads: list[Block]  # the heading blocks of the lead
+    heads: list[Block]  # the heading blocks of the lead, and the blocks under them that show nothing (`_hidden`)
 
 
 def sections(doc: Doc, blocks: Iterable[Block], root: str | None = None) -> Iterator[Section]:
@@ -209,8 +217,9 @@ def sections(doc: Doc, blocks: Iterable[Block], root: str | None = None) -> Iter
 
     A parent heading with no text of its own (a title straight above its first
     subsection) travels with the next chunk (`lead`), so no chunk is a bare
-    title. A section that is empty before a sibling or a shallower heading is a
-    chunk of its own heading lines.
+    title. A block under a heading that shows nothing (`_hidden`: a comment) is
+    no text of its own: it joins the lead. A section that is empty before a
+    sibling or a shallower heading is a chunk of its own heading lines.
     """
     stack: list[tuple[int, str, str]] = [(0, root, slugify(root))] if root else []  # (level, title, slug)
     lead: int | None = None
@@ -236,6 +245,9 @@ def sections(doc: Doc, blocks: Iterable[Block], root: str | None = None) -> Iter
             while stack and stack[-1][0] >= block.level:
                 stack.pop()
             stack.append((block.level, block.title, block.anchor or slugify(block.title)))
+        elif lead is not None and not content and _hidden(doc, block):
+            heads.append(block)
+            lead_end = block.end
         else:
             content.append(block)
     if content or lead is not None:
@@ -391,7 +403,7 @@ def _parts(
     root = title if title and first.kind != "heading" else None
     for k, sec in enumerate(sections(doc, clean_headings(doc, itertools.chain([first], stream), title), root)):
         paths.append(sec.slugs)
-        lead_words = _words(doc.slice(sec.lead, sec.lead_end)) if sec.lead is not None else 0
+        lead_words = sum(_words(doc.slice(h.start, h.end)) for h in sec.heads if not _hidden(doc, h)) if sec.lead is not None else 0
         groups = pack(_units(doc, sec.blocks, window, lead_words), window, lead_words) or [[]]
         for part, group in enumerate(groups, 1):
             begin = sec.lead if (part == 1 and sec.lead is not None) else group[0].start

@@ -1,7 +1,7 @@
 """markdown: the block scanner, and a markdown document as lines, whole or as a window over a file.
 
 `scan(doc)` / `blocks(doc)` cut a document into blocks (headings, paragraphs, fences,
-tables, HTML blocks, indented code, list items, quotes, rules, admonitions' fence lines); rag-chunk packs them
+tables, HTML blocks, indented code, list items, quotes, rules, admonitions' fence lines, kramdown comments); rag-chunk packs them
 into chunks and rag-answer quotes them. `Doc(name, path, text)` holds a whole text
 (what tests and rag-answer's quoting hand the scanner). `Doc(name, path, source=...)` holds a window onto a stream of lines:
 the scanner calls `need()` where it reaches the window's end, `more()` slides the window
@@ -37,7 +37,7 @@ MAX_LINE = 8 << 20  # bytes of one markdown line: a longer one (a 200 MB file on
 class Block:
     """A span of the document: [start, end) in characters, lines first..last (1-based)."""
 
-    kind: str  # heading, paragraph, fence, table, html, code, list_item, quote, rule, admonition; esm (MDX's import/export)
+    kind: str  # heading, paragraph, fence, table, html, code, list_item, quote, rule, admonition, comment; esm (MDX's import/export)
     start: int
     end: int
     first: int
@@ -217,7 +217,7 @@ _ATX = re.compile(r"^ {0,3}#{1,6}(?:[ \t]|$)")  # an ATX heading's opening: its 
 _SETEXT = re.compile(r"^ {0,3}(=+|-+)[ \t]*$")
 _THEMATIC = re.compile(r"^ {0,3}([-*_])(?:[ \t]*\1){2,}[ \t]*$")
 _TABLE_DELIM = re.compile(r"^ {0,3}\|?[ \t]*:?-+:?[ \t]*(\|[ \t]*:?-+:?[ \t]*)*\|?[ \t]*$")
-_LIST_ITEM = re.compile(r"^( {0,3})([-*+]|\d{1,9}[.)])([ \t]+|$)")
+_LIST_ITEM = markup.LIST_ITEM
 # CommonMark's HTML blocks (spec 4.6) by their start conditions. Kinds 1 (`<script`, `<pre`, `<style`, `<textarea`),
 # 2 (a comment) and 6 (a tag of a block-level element, by name) interrupt a paragraph. Kind 7, one complete tag of any
 # other name alone on its line, starts a block only where no paragraph goes on: `<b>.`, or `<b> Note` going on in words,
@@ -412,6 +412,7 @@ def _scan(doc: Doc, start: int) -> Iterator[Block]:
     lines = doc.lines
     i = start
     n = len(lines)
+    unclosed = False  # a kramdown comment was never closed
     while i < n:
         line = lines[i]
         if _blank(line):
@@ -440,9 +441,10 @@ def _scan(doc: Doc, start: int) -> Iterator[Block]:
             i = j + 1
             continue
         if heading := atx(line):
-            title, anchor = _heading_text(heading[1])
-            yield doc.span("heading", i, i, level=heading[0].count("#"), title=title, anchor=anchor)
-            i += 1
+            title, anchor = _heading_text(heading[1], atx=True)
+            j = _markup_under(doc, i)
+            yield doc.span("heading", i, j, level=heading[0].count("#"), title=title, anchor=anchor)
+            i = j + 1
             continue
         if _is_table_start(doc, i):
             j = i + 1
@@ -472,6 +474,12 @@ def _scan(doc: Doc, start: int) -> Iterator[Block]:
             yield doc.span("list_item", i, j)
             i = j + 1
             continue
+        if not unclosed and markup.COMMENT_START.fullmatch(line):  # kramdown's comment: a block that shows nothing
+            if (end := _comment_end(doc, i)) is not None:
+                yield doc.span("comment", i, end)
+                i = end + 1
+                continue
+            unclosed = True  # no closing tag from here to the end: none closes a later comment either (one pass)
         if line.lstrip().startswith(">"):
             j = i
             while j + 1 < n and not _blank(lines[j + 1]) and not any(p.match(lines[j + 1]) for p in (_FENCE, _ATX, _ADMONITION)):
@@ -497,8 +505,9 @@ def _scan(doc: Doc, start: int) -> Iterator[Block]:
                 doc.need()
         if setext:
             title, anchor = _heading_text(" ".join(s.strip() for s in lines[i : j + 1]))
-            yield doc.span("heading", i, j + 1, level=setext, title=title, anchor=anchor)
-            i = j + 2
+            k = _markup_under(doc, j + 1)
+            yield doc.span("heading", i, k, level=setext, title=title, anchor=anchor)
+            i = k + 1
         else:
             yield doc.span("paragraph", i, j)
             i = j + 1
@@ -547,12 +556,62 @@ def _inline_prose(text: str, mdx: bool = False) -> str:
     return _ESCAPED.sub(r"\1", text)
 
 
-def _heading_text(raw: str) -> tuple[str, str | None]:
+def _heading_text(raw: str, atx: bool = False) -> tuple[str, str | None]:
+    """A heading's title and its explicit id (None: none). The id or attribute list at the title's end
+    (`markup.HEADING_ID`, `{: .cls #id}`) is no text of it, nor are its spans' attribute lists, nor, in an
+    `atx` heading, the closing hashes before its id: kramdown reads `## Setup ## {#setup}` as `Setup`
+    (Python-Markdown as `Setup ##`). A hash after no space is text (`C# {#c-sharp}`). The id is read first, so that one
+    straight after a span is the heading's (`## [API](/api){#api-ref}`, as before attribute lists were read)."""
     anchor = None
     if m := _ANCHOR.search(raw):
-        anchor = m.group("id") or m.group("mdx_id")
-        raw = raw[: m.start()]
+        anchor = m.group("id") or m.group("mdx_id") or markup.attribute_id(m.group("attributes"))
+        raw = raw[: m.start()].rstrip()
+        if atx and (bare := raw.rstrip("#")) != raw and bare[-1:] in (" ", "\t"):
+            raw = bare
+    if "{" in raw:
+        raw = markup.span_attributes_out(raw)
     return raw.strip(), anchor
+
+
+def _markup_under(doc: Doc, i: int) -> int:
+    """The last line of what kramdown shows nothing of right under line i (a heading's last), else i: its
+    attribute lines (`{: .no_toc }`), then, after blank lines, each run of lines that holds nothing else
+    (`markup.attribute_line`, kramdown's: Python-Markdown reads `{.cls}` under a heading as a paragraph, of
+    text) or kramdown's table of contents (`* TOC` then `{:toc}`). The heading's
+    block takes them (`markup.shown` shows them as nothing), so a heading with nothing more under it is
+    one with no text of its own, which travels with the next chunk (`rag_chunk.sections`), not a chunk
+    of its title alone. A run that goes on in text is left to the block it begins."""
+    lines = doc.lines
+    taken = mark = i  # the last line taken; the last line of markup read
+    under = True  # no blank line yet: the lines right under the heading
+    k = i + 1
+    while k < len(lines):
+        line = lines[k]
+        if _blank(line):
+            taken, under = mark, False
+        elif markup.attribute_line(line):
+            mark = k
+        elif markup.TOC_ITEM.fullmatch(line) and k + 1 < len(lines) and markup.names_toc(lines[k + 1]):
+            mark = k = k + 1
+        else:
+            if markup.TOC_ITEM.fullmatch(line) and k + 1 == len(lines):
+                doc.need()  # its `{:toc}` may be past the window's end
+            return mark if under else taken
+        k += 1
+    doc.need()
+    return mark
+
+
+def _comment_end(doc: Doc, i: int) -> int | None:
+    """The line closing the kramdown comment opened at line i (`{::comment}` to `{:/comment}` or `{:/}`, each indented
+    three spaces at most: `markup.COMMENT_START`, `markup.COMMENT_END`), or None: kramdown shows a comment never closed
+    as text (its opening tag too, after a warning), so the scan reads it as any other line."""
+    lines = doc.lines
+    for j in range(i + 1, len(lines)):
+        if markup.COMMENT_END.fullmatch(lines[j]):
+            return j
+    doc.need()
+    return None
 
 
 def _html_end(doc: Doc, i: int) -> int:

@@ -16,7 +16,10 @@ page sees, and no markup:
   `import` / `export` lines (a block of their own, `markdown.Doc`'s `mdx`) as nothing.
 
 Admonitions (Docusaurus `:::note`, MkDocs `!!! note`) lose their fence lines and keep their title
-as text, `Note: E-mail on the QA site` (`admonition`).
+as text, `Note: E-mail on the QA site` (`admonition`). The attribute lists of kramdown (Jekyll) and
+Python-Markdown (MkDocs) are no text (`ATTRIBUTE_LIST`, `attributes_out`): a block's on a line of its own
+(`{: .no_toc }`), a span's after it (`[Docs](x){:target="_blank"}`), a heading's id and classes at its end,
+kramdown's table of contents (`* TOC` then `{:toc}`) and its comments (`{::comment}` to `{:/comment}`).
 
 Code stays as it is written: fences, indented code and code spans (`<div>` in backticks),
 inside a list item or a quote too. Markdown itself stays: a chunk is still markdown.
@@ -24,7 +27,9 @@ inside a list item or a quote too. Markdown itself stays: a chunk is still markd
 
 from __future__ import annotations
 
+import bisect
 import html
+import itertools
 import re
 from collections.abc import Callable
 from html.parser import HTMLParser
@@ -60,9 +65,29 @@ _BLANK_LINE = re.compile(r"\n[ \t]*\n")
 # last line: a run of a paragraph's sentences may begin or end inside a line that goes on in the next run.
 _SHOWS_NOTHING = re.compile(r"\n(?:[ \t]*\n)+")
 _FENCE = re.compile(r"^[ \t>]*(`{3,}|~{3,})(.*)$")
+# kramdown's and Python-Markdown's (MkDocs' attr_list) attribute list: `{: #id .class key="value"}`, `{:toc}`, attr_list's
+# `{ .class }`; where it may stand (after a space in a heading, alone on a line, after a span) an escaped `\{` is none. Read
+# narrowly, so that braces which are text stay text (`{:else}`, `{:.2f}`, `{:>10}`, `{:#x}`, `{:ok, pid}`, `{#each items}`,
+# `{x}`): each item is a class or an id whose name begins with a letter (`.a.b#c` runs them together; an id, as kramdown's,
+# may hold `:`, `#sec:intro`, and has two characters at least, so that a format spec's `#x`, `#o`, `#b` is none), or
+# `key=value` with the value quoted or a run of word characters; after `{:` also kramdown's `toc` and `no_toc` (its other
+# bare names refer to definitions, which a block does not see). Possessive quantifiers, and no item holds a brace: an
+# attempt ends at the next brace and never backtracks, so a line of fifty thousand `{: .a` is one pass.
+_CLASS = r"\.[A-Za-z][\w-]*+"
+_ID = r"#[A-Za-z][\w:-]++"
+_KEY_VALUE = r"""[A-Za-z][\w:-]*+=(?:"[^"\n{}]*+"|'[^'\n{}]*+'|[\w.%/:#+-]++)"""
+_ITEM = rf"(?:{_CLASS}|{_ID})++|{_KEY_VALUE}"
+_KRAMDOWN_ITEM = rf"{_ITEM}|(?:no_)?toc"
+_KRAMDOWN_LIST = rf"\{{:[ \t]*+(?:{_KRAMDOWN_ITEM})(?:[ \t]++(?:{_KRAMDOWN_ITEM}))*+[ \t]*+\}}"
+_BARE_LIST = rf"\{{[ \t]*+(?:{_ITEM})(?:[ \t]++(?:{_ITEM}))*+[ \t]*+\}}"  # Python-Markdown's alone: no colon
+ATTRIBUTE_LIST = rf"(?:{_KRAMDOWN_LIST}|{_BARE_LIST})"
 # A heading's explicit id, at its title's end: `{#id}` (kramdown, pandoc, Docusaurus; with attributes, `{#id .wide}`), MDX's
-# `{/* #id */}` and `\{#id\}` (Docusaurus 3). Group `id` or `mdx_id` is the id.
-HEADING_ID = r"(?:\\?\{#(?P<id>[^\s{}\\]+)(?:[ \t][^{}\n\\]*)?\\?\}|\{/\*[ \t]*#(?P<mdx_id>[^\s*]+)[ \t]*\*/\})"
+# `{/* #id */}` and `\{#id\}` (Docusaurus 3); or an attribute list after a space (`{: .cls #id}`, `attribute_id` reads its id).
+# Group `id`, `mdx_id` or `attributes` holds it.
+HEADING_ID = (
+    r"(?:\\?\{#(?P<id>[^\s{}\\]+)(?:[ \t][^{}\n\\]*)?\\?\}|\{/\*[ \t]*#(?P<mdx_id>[^\s*]+)[ \t]*\*/\}"
+    rf"|(?<=[ \t])(?P<attributes>{ATTRIBUTE_LIST}))"
+)
 _HEADING_ID = re.compile(rf"(?<![ \t])[ \t]*{HEADING_ID}(?=[ \t]*(?:#+[ \t]*)?$)", re.M)  # from a run's start: one pass
 # Admonitions, each line after its indentation (patterns, for `markdown`'s block starts too). Docusaurus's (remark-directive):
 # `:::note`, `:::info[Title]`, `:::tip Title`, closed by a line of colons alone (nested ones take more colons); MkDocs'
@@ -390,6 +415,222 @@ def _admonition_lines(text: str) -> str:
     return "\n".join(out)
 
 
+# --------------------------------------------------------------------------- attribute lists
+
+# What kramdown reads as markup on a line of its own (after at most three spaces; in a list item or a quote, after its
+# indentation or quote marks): an attribute list (`_KRAMDOWN_LIST`), an attribute list definition (`{:refdef: .cls}`), and its
+# extensions' tags that stand alone: self-closing (`{::options parse_block_html="true" /}`), `{::nomarkdown}` (its body stays)
+# and its closing tag (`{:/nomarkdown}`, `{:/}`). Python-Markdown's list without the colon stands alone only as the last line
+# of a block that has text before it (`_BARE_LINE`, `_markup_lines`).
+_ATTRIBUTE_LINE = re.compile(
+    rf"(?:{_KRAMDOWN_LIST}|\{{:[A-Za-z][\w-]*+:[ \t]*+(?:{_ITEM})(?:[ \t]++(?:{_ITEM}))*+[ \t]*+\}}"
+    rf"|\{{::(?:options|comment|nomarkdown)(?:[ \t]++(?:{_ITEM}))*+[ \t]*+/\}}|\{{::nomarkdown(?:[ \t]++(?:{_ITEM}))*+[ \t]*+\}}"
+    r"|\{:/(?:nomarkdown)?\})[ \t]*+"
+)
+_KRAMDOWN_LINE = re.compile(rf"{_KRAMDOWN_LIST}[ \t]*+")
+_BARE_LINE = re.compile(rf"{_BARE_LIST}[ \t]*+")
+# kramdown's comment: its opening tag on a line of its own hides the lines after it, to a line that is its closing tag, each
+# indented three spaces at most (kramdown's EXT_BLOCK_START and EXT_BLOCK_STOP_STR). One never closed is text: kramdown warns
+# and shows its opening tag. Matched from a line's start, or in a list item or a quote from past its lead (`_lead`).
+COMMENT_START = re.compile(r" {0,3}\{::comment[ \t]*+\}[ \t]*+")
+COMMENT_END = re.compile(r" {0,3}\{:/(?:comment)?\}[ \t]*+")
+_MARKER = r"[-*+]|\d{1,9}[.)]"
+LIST_ITEM = re.compile(rf"^( {{0,3}})({_MARKER})([ \t]+|$)")  # a list item's first line: its indent, marker, and the space after
+# The list item that kramdown's table of contents replaces, when the next line is an attribute list naming `toc` (`names_toc`).
+TOC_ITEM = re.compile(rf" {{0,3}}(?:{_MARKER})[ \t]+TOC[ \t]*+")
+# An attribute list's items, each on its own: a value whole (`title="#x"` names no id), each class and id of a run (`.a#bc`).
+_ATTRIBUTE_ITEM = re.compile(rf"{_KEY_VALUE}|#(?P<id>[A-Za-z][\w:-]++)|(?P<cls>{_CLASS})|(?P<ref>(?:no_)?toc)")
+# After a span: a link or an image (`[Docs](x){ target=_blank }`), emphasis, code, an emoji shortcode
+# (`:material-clock-fast:{ .lg }`: Python-Markdown's attr_list follows any inline element). After any but a link or an
+# image, a list without the colon names a class or an id: `$\sum_{i=1}$`, `1:{x=2}` and `f(){a=1}`-like text stay.
+_NAMED_LIST = rf"\{{[ \t]*+(?:{_KEY_VALUE}[ \t]++)*+(?:{_CLASS}|{_ID})++(?:[ \t]++(?:{_ITEM}))*+[ \t]*+\}}"
+_SPAN_ATTRIBUTE = re.compile(rf"(?<=[)\]]){ATTRIBUTE_LIST}|(?<=[*_`:])(?:{_KRAMDOWN_LIST}|{_NAMED_LIST})")
+# Code written as HTML (`<code>`, `<kbd>`, `<samp>`, `<pre>`): an element from its opening tag to the next closing one.
+_HTML_CODE_TAG = re.compile(r"<(/?)(code|kbd|samp|pre)\b[^<>]*+>", re.I)
+
+
+def html_code(text: str) -> list[tuple[int, int]]:
+    """[start, end) of each element of `text` that is code written as HTML (`_HTML_CODE_TAG`), in order; an opening tag no
+    closing one follows is text. One pass over the tags."""
+    spans: list[tuple[int, int]] = []
+    opened: dict[str, int] = {}
+    for m in _HTML_CODE_TAG.finditer(text):
+        name = m[2].lower()
+        if not m[1]:
+            opened.setdefault(name, m.start())
+        elif name in opened:
+            spans.append((opened.pop(name), m.end()))
+    return sorted(spans)
+
+
+def attribute_id(attributes: str) -> str | None:
+    """The id an attribute list gives (`{: .cls #id}`: `id`, wherever it stands; of two, the last, as kramdown and
+    Python-Markdown read it), or None."""
+    ids = [m["id"] for m in _ATTRIBUTE_ITEM.finditer(attributes) if m["id"]]
+    return ids[-1] if ids else None
+
+
+def _markup_start(line: str) -> int | None:
+    """Where markup alone on a line of a page, outside any list or quote, begins: past three spaces at most (four: indented
+    code); None: it may not."""
+    at = _lead(line, " \t")
+    return at if at <= 3 and "\t" not in line[:at] else None
+
+
+def attribute_line(line: str) -> bool:
+    """Whether a line of a page, outside any list or quote, is kramdown's markup alone (`_ATTRIBUTE_LINE`)."""
+    return (at := _markup_start(line)) is not None and _ATTRIBUTE_LINE.fullmatch(line, at) is not None
+
+
+def names_toc(line: str) -> bool:
+    """Whether a line, read as `attribute_line` reads it, is kramdown's attribute list naming `toc` (`{:toc}`, `{: toc}`):
+    under a `TOC_ITEM`, kramdown's table of contents."""
+    at = _markup_start(line)
+    return (
+        at is not None
+        and _KRAMDOWN_LINE.fullmatch(line, at) is not None
+        and any(m["ref"] == "toc" for m in _ATTRIBUTE_ITEM.finditer(line, at))
+    )
+
+
+def span_attributes_out(line: str, code: list[tuple[int, int]] | None = None) -> str:
+    """`line` (or a heading's title) without its spans' attribute lists (`_SPAN_ATTRIBUTE`) but those that begin inside
+    code (`code`: the [start, end) of its code spans and HTML code elements, by start; `code_spans` and `html_code` of the
+    line if not given): one pass over both."""
+    if code is None:
+        code = sorted(code_spans(line) + html_code(line))
+    out, at, k = [], 0, 0
+    for m in _SPAN_ATTRIBUTE.finditer(line):
+        while k < len(code) and code[k][1] <= m.start():
+            k += 1
+        if k < len(code) and code[k][0] <= m.start():
+            continue
+        out.append(line[at : m.start()])
+        at = m.end()
+    return "".join(out) + line[at:] if out else line
+
+
+def _lead(line: str, chars: str = " \t>") -> int:
+    """The length of `line`'s lead: white space, and quote marks unless `chars` leaves them out."""
+    return len(line) - len(line.lstrip(chars))
+
+
+def _indented(line: str, column: int) -> bool:
+    """Whether `line` may be indented code: white space of four columns or more past `column` (where a list item's text
+    begins; 0 elsewhere), or past a quote's `>` and the space after it. A tab counts four columns, the reading that takes
+    more lines for code: a line this calls text is text."""
+    for n, white in enumerate(line[: _lead(line)].split(">")):
+        white = white.removeprefix(" ") if n else white
+        if len(white) + 3 * white.count("\t") > (3 if n else column + 3):
+            return True
+    return False
+
+
+def _item_column(first: str) -> tuple[int, bool]:
+    """(the column where a list item's text begins, whether its first line is code: five columns or more after the
+    marker), reading a tab as one column for the first and as four for the second, so that neither takes code for text."""
+    marker = LIST_ITEM.match(first)
+    if marker is None:
+        return 0, False
+    space, end = marker.group(3), marker.end()
+    if end == len(first) or len(space) + 3 * space.count("\t") > 4:  # no text on the line, or code after the marker
+        return marker.end(2) + 1, end < len(first)
+    return end, False
+
+
+def _code_in_lines(lines: list[str], item: bool) -> list[list[tuple[int, int]] | None]:
+    """For each line: None where it is code (a fence's line, or one that may be indented code: `_indented`), else the
+    [start, end) of the code spans and the HTML code elements in it (`html_code`; either may run over lines)."""
+    column, first_is_code = _item_column(lines[0]) if item else (0, False)
+    code: list[list[tuple[int, int]] | None] = [None] * len(lines)
+    fence: str | None = None
+    run: list[int] = []
+
+    def flush() -> None:
+        starts = list(itertools.accumulate((len(lines[k]) + 1 for k in run), initial=0))
+        spans: list[list[tuple[int, int]]] = [[] for _ in run]
+        joined = "\n".join(lines[k] for k in run)
+        for start, end in sorted(code_spans(joined) + html_code(joined)):
+            for n in range(bisect.bisect_right(starts, start) - 1, bisect.bisect_right(starts, end - 1)):  # the lines it touches
+                spans[n].append((max(start, starts[n]) - starts[n], min(end, starts[n + 1] - 1) - starts[n]))
+        for k, in_line in zip(run, spans, strict=True):
+            code[k] = in_line
+        run.clear()
+
+    for k, line in enumerate(lines):
+        if (k == 0 and first_is_code) or _indented(line, column):
+            fenced = True  # indented code, or a fence's body: neither opens nor closes a fence
+        else:
+            fence, fenced = fence_step(fence, line)
+        if fenced:
+            flush()
+        else:
+            run.append(k)
+    flush()
+    return code
+
+
+def _markup_lines(lines: list[str], code: list[list[tuple[int, int]] | None]) -> set[int]:
+    """The lines (indices) of a block that are kramdown's or MkDocs' markup alone, outside code (`code`: `_code_in_lines`):
+    kramdown's attribute lists and tags (`_ATTRIBUTE_LINE`), a comment from its opening tag to its closing one (one never
+    closed in `lines` is text), a table of contents' two lines, and Python-Markdown's list without the colon (`_BARE_LINE`)
+    where attr_list reads one: naming a class or an id, as the last line of a paragraph that has text before it (`Set\n{x=1}`,
+    `{.lead}\nText.` and a list alone are text)."""
+    plain = [c == [] for c in code]  # outside code, and holding no code span
+    leads = [_lead(line) for line in lines]
+    ends = [k for k, line in enumerate(lines) if plain[k] and COMMENT_END.fullmatch(line, leads[k])]
+    out: set[int] = set()
+    k = 0
+    while k < len(lines):
+        line = lines[k]
+        if not plain[k]:
+            pass
+        elif COMMENT_START.fullmatch(line, leads[k]) and (n := bisect.bisect_right(ends, k)) < len(ends):
+            out.update(range(k, ends[n] + 1))
+            k = ends[n]
+        elif k + 1 < len(lines) and plain[k + 1] and TOC_ITEM.fullmatch(line) and names_toc(lines[k + 1]):
+            out.update((k, k + 1))
+            k += 1
+        elif _ATTRIBUTE_LINE.fullmatch(line, leads[k]) or (
+            _BARE_LINE.fullmatch(line, leads[k])
+            and k > 0
+            and k - 1 not in out
+            and code[k - 1] is not None
+            and lines[k - 1].strip(" \t>")  # text before it
+            and (k + 1 == len(lines) or not lines[k + 1].strip(" \t>"))  # and none after
+            and any(m["id"] or m["cls"] for m in _ATTRIBUTE_ITEM.finditer(line, leads[k]))
+        ):
+            out.add(k)
+        k += 1
+    return out
+
+
+def attributes_out(text: str, item: bool = False) -> str:
+    """A block's text (`item`: a list item's) without its kramdown and MkDocs attribute lists, outside code: its lines
+    of markup alone (`_markup_lines`) and its spans' attribute lists (`_SPAN_ATTRIBUTE`). Code is fenced lines, code spans,
+    and every line that may be indented code (`_indented`), in a list item or a quote too. A blank line (or a quote's `>`
+    alone) that a line left out leaves beside another, or at the block's start or end, goes too: no paragraph break where
+    there was none."""
+    lines = text.split("\n")
+    code = _code_in_lines(lines, item)
+    gone = _markup_lines(lines, code)
+    out: list[str] = []
+    left_out = False  # a line left out since the last line kept that shows something
+    for k, line in enumerate(lines):
+        if k in gone:
+            left_out = True
+            continue
+        empty = not line.strip(" \t>")
+        if left_out and empty and (not out or not out[-1].strip(" \t>")):
+            continue
+        left_out = left_out and empty
+        spans = code[k]
+        out.append(span_attributes_out(line, spans) if spans is not None else line)
+    while left_out and out and not out[-1].strip(" \t>"):
+        out.pop()
+    return "\n".join(out)
+
+
 # --------------------------------------------------------------------------- blocks
 
 # Spans a sentence cut must not fall inside (`protected`): a code span, a tag or comment, a template tag.
@@ -410,22 +651,24 @@ def protected(text: str) -> list[tuple[int, int]]:
 
 def shown(kind: str, text: str, mdx: bool = False) -> str:
     """One block of a page (a `markdown.Block` kind, or a run of a paragraph's sentences) as its
-    site shows it: code as it is, MDX's `esm` lines as nothing, a heading without its id
-    (`HEADING_ID`), an admonition its title and body without its fences (`admonition`, in a list
-    item or a quote too), a GitHub alert's `[!NOTE]` as `Note:`, an HTML block by `html_block`,
-    anything else (prose, headings, items, quotes, tables) by `inline_html` outside its code,
-    template tags rendered first (`strip_templates`) in both. A line within a paragraph that shows
-    nothing is left out, so it makes no paragraph break."""
+    site shows it: code as it is, MDX's `esm` lines and a kramdown comment as nothing, a heading
+    without its id (`HEADING_ID`), an admonition its title and body without its fences (`admonition`,
+    in a list item or a quote too), a GitHub alert's `[!NOTE]` as `Note:`, an HTML block by `html_block`,
+    anything else (prose, headings, items, quotes, tables) without its attribute lists (`attributes_out`)
+    and by `inline_html` outside its code, template tags rendered first (`strip_templates`) in both. A
+    line within a paragraph that shows nothing is left out, so it makes no paragraph break."""
     if kind in ("fence", "code"):
         return text
-    if kind == "esm":
+    if kind in ("esm", "comment"):
         return ""
-    if kind == "heading":
-        text = _HEADING_ID.sub("", text)  # the id is no text of the heading (`markdown.Block.anchor` has it)
-    elif kind == "admonition":
+    if kind == "admonition":
         text = admonition(text)
     elif kind in ("list_item", "quote") and ":::" in text:
         text = _admonition_lines(text)
+    if kind != "html" and "{" in text:
+        text = attributes_out(text, item=kind == "list_item")
+    if kind == "heading":
+        text = _HEADING_ID.sub("", text)  # the id is no text of the heading (`markdown.Block.anchor` has it)
     if kind in ("list_item", "quote") and "[!" in text:
         text = _ALERT.sub(lambda m: f"{m['lead']}{m['kind'].capitalize()}:{m['rest'] and ' '}{m['rest']}", text)
     text = strip_templates(text)

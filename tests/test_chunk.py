@@ -91,6 +91,49 @@ class TestSections:
         assert got[0]["text"].startswith("# Guide\n\n## Part")
         assert got[0]["headings"] == ["Guide", "Part"]
 
+    def test_markup_under_a_heading_is_no_text_of_its_own(self):
+        """`# Title` then `{: .no_toc }` (Jekyll's just-the-docs) was a chunk of the title alone: a line of attributes
+        or kramdown's table of contents under a heading shows nothing, so the page chunks as it would without them."""
+        for page, without in (
+            ("# Title\n{: .no_toc }\n\n## Sub\n\nText.\n", "# Title\n\n## Sub\n\nText.\n"),
+            ("# Title\n{: .no_toc }\n## Sub\nText.\n", "# Title\n## Sub\nText.\n"),
+            ("Title\n=====\n{: .no_toc }\n\n## Sub\n\nText.\n", "Title\n=====\n\n## Sub\n\nText.\n"),
+            (
+                '# Title\n\n{::options parse_block_html="true" /}\n\n{: .lead}\n\n## Contents\n{: .no_toc .text-delta }\n\n'
+                "1. TOC\n{:toc}\n\n## Sub\n\nText.\n",
+                "# Title\n\n## Contents\n\n## Sub\n\nText.\n",
+            ),
+            ("# Title\n\n* TOC\n{:toc}\n\n## Sub\n\nText.\n", "# Title\n\n## Sub\n\nText.\n"),
+            ("# Title\n{: .no_toc }\n", "# Title\n"),
+        ):
+            got = [(c["id"], c["headings"], c["text"]) for c in chunks(page, name="d")]
+            assert got == [(c["id"], c["headings"], c["text"]) for c in chunks(without, name="d")], page
+        got = chunks("# Title\n\n{: .lead}\nIntro.\n", name="d")  # before a paragraph, it is the paragraph's
+        assert [(c["text"], c["start_line"], c["end_line"]) for c in got] == [("# Title\n\nIntro.", 1, 4)]
+
+    def test_a_comment_is_no_text_of_its_own_and_no_words(self):
+        """`# Title` then a kramdown `{::comment}` (or an HTML comment) was a chunk of the title alone, and a comment of
+        300 words split prose that fits one window: a block that shows nothing is no text of a section's own and no
+        words of its chunk's, so the page chunks as it would without it (its lines still in the chunk's)."""
+        draft = " ".join(["draft"] * 300)
+        for comment in (f"{{::comment}}\n{draft}\n{{:/comment}}", f"<!--\n{draft}\n-->"):
+            for page, without in (
+                (f"# Title\n\n{comment}\n\n## Sub\n\nText.\n", "# Title\n\n## Sub\n\nText.\n"),
+                (f"# Title\n\n{comment}\n\n{prose(100)}\n", f"# Title\n\n{prose(100)}\n"),  # under the heading
+                (f"# Title\n\n{prose(100)}\n\n{comment}\n\n{prose(50, 'more')}\n", f"# Title\n\n{prose(100)}\n\n{prose(50, 'more')}\n"),
+            ):
+                got = chunks(page, name="d")
+                assert [(c["id"], c["headings"], c["text"]) for c in got] == [
+                    (c["id"], c["headings"], c["text"]) for c in chunks(without, name="d")
+                ], page[:40]
+                assert (got[0]["start_line"], got[-1]["end_line"]) == (1, page.count("\n"))
+            page = f"# Title\n\n## Empty\n\n{comment}\n\n## Next\n\nText.\n"  # a section of its heading lines: they hold it
+            got = chunks(page, name="d")
+            assert [(c["id"], c["text"], c["end_line"]) for c in got] == [
+                ("d#empty", "# Title\n\n## Empty", page.split("\n").index("## Next") - 1),
+                ("d#next", "## Next\n\nText.", page.count("\n")),
+            ]
+
     def test_duplicate_heading_names_are_qualified_by_parent(self):
         text = "# A\n\n## Alpha\n\n### Limits\n\nx.\n\n## Beta\n\n### Limits\n\ny.\n"
         ids = [c["id"] for c in chunks(text, name="d")]
@@ -271,6 +314,9 @@ AWKWARD = [
     "## Limits",
     "### Limits",
     "Title\n=====",
+    "# Attributed\n{: .no_toc }\n\n* TOC\n{:toc}\n\n## Under it\n\n{: .lead}\nText.",  # a heading's look past its line
+    "{::comment}\n# hidden\n\n## hidden too\n{:/comment}",
+    "# Commented\n\n{::comment}\ndraft\n{:/comment}\n\n<!-- a note -->\n\n## Below it",  # no text of the heading's own
     "```\nnever closed",
 ]
 

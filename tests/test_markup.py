@@ -389,6 +389,230 @@ def test_a_heading_id_of_every_form_is_out_of_the_text_the_path_and_the_id() -> 
     ]
 
 
+# --------------------------------------------------------------------------- kramdown and MkDocs attribute lists
+
+
+def _seen(page: str, window: int = rag_chunk.DEFAULT_WORDS) -> list[tuple[str, list[str], str]]:
+    return [(r["id"], r["headings"], r["text"]) for r in chunk_document(Doc("d", "d.md", page), window)]
+
+
+def test_braces_that_are_text_or_code_stay_as_they_are() -> None:
+    """A first reading of attribute lists (reverted) deleted these: Svelte's `{:else}` and `{#each items}`, format
+    specs, an Elixir tuple, placeholders, an escaped brace; and a line of code in a list item or a quote, leaving a
+    stray `>`. An attribute list is read narrowly, and code (fenced, indented, a span) is code wherever it stands."""
+    page = (
+        "# T\n\n{:else}\n\n{:.2f}\n\n{:>10}\n\n{:ok, pid}\n\n{x=1, y=2}\n\n{#each items}\n\n\\{.lead}\n\n{:toc-x}\n\n"
+        'Use {name} here, f"{x}", {x=1, y=2}, a{: .x}, [a](b) {: .spaced}, [a](b){x}, [a](b){:else}, [a](b)\\{.lead}.\n\n'
+        "```\n{: .a}\n[a](b){: .x}\n```\n\n    {: .b}\n    [a](b){: .x}\n\n"
+        "- an item\n\n      {: .c}\n      [a](b){: .x}\n\n-     [a](b){: .code-after-its-marker}\n\n"
+        "> A quote.\n>\n>     {: .d}\n>     [a](b){: .x}\n\n"
+        "1. A step:\n\n   ~~~\n   {: .e}\n   ~~~\n\n> ~~~\n> {: .f}\n> ~~~\n\n"
+        "Use `[a](b){: .x}` and `{: .y}`, and\n`a span\n{: .z}\nover lines`.\n"
+    )
+    (rec,) = chunk_document(Doc("d", "d.md", page))
+    assert rec["text"] == page.strip()
+    # escaped in a heading, as before: its text keeps the escape, its path and id read it
+    assert _seen("## Escaped \\{.lead}\n\nText.\n") == [("d#escaped-lead", ["Escaped {.lead}"], "## Escaped \\{.lead}\n\nText.")]
+
+
+def test_a_headings_attribute_list_leaves_its_title_and_its_id_names_the_chunk() -> None:
+    """`## Install {: #install .important }` (kramdown, MkDocs) kept its braces in its heading path and its chunk id
+    (`install-install-important`). Its id is the anchor wherever it stands in the list: `{: .x #id}` lost it once."""
+    for raw, title, anchor in (
+        ("Setup {: #setup .cls }", "Setup", "setup"),
+        ("Setup {: .cls #setup}", "Setup", "setup"),  # the id after a class
+        ("Setup {.cls #setup}", "Setup", "setup"),  # MkDocs' attr_list, no colon
+        ("Setup { #setup }", "Setup", "setup"),
+        ("Setup {: .cls}", "Setup", None),
+        ("Setup {: #first .b #last}", "Setup", "last"),  # of two ids, the last, as kramdown and Python-Markdown read them
+        ('Setup {: title="#x" .y}', "Setup", None),  # a hash in a value names no id
+        ("Setup{.cls}", "Setup{.cls}", None),  # an attribute list follows a space
+        ("Setup ## {#setup}", "Setup", "setup"),  # the closing hashes before it, as kramdown reads them
+        ("Setup ## {: .cls}", "Setup", None),
+        ("C# {#c-sharp}", "C#", "c-sharp"),  # a hash after no space is the title's
+        ('See [Docs](x){:target="_blank"}', "See [Docs](x)", None),  # a span's attribute list
+    ):
+        assert markdown._heading_text(raw, atx=True) == (title, anchor), raw
+    page = "# Guide\n\n## Setup {: .cls #setup}\n\nRun it.\n\n## Title ## {: .wide}\n\nMore.\n\nSetext {: .lead #setext-id}\n---\n\nEnd.\n"
+    assert _seen(page) == [
+        ("d#setup", ["Guide", "Setup"], "# Guide\n\n## Setup\n\nRun it."),
+        ("d#title", ["Guide", "Title"], "## Title ##\n\nMore."),
+        ("d#setext-id", ["Guide", "Setext"], "Setext\n---\n\nEnd."),
+    ]
+
+
+def test_a_blocks_attribute_line_shows_nothing() -> None:
+    """kramdown and MkDocs put a block's attributes on a line of its own (`{: .lead }` under a paragraph,
+    `{: .table-striped}` under a table) and define them (`{:refdef: .cls}`, `{::options ... /}`): the site shows
+    none of it, nor a comment's body; `{::nomarkdown}`'s body shows as it is."""
+    page = (
+        "# T\n\nRun the installer.\n{: .lead }\nThen log in.\n\n{: .note}\nA note.\n\n"
+        "| Rule | Why |\n|---|---|\n| Small | easy |\n{: .table-striped}\n\n"
+        '- an item\n  {.item data-x="1"}\n- another\n\n    {: .in-the-item}\n\n  its second paragraph\n'
+        "  {::comment}\n  a draft\n  {:/comment}\n\n"
+        "> Quoted.\n> {: .aside}\n\n> Quoted again.\n>\n> {: .aside}\n\n"
+        '{:refdef: .cls}\n\n{::options parse_block_html="true" /}\n\n'
+        "{::comment}\nA draft.\n\n# Not a heading\n{:/}\n\n{::nomarkdown}\n<b>Raw</b> HTML.\n{:/nomarkdown}\n\nEnd.\n"
+    )
+    assert _seen(page) == [
+        (
+            "d#t",
+            ["T"],
+            "# T\n\nRun the installer.\nThen log in.\n\nA note.\n\n| Rule | Why |\n|---|---|\n| Small | easy |\n\n"
+            "- an item\n- another\n\n  its second paragraph\n\n> Quoted.\n\n> Quoted again.\n\nRaw HTML.\n\nEnd.",
+        )
+    ]
+    assert [b.kind for b in markdown.scan(Doc("d", "d.md", "{::comment}\n\n# No\n{:/comment}\n{::comment}\nNever closed.\n"))] == [
+        "comment",
+        "paragraph",  # a comment never closed is text (`test_a_kramdown_comment_closes_where_kramdown_closes_it`)
+    ]
+
+
+def test_a_kramdown_comment_closes_where_kramdown_closes_it() -> None:
+    """kramdown's comment ends at the first line that is its closing tag indented three spaces at most: not `> {:/comment}`
+    nor four spaces (those lines are the comment's). One never closed is text, its opening tag too (kramdown warns and
+    shows it; it was dropped), in a list item too; and a closing tag that closes nothing is text."""
+    page = (
+        "# T\n\n{::comment}\nhidden\n> {:/comment}\n    {:/comment}\n   {:/comment}\n\nShown.\n\n{:/comment}\n\n"
+        "- An item.\n  {::comment}\n  not closed in the item\n\n{::comment}\nnever closed\n"
+    )
+    assert _seen(page) == [
+        ("d#t", ["T"], "# T\n\nShown.\n\n{:/comment}\n\n- An item.\n  {::comment}\n  not closed in the item\n\n{::comment}\nnever closed")
+    ]
+
+
+def test_an_id_straight_after_a_span_is_the_headings() -> None:
+    """`## [API](/api){#api-ref}` was `d#api-ref` before attribute lists were read, then `d#api`: its id was read as the
+    link's attribute list. A heading's id is read before its spans' lists (`markdown._heading_text`)."""
+    page = (
+        "## [API](/api){#api-ref}\n\nA.\n\n## `useState`{#use-state}\n\nB.\n\n## *Setup*{#install}\n\nC.\n\n"
+        "## [Docs](x){: .ext} {: #docs-id}\n\nD.\n"
+    )
+    assert _seen(page) == [
+        ("d#api-ref", ["API"], "## [API](/api)\n\nA."),
+        ("d#use-state", ["useState"], "## `useState`\n\nB."),
+        ("d#install", ["Setup"], "## *Setup*\n\nC."),
+        ("d#docs-id", ["Docs"], "## [Docs](x)\n\nD."),
+    ]
+
+
+def test_a_format_spec_is_text_not_an_id() -> None:
+    """`{:#x}` (Python's hex with its prefix), `{:#o}`, `{:#b}`, `{:#X}` read as attribute lists naming an id: the line was
+    dropped, and `## Alternate form {:#o}` was `d#o`. An id of one character is none, and its list is text."""
+    page = "# T\n\nHex with a prefix:\n\n{:#x}\n\nprints 0xff; and\n{:#o}\n{:#b}\n{:#X}\n\n## Alternate form {:#o}\n\nText [a](b){#x}.\n"
+    assert _seen(page) == [
+        ("d#t", ["T"], "# T\n\nHex with a prefix:\n\n{:#x}\n\nprints 0xff; and\n{:#o}\n{:#b}\n{:#X}"),
+        ("d#alternate-form-o", ["T", "Alternate form {:#o}"], "## Alternate form {:#o}\n\nText [a](b){#x}."),
+    ]
+    assert markup.attribute_id("{: #ab .c}") == "ab" and markup.attribute_id("{: #a .c}") is None
+
+
+def test_an_icons_list_and_an_id_with_a_colon_are_no_text() -> None:
+    """MkDocs Material's `:material-clock-fast:{ .lg .middle }` (attr_list follows any inline element, an emoji
+    shortcode too) and ids with a colon (kramdown's `#[A-Za-z][\\w:-]*`, pandoc-crossref's `#sec:intro`, `#fig:chart`)
+    were left in: `## Intro { #sec:intro }` had the path `Intro { #sec:intro }`. A class or an id still begins with a
+    letter (`{ .5em }` is text)."""
+    page = (
+        "# T\n\n:material-clock-fast:{ .lg .middle } Fast, ![Chart](c.png){ #fig:chart width=50% } and a:{ .5em }.\n\n"
+        "## Intro { #sec:intro }\n\nText.\n\n## Method {: .x #sec:method}\n\nMore.\n"
+    )
+    assert _seen(page) == [
+        ("d#t", ["T"], "# T\n\n:material-clock-fast: Fast, ![Chart](c.png) and a:{ .5em }."),
+        ("d#sec:intro", ["T", "Intro"], "## Intro\n\nText."),
+        ("d#sec:method", ["T", "Method"], "## Method\n\nMore."),
+    ]
+
+
+def test_a_list_without_its_colon_is_markup_only_at_a_blocks_end() -> None:
+    """Python-Markdown reads `{.cls}` (no colon; kramdown needs `{:`) on a line of its own only as the last line of a
+    block with text before it, and a list of keys alone names nothing a line stands for: `$$\\n{x=1}\\n$$` lost its
+    middle line, `Set\\n{a=1 b=2}\\nfirst.` too. A list under a heading is a paragraph of its own there: text."""
+    page = (
+        "# T\n\n$$\n{x=1}\n$$\n\nSet\n{a=1 b=2}\nfirst.\n\nSet\n{.a}\nsecond.\n\n{.lead}\nThird.\n\n{#alone}\n\n"
+        "A paragraph\n{.wide #para}\n\nKeys only\n{width=300}\n\n- an item\n  {.item}\n\n> Quoted.\n> {.aside}\n\n"
+        "## Sub\n{.under-a-heading}\n\nText.\n"
+    )
+    assert _seen(page) == [
+        (
+            "d#t",
+            ["T"],
+            "# T\n\n$$\n{x=1}\n$$\n\nSet\n{a=1 b=2}\nfirst.\n\nSet\n{.a}\nsecond.\n\n{.lead}\nThird.\n\n{#alone}\n\n"
+            "A paragraph\n\nKeys only\n{width=300}\n\n- an item\n\n> Quoted.",
+        ),
+        ("d#sub", ["T", "Sub"], "## Sub\n{.under-a-heading}\n\nText."),
+    ]
+
+
+def test_kramdowns_table_of_contents_is_no_text() -> None:
+    """`* TOC` then `{:toc}` is the list kramdown replaces with the page's table of contents: neither line is text.
+    A `TOC` item without it is an item."""
+    page = "# T\n\n* TOC\n{:toc}\n\nIntro.\n\n- TOC\n{: toc}\n\n1. TOC\n{:toc}\n\n* TOC\n\n1. TOC\n{: .toc}\n\nEnd.\n"
+    assert _seen(page) == [("d#t", ["T"], "# T\n\nIntro.\n\n* TOC\n\n1. TOC\n\nEnd.")]  # `.toc` is a class
+    # under a quote's `>` it is the quote's, not the item's: `attribute_line` and `names_toc` read a line alike
+    assert _seen("# T\n\n* TOC\n> {:toc}\n\nText.\n") == [("d#t", ["T"], "# T\n\n* TOC\n\nText.")]
+    lines = ("{:toc}", "   {: toc}", "    {:toc}", "> {:toc}", "\t{:toc}", "{:toc: .x}", "{: .toc}")
+    assert [line for line in lines if markup.names_toc(line)] == ["{:toc}", "   {: toc}"]
+
+
+def test_a_spans_attribute_list_is_no_text() -> None:
+    """`[Docs](https://x){:target="_blank"}`, `![a](b.png){ width="300" }`, `[Go](x){ .md-button }`: an attribute
+    list straight after a link, an image, emphasis or code is markup; in a code span it is code."""
+    page = (
+        '# T\n\nSee [Docs](https://x){:target="_blank"}, ![a](b.png){ width="300" }, [Go](x){ .md-button }, '
+        "*em*{: .x}, _u_{: .y}, `c`{: .z}, [r]{:.q} and [w](v){width=300}.\n\n"
+        "| Link | Code |\n|---|---|\n| [x](y){: .k} | `[x](y){: .k}` |\n\n- [Go](x){ .md-button } now\n"
+    )
+    assert _seen(page) == [
+        (
+            "d#t",
+            ["T"],
+            "# T\n\nSee [Docs](https://x), ![a](b.png), [Go](x), *em*, _u_, `c`, [r] and [w](v).\n\n"
+            "| Link | Code |\n|---|---|\n| [x](y) | `[x](y){: .k}` |\n\n- [Go](x) now",
+        )
+    ]
+    assert _seen('# [Docs](x){:target="_blank"} and `c`{: .z}\n\nText.\n')[0][:2] == ("d#docs-and-c", ["Docs and c"])
+
+
+def test_braces_after_a_span_that_are_math_or_code_stay() -> None:
+    """A list without the colon after anything but a link or an image names a class or an id: a formula's subscript
+    (`$\\sum_{i=1}$`) and `1:{x=2}` are text, in a heading too. Code written as HTML (`<code>`, a `<pre>` in a list item)
+    is code: no attribute list is read in it."""
+    page = (
+        "# Loss $\\sum_{i=1}^n x_i$\n\nThe mean is $\\frac{1}{n}\\sum_{k=1}^{n} y_k$, ratio 1:{x=2}; *em*{.x} and `c`{ #cc }.\n\n"
+        "Run <code>init(){debug=true}</code> or <kbd>g(){: .k}</kbd> first.\n\n- Example:\n\n  <pre>\n  f(){a=1}\n  {: .c}\n  </pre>\n"
+    )
+    (cid, path, text), *_ = _seen(page)
+    assert (cid, path) == ("d#loss-sum--i-1-n-x-i", ["Loss $\\sum_{i=1}^n x_i$"])
+    assert "$\\frac{1}{n}\\sum_{k=1}^{n} y_k$, ratio 1:{x=2}; *em* and `c`." in text
+    assert "Run init(){debug=true} or g(){: .k} first." in text
+    assert "  f(){a=1}\n  {: .c}" in text  # a <pre> element's lines, in a list item
+    assert _seen("# Run <code>g(){: .k}</code> now\n\nText.\n")[0][:2] == ("d#run-g-k-now", ["Run g(){: .k} now"])
+    assert markup.html_code("<code>a</CODE> <pre>b <kbd>c</kbd>") == [(0, 14), (22, 34)]  # an opening tag left open: text
+    assert markup.html_code("<code>a <code>b</code>") == [(0, 22)]  # from the first opening tag
+
+
+def test_attribute_lists_stay_linear_on_pathological_pages() -> None:
+    """Lines no attribute list closes, or that hold fifty thousand: one pass each, checked by what comes out, not
+    by a clock (the reverted reading took 14.4 s on the first: a pattern for closing hashes backtracked)."""
+    n = 50_000
+    assert _seen("Title" + " " * n + "end {.lead}\n=====\n\nText.\n") == [
+        ("d#title-end", ["Title end"], "Title" + " " * n + "end\n=====\n\nText.")
+    ]
+    for line, shows in (
+        ("{:" * n, "{:" * n),
+        ("{: .a" * n, "{: .a" * n),
+        ("){: .a" * n, "){: .a" * n),
+        ('{: a="' * n, '{: a="' * n),
+        ("{: .a}" * n, "{: .a}" * n),
+        (":{ .a" * n, ":{ .a" * n),  # after a shortcode's colon, none closed
+        ("{ #a" + "a:" * n, "{ #a" + "a:" * n),  # an id of colons, never closed
+        ("`){: .a}" * n, "`){: .a}`)" * (n // 2)),  # every other one in a code span, the others after a `)`
+    ):
+        assert _seen(f"# T\n\n{line}\n\n- {line}\n\n> {line}\n", 10 * n)[0][2] == f"# T\n\n{shows}\n\n- {shows}\n\n> {shows}", line[:8]
+    page = "# T\n\n" + "{::comment}\n\n" * n + "Text."  # none closed: each is text
+    assert _seen(page + "\n", 10 * n) == [("d#t", ["T"], page)]
+
+
 def test_an_admonition_loses_its_fences_and_keeps_its_title() -> None:
     """`:::info[E-mail on the QA site]` was quoted as an answer sentence (issue 39, item 2)."""
     recs = chunk_document(Doc("docs/apis/messaging", str(MESSAGING), MESSAGING.read_text()))
