@@ -358,6 +358,13 @@ def is_heading(line: str) -> bool:
     return _ATX.match(line) is not None
 
 
+def heading_title(line: str) -> str | None:
+    """An ATX heading line's title as written, its id, attribute list and closing hashes out (`_heading_text`); None for
+    any other line."""
+    heading = atx(line)
+    return None if heading is None else _heading_text(heading[1], atx=True)[0]
+
+
 def atx(line: str) -> tuple[str, str] | None:
     """An ATX heading line's opening (its indent and hashes) and its title, without the closing
     hashes ("## Setup ##": `("##", "Setup")`); None for any other line (or more than one line).

@@ -1067,6 +1067,13 @@ class TestAnswerChoice:
         cands = answer_context.pieces(answer_context.ContextBlock(1, hit("a#x", text)))
         assert [c.text for c in cands] == ["Read about the CI before you start."]
         assert [c.text for c in answer_context.pieces(answer_context.ContextBlock(1, hit("a#x", "*[CI] was red: fix it.")))]
+        optional = "*[Optional]: you can skip this step if you have access.*"  # an italic sentence, no abbreviation
+        assert [c.text for c in answer_context.pieces(answer_context.ContextBlock(1, hit("a#x", optional)))] == [optional]
+        # in a list item too, and the files a bare `--8<--` pair includes
+        text = '1. Download the agent package.\n\n    --8<-- "includes/download.md"\n2. Run it.\n*[API]: Application Programming Interface'
+        text += "\n\nIntro here.\n\n--8<--\nincludes/a.md\nhttps://example.com/b.md\n--8<--\n\nAfter that."
+        cands = answer_context.pieces(answer_context.ContextBlock(1, hit("a#x", text)))
+        assert [c.text for c in cands] == ["1. Download the agent package.", "2. Run it.", "Intro here.", "After that."]
 
     def test_a_list_that_opens_its_section_is_quoted_after_its_heading(self):
         text = "## Escalated access for incident response\n\n- Ask in #tech-ops to join gcp-admin-escalated.\n- Access ends after a day."
@@ -1085,6 +1092,18 @@ class TestAnswerChoice:
         assert citations.unsupported("Escalated access for incident response: [1]", sources, [1], written=True) == "repeats a heading path"
         linked = [citations.Source("## [Escalated access](access.md) for **incident** response\n\n- Ask.", sources[0].headings)]
         assert citations.unsupported("Escalated access for incident response: [1]", linked, [1]) is None  # the line as it reads
+
+    def test_a_lists_heading_lead_in_reads_as_the_heading_shows(self):
+        # the heading line as written (code as code, its id out), not the heading path the chunker cleaned
+        for line, lead in (("## The `__init__` file { #init }", "The `__init__` file: [1]"), ("## [API](/api){#api-ref}", "API: [1]")):
+            text = f"{line}\n\n- Keep `__init__` and the API empty of side effects.\n- Import lazily."
+            held = hit("a#x", text, ("Python", "The init file"))
+            out = answer(hits_record("what goes in __init__ and the API?", held), Extractive(self.FEATURES), 0.0)
+            assert out["answer"].split("\n")[0] == lead and not out["dropped"]
+        # a lead-in of its own that is no piece ("Prerequisites:"): the heading does not stand in for it
+        text = "## Deploy to production\n\nPrerequisites:\n\n- VPN access to the bastion host.\n- An approved change request."
+        out = answer(hits_record("what do I need to deploy to production?", hit("a#x", text)), Extractive(self.FEATURES), 0.0)
+        assert not out["answer"].startswith("Deploy to production") and not out["dropped"]
 
     def test_a_footnote_is_quoted_as_prose_and_its_call_is_not(self):
         text = "Write the report in the template [^1]. Keep it short[^why].\n\n[^1]: Only people within GDS can open the template."
@@ -1106,6 +1125,10 @@ class TestAnswerChoice:
         )
         assert cues.plain("see [`rag-chunk`](x.md) and [`rag-embed`]") == "see `rag-chunk` and `rag-embed`"
         assert cues.plain(" ".join(f"`c{i}`" for i in range(12))) == " ".join(f"`c{i}`" for i in range(12))  # two-digit stand-ins
+        assert cues.plain("x \ue000a\ue001 `\\*` and *y*") == "x \ue000a\ue001 `\\*` and y"  # the text's own private-use marks
+        assert cues.plain(r"\`not *code*\`") == "`not code`"  # escaped backticks open no code span
+        assert cues.plain("`" * 40_000) == "`" * 40_000  # one pass: a lazy span between free runs took 765 s here
+        assert cues.plain("match [^a-z] chars, note[^2]: see") == "match ^a-z chars, note: see"  # a class is no footnote
 
     def test_quotes_read_as_prose_not_markup(self):
         text = "Say **Delete** the *FizzBuzz* RPC, as [the guide](../x.md#a) asks. <%= partial 'x' %>Keep snake_case names."

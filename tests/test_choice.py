@@ -581,20 +581,20 @@ def test_with_antecedent_names_the_heading_once_and_only_where_it_names_somethin
 
 
 def test_with_antecedent_leads_a_list_its_section_opens_with_by_the_heading() -> None:
-    group = item(1, 0, "- Google group to be added to: gcp-admin-escalated")
+    group = item(1, 0, "- Google group to be added to: gcp-admin-escalated")  # group 2: the part after the heading line
     ops = item(1, 1, "- Tech Ops will add you to the google group")
-    every = [group, ops]
     head = {1: ["GCP access", "Procedure for requesting escalated permission for incident response:"]}
-    led = with_antecedent([ops, group], head, every)
+    led = with_antecedent([ops, group], head)
     assert [(p.text, p.kind, p.block) for p in led[:1]] == [
         ("Procedure for requesting escalated permission for incident response:", "sentence", 1)
     ]
     assert led[1:] == [ops, group]  # the heading leads, the items follow as they were
-    prose = [sentence(1, 0, "Ask Tech Ops for access."), Piece(1, 1, group.text, "item", 2), Piece(1, 2, ops.text, "item", 2)]
-    assert with_antecedent([prose[2]], head, prose) == [prose[2]]  # prose opens the block: the list has its own lead
-    assert with_antecedent([ops], {}, every) == [ops]  # a later chunk of the section: no heading to lead with
-    assert with_antecedent([ops], {1: ["Why do we ask?"]}, every) == [ops]  # a heading that asks introduces nothing
-    assert with_antecedent([ops], {1: ["Tech Ops"]}, every) == [ops]  # the item names the heading already
+    later = Piece(1, 2, ops.text, "item", 3)  # a list after prose, or after a lead-in that is no piece ("Prerequisites:")
+    assert with_antecedent([later], head) == [later]
+    assert with_antecedent([ops], {}) == [ops]  # a later chunk of the section: no heading to lead with
+    for says in ("Why do we ask?", "Step 1. Install the agent"):  # a heading that asks, or says more than a name
+        assert with_antecedent([ops], {1: [says]}) == [ops]
+    assert with_antecedent([ops], {1: ["Tech Ops"]}) == [ops]  # the item names the heading already
 
 
 def test_with_remedy_at_its_edges() -> None:

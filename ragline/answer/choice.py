@@ -586,21 +586,23 @@ def with_remedy(quoted: list[Piece], every: Sequence[Piece], budget: int) -> lis
 POINTS_BACK = re.compile(r"\W*(?:this|these|that|those)\b", re.I)
 
 
-def with_antecedent(quoted: list[Piece], headings: dict[int, list[str]], every: Sequence[Piece] = ()) -> list[Piece]:
+def with_antecedent(quoted: list[Piece], headings: dict[int, list[str]]) -> list[Piece]:
     """`quoted`, its first piece opened by its section's heading where that piece is a sentence, opens its section (the
-    block's first piece, position 0, the block being the section's first chunk: `headings` holds only those) and points back
-    (`POINTS_BACK`) at what only the heading names: under "sourcegraph.sourcegraph.com (S2)", "This deployment is also
-    colloquially referred to as ..." says nothing of which deployment it is. Where that piece is an item of the list its
-    section opens with (no prose before it in the block: `every`), the heading is the list's lead-in and comes before it as
-    one, `Heading:`: under "Procedure for requesting escalated permission for incident response", the item "Google group to
-    be added to: gcp-admin-escalated@..." says nothing of what the group is for. A heading that asks or says something
-    ("Does the backport PR merge?") names nothing; the heading's few words may take the answer past its budget."""
+    block's first piece, position 0, the block being the section's first chunk: `headings` holds only those, the last
+    its heading's title as written) and points back (`POINTS_BACK`) at what only the heading names: under
+    "sourcegraph.sourcegraph.com (S2)", "This deployment is also colloquially referred to as ..." says nothing of which
+    deployment it is. Where that piece is an item of the list the section opens with (the block's first part after its
+    heading line: group 2), the heading is the list's lead-in and comes before it as one, `Heading:`: under "Procedure for
+    requesting escalated permission for incident response", the item "Google group to be added to:
+    gcp-admin-escalated@..." says nothing of what the group is for. A heading that asks or says something ("Does the
+    backport PR merge?", "Step 1. Install": more than one sentence) names nothing; the heading's few words may take the
+    answer past its budget."""
     if not quoted:
         return quoted
     first, head = quoted[0], (headings.get(quoted[0].block) or [""])[-1].strip().rstrip(":")
-    if not head or head.endswith(("?", ".", "!")) or head.lower() in first.text.lower():
+    if not head or head.endswith(("?", ".", "!")) or len(sentences(head)) > 1 or head.lower() in first.text.lower():
         return quoted
-    if first.kind == "item" and all(p.group == first.group for p in every if p.block == first.block and p.position < first.position):
+    if first.kind == "item" and first.group == 2:
         return [Piece(first.block, first.position, f"{head}:", "sentence", first.group), *quoted]
     if first.kind != "sentence" or first.position != 0 or POINTS_BACK.match(first.text) is None:
         return quoted

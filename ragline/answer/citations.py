@@ -16,7 +16,8 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 
 import ragline.text
-from ragline.answer.cues import plain
+from ragline import markdown
+from ragline.answer.cues import CODE_SPAN, plain
 
 CITATION = re.compile(r"(?<!\\)\[(\d{1,3})\]")
 
@@ -148,7 +149,6 @@ def _within(part: list[str], whole: list[str]) -> bool:
 
 
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})[^\n]*\n(.*?)^ {0,3}\1[ \t]*$", re.M | re.S)
-_INLINE_CODE = re.compile(r"(?<!`)(`+)(?!`)([^\n]+?)(?<!`)\1(?!`)")
 _NEGATION = re.compile(r"\b(?:not|never|no|none|nothing|nobody|neither|nor|cannot|without|lacking)\b|n['’]t\b", re.I)
 # negating words that negate nothing: a bound ("no more than 3"), an exception ("nobody but on-call")
 _NOT_NEGATING = re.compile(
@@ -232,7 +232,7 @@ def _contradicts(sentence: str, blocks: Sequence[str]) -> str | None:
             if not _code_held(line, held):
                 return f"quotes code `{line.strip()}` that the cited block does not hold"
     prose = _FENCE.sub(" ", sentence)
-    for m in _INLINE_CODE.finditer(prose):
+    for m in CODE_SPAN.finditer(prose):
         if not _code_held(m.group(2), held):
             return f"quotes code `{m.group(2).strip()}` that the cited block does not hold"
     given = set().union(*(_quantities(text) for text in shown))
@@ -274,8 +274,8 @@ def unsupported(
     # or, quoted by a reader (not `written`), a cited block's own heading line as the lead-in of the list its section opens
     # with ("Procedure for requesting escalated permission:", then its items: `choice.with_antecedent`)
     if not (quoted or written) and body.rstrip().endswith(":"):
-        lines = [line for n in cited for line in _ATX.findall(sources[n - 1].text)]
-        quoted = any(words == _words(form) for line in lines for form in (line, plain(line)))
+        titles = [markdown.heading_title(line) or "" for n in cited for line in _ATX.findall(sources[n - 1].text)]
+        quoted = any(words == _words(form) for title in titles for form in (title, plain(title)))
     if not quoted and any(_within(words, _words(" > ".join(s.headings))) for s in sources):
         return "repeats a heading path"
     if not quoted and any(_within(words, _words(p)) for p in prompt):

@@ -17,7 +17,7 @@ from typing import Any
 import ragline.text
 from ragline import markdown
 from ragline.answer.citations import sentences
-from ragline.answer.cues import FOOTNOTE, LINK_DEFINITION
+from ragline.answer.cues import FOOTNOTE, LINK_DEFINITION, SNIPPETS
 from ragline.records import StageError
 from ragline.text import leads_in
 
@@ -57,6 +57,12 @@ class ContextBlock:
         """Whether the block is its section's first chunk: its text opens with a heading line (a later chunk of a long
         section goes on from the one before, without it)."""
         return markdown.is_heading(self.shown.lstrip("\n").split("\n", 1)[0])
+
+    @property
+    def title(self) -> str:
+        """The title of the heading line the block opens with, as written (its code spans, links and emphasis; not its
+        id), the markup a quote reads through (`cues.plain`); "" for a block that opens with none (`opens_section`)."""
+        return markdown.heading_title(self.shown.lstrip("\n").split("\n", 1)[0]) or ""
 
     def quotes(self, unwrap: bool = True) -> list[Piece]:
         """`pieces` of this block, made once: the refusal checks and the generator read the same."""
@@ -117,8 +123,7 @@ def pieces(block: ContextBlock, unwrap: bool = True) -> list[Piece]:
             for k, item in enumerate(_list_items(body, unwrap)):
                 out.append(Piece(block.n, len(out), item, "item", g, lead=intro if k == 0 else top))
         else:
-            # `[ref]: url` is no prose (`LINK_DEFINITION`); a footnote's text is (its `[^1]: ` marker is not)
-            body = "\n".join(FOOTNOTE.sub("", line) for line in body.split("\n") if not LINK_DEFINITION.match(line))
+            body = "\n".join(_prose_lines(body.split("\n")))
             cut = sentences(" ".join(body.split())) if unwrap else [line.strip() for line in body.split("\n")]
             out.extend(Piece(block.n, len(out), p.lstrip("> ").strip(), "sentence", g) for p in cut if _says_something(p))
             intro = len(out) - 1 if out and out[-1].group == g and leads_in(out[-1].text) else -1
@@ -138,13 +143,28 @@ def _list_items(body: str, unwrap: bool) -> list[str]:
     each on its own (so an announced list reads one item a line, never "Including: - a, - b");
     without `unwrap`, each of its lines."""
     items: list[list[str]] = [[]]
-    for line in body.split("\n"):
+    for line in _prose_lines(body.split("\n")):
         if _NESTED_ITEM.match(line) and items[-1]:
             items.append([])
         items[-1].append(line.strip())
     if unwrap:
         return [" ".join(" ".join(lines).split()) for lines in items if any(lines)]
     return [line for lines in items for line in lines if line]
+
+
+def _prose_lines(lines: list[str]) -> list[str]:
+    """`lines` without those that are markup (`LINK_DEFINITION`: a link's or an abbreviation's definition, a snippet
+    include; and the files between two bare `--8<--`, `SNIPPETS`), each footnote's text without its `[^1]: ` marker.
+    A list item's lines are read past their indent."""
+    out: list[str] = []
+    snippets = False
+    for line in lines:
+        bare = line.lstrip(" \t")
+        if SNIPPETS.match(bare):
+            snippets = not snippets
+        elif not snippets and not LINK_DEFINITION.match(bare):
+            out.append(line[: len(line) - len(bare)] + FOOTNOTE.sub("", bare))
+    return out
 
 
 def _says_something(piece: str) -> bool:

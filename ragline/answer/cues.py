@@ -506,10 +506,13 @@ def cue_match(cue: str | None, cand: Any, question: str = "") -> float:
 
 ANNOUNCES = re.compile(r"\b(?:the following|as follows|a number of|several|these|include|includes)\b", re.I)  # a list comes
 # a line that is markup, never prose: a link reference definition (`[ref]: url`, not a footnote's `[^1]: text`), an
-# abbreviation's (Python-Markdown's `*[CI]: Continuous Integration`) and a snippet include (pymdownx's `--8<-- "part.md"`)
-LINK_DEFINITION = re.compile(r"^ {0,3}(?:\*?\[(?!\^)[^\]\n]+\]:\s*\S|-{1,2}8<-{1,2}(?:[ \t]|$))")
+# abbreviation's (Python-Markdown's `*[CI]: Continuous Integration`; not an italic sentence, `*[Optional]: skip it.*`) and a
+# snippet include (pymdownx's `--8<-- "part.md"`; `SNIPPETS`: the lines between two bare `--8<--`)
+LINK_DEFINITION = re.compile(r"^ {0,3}(?:\[(?!\^)[^\]\n]+\]:\s*\S|\*\[[^\]\n]+\]:[^\n]*[^*\s][ \t]*$|-{1,2}8<-{1,2}(?:[ \t]|$))")
+SNIPPETS = re.compile(r"^[ \t]*-{1,2}8<-{1,2}[ \t]*$")  # a bare `--8<--`: the lines up to the next are files to include
 FOOTNOTE = re.compile(r"^ {0,3}\[\^[^\]\s]{1,100}\]:[ \t]*")  # a footnote's definition opens: `[^1]: ` (its text is prose)
-_FOOTNOTE_REF = re.compile(r"[ \t]*\[\^[^\]\s]{1,100}\](?!:)")  # where a footnote is called: `push[^1].`, `text [^1].`
+# where a footnote is called, the blanks before it with it: `push[^1].`, `text [^1].` (not a class of a pattern, `[^a-z]`)
+_FOOTNOTE_REF = re.compile(r"(?<![ \t])[ \t]*+\[\^(?![A-Za-z0-9]-[A-Za-z0-9]\])[\w-]{1,100}\]")
 _LINK = re.compile(
     r"!?\[([^\]\n]{1,1000})\](?:\([^)\s]{0,2048}(?:\s+\"[^\"]{0,500}\")?\)|\[[^\]\n]{0,1000}\])"
 )  # bounded: linear on "[a](" x 10k
@@ -525,7 +528,9 @@ _SHORTCUT_LINK = re.compile(
 # CommonMark's backslash escape of an ASCII punctuation mark, where it does not sit inside a word (`some\_flag`,
 # `NW\-5001` stay as the block has them, so the citation check finds the quote's identifiers in its block)
 _ESCAPE = re.compile(r"(?<!\w)\\([!-/:-@\[-`{-~])|\\([!-/:-@\[-`{-~])(?!\w)")
-_CODE_SPAN = re.compile(r"(`+)(?:.+?)\1")
+# an inline code span: a run of backticks (not escaped) to the next run of as many, on one line; linear on a line of
+# backticks (a lazy body between two free runs backtracked: 40,000 took 765 s)
+CODE_SPAN = re.compile(r"(?<![`\\])(`+)(?!`)([^\n]+?)(?<!`)\1(?!`)")
 
 
 def _unescaped(m: re.Match[str]) -> str:
@@ -546,26 +551,29 @@ def plain(text: str) -> str:
     shortcut `[text]` become text, `**strong**`, `*emphasis*` and `_emphasis_` lose their
     marks, a footnote's call (`[^1]`) is gone, and a backslash escape (`\\"`, `\\*`) is the mark it
     escapes. Inline code stays as it is (`__init__`, `[tool.ruff]`, `a\\*`: each code span is set
-    aside while the rest is read, `_CODE_SPAN`), and so do underscores inside words (`snake_case`),
+    aside while the rest is read, `CODE_SPAN`), and so do underscores inside words (`snake_case`),
     a citation-like `[7]` and a task box `[ ]`. Code blocks are not passed here."""
     spans: list[str] = []
-    if "`" in text and _SET_ASIDE not in text:
-        text = _CODE_SPAN.sub(lambda m: _set_aside(spans, m.group()), text)
+    if "`" in text:
+        free = (c for c in map(chr, range(0xE000, 0xF900)) if c not in text)
+        mark, end = next(free), next(free)  # two private-use characters the text lacks: where a span was set aside
+        text = CODE_SPAN.sub(lambda m: f"{mark}{_set_aside(spans, m.group())}{end}", text)
     text = _FOOTNOTE_REF.sub("", text)
     text = _LINK.sub(r"\1", text)
     text = _SHORTCUT_LINK.sub(r"\1", text)
     text = _STRONG.sub(r"\2", text)
     text = _EMPHASIS.sub(r"\2", text)
     text = _ESCAPE.sub(_unescaped, text)
-    return _SET_ASIDE_AT.sub(lambda m: spans[int(m.group(1).translate(_FROM_LETTERS))], text) if spans else text
+    if not spans:
+        return text
+    return re.sub(f"{mark}([a-j]+){end}", lambda m: spans[int(m.group(1).translate(_FROM_LETTERS))], text)
 
 
-_SET_ASIDE = "\ue000"  # a private-use character: where a code span was set aside (`plain`), its number in letters after it
-_SET_ASIDE_AT = re.compile(_SET_ASIDE + r"([a-j]+)\ue001")
 _TO_LETTERS, _FROM_LETTERS = str.maketrans("0123456789", "abcdefghij"), str.maketrans("abcdefghij", "0123456789")
 
 
 def _set_aside(spans: list[str], span: str) -> str:
-    """A code span's stand-in: letters (a link's label needs one, `[`rag-chunk`]`), no mark `plain` reads."""
+    """A code span's number among those set aside (`plain`), in letters: a link's label needs one (`[`rag-chunk`]`), and
+    no letter is a mark `plain` reads."""
     spans.append(span)
-    return f"{_SET_ASIDE}{str(len(spans) - 1).translate(_TO_LETTERS)}\ue001"
+    return str(len(spans) - 1).translate(_TO_LETTERS)

@@ -102,11 +102,11 @@ class Extractive:
         # a quote opening its section with "This deployment ..." brings the heading that names it, whichever reader chose
         # it (and a steps answer its section's first order); a section's first chunk opens with its heading line, a later
         # chunk goes on from the one before
-        opening = {b.n: b.headings for b in blocks if b.opens_section}
+        opening = {b.n: [*b.headings[:-1], b.title] for b in blocks if b.opens_section}
         chosen = self.choose(question, blocks, ranked, every, cands, cue)
         if cue == "steps":  # a how-to section's first order, left out, opens the answer
             chosen = rule.with_first_step(chosen, every, opening.keys(), self.choice.budget)
-        chosen = rule.with_antecedent(chosen, opening, every)
+        chosen = rule.with_antecedent(chosen, opening)
         return "\n".join(cite(c.text, c.block, c.kind, c.header) for c in chosen)
 
     def choose(
