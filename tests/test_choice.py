@@ -585,9 +585,8 @@ def test_with_antecedent_leads_a_list_its_section_opens_with_by_the_heading() ->
     ops = item(1, 1, "- Tech Ops will add you to the google group")
     head = {1: ["GCP access", "Procedure for requesting escalated permission for incident response:"]}
     led = with_antecedent([ops, group], head)
-    assert [(p.text, p.kind, p.block) for p in led[:1]] == [
-        ("Procedure for requesting escalated permission for incident response:", "sentence", 1)
-    ]
+    lead = "Procedure for requesting escalated permission for incident response:"
+    assert led[0] == Piece(1, 1, lead, "sentence", 2)  # a sentence of the block, in its first quote's place and list
     assert led[1:] == [ops, group]  # the heading leads, the items follow as they were
     later = Piece(1, 2, ops.text, "item", 3)  # a list after prose, or after a lead-in that is no piece ("Prerequisites:")
     assert with_antecedent([later], head) == [later]
