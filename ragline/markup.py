@@ -463,6 +463,12 @@ def html_code(text: str) -> list[tuple[int, int]]:
     return sorted(spans)
 
 
+def code_ranges(text: str) -> list[tuple[int, int]]:
+    """[start, end) of what in `text` is code no markup is read in: its code spans (`code_spans`) and its HTML code
+    elements (`html_code`), by start."""
+    return sorted(code_spans(text) + html_code(text))
+
+
 def attribute_id(attributes: str) -> str | None:
     """The id an attribute list gives (`{: .cls #id}`: `id`, wherever it stands; of two, the last, as kramdown and
     Python-Markdown read it), or None."""
@@ -495,10 +501,9 @@ def names_toc(line: str) -> bool:
 
 def span_attributes_out(line: str, code: list[tuple[int, int]] | None = None) -> str:
     """`line` (or a heading's title) without its spans' attribute lists (`_SPAN_ATTRIBUTE`) but those that begin inside
-    code (`code`: the [start, end) of its code spans and HTML code elements, by start; `code_spans` and `html_code` of the
-    line if not given): one pass over both."""
+    code (`code`: `code_ranges` of the line, given or found): one pass over both."""
     if code is None:
-        code = sorted(code_spans(line) + html_code(line))
+        code = code_ranges(line)
     out, at, k = [], 0, 0
     for m in _SPAN_ATTRIBUTE.finditer(line):
         while k < len(code) and code[k][1] <= m.start():
@@ -540,7 +545,7 @@ def _item_column(first: str) -> tuple[int, bool]:
 
 def _code_in_lines(lines: list[str], item: bool) -> list[list[tuple[int, int]] | None]:
     """For each line: None where it is code (a fence's line, or one that may be indented code: `_indented`), else the
-    [start, end) of the code spans and the HTML code elements in it (`html_code`; either may run over lines)."""
+    [start, end) of its code spans and HTML code elements (`code_ranges`; either may run over lines)."""
     column, first_is_code = _item_column(lines[0]) if item else (0, False)
     code: list[list[tuple[int, int]] | None] = [None] * len(lines)
     fence: str | None = None
@@ -550,7 +555,7 @@ def _code_in_lines(lines: list[str], item: bool) -> list[list[tuple[int, int]] |
         starts = list(itertools.accumulate((len(lines[k]) + 1 for k in run), initial=0))
         spans: list[list[tuple[int, int]]] = [[] for _ in run]
         joined = "\n".join(lines[k] for k in run)
-        for start, end in sorted(code_spans(joined) + html_code(joined)):
+        for start, end in code_ranges(joined):
             for n in range(bisect.bisect_right(starts, start) - 1, bisect.bisect_right(starts, end - 1)):  # the lines it touches
                 spans[n].append((max(start, starts[n]) - starts[n], min(end, starts[n + 1] - 1) - starts[n]))
         for k, in_line in zip(run, spans, strict=True):

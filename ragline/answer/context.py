@@ -48,6 +48,10 @@ class ContextBlock:
         """The block's text as the page shows it (template tags rendered): what is quoted, checked and sent."""
         return ragline.text.strip_templates(self.hit["text"])
 
+    @functools.cached_property
+    def _first_line(self) -> str:
+        return self.shown.lstrip("\n").split("\n", 1)[0]
+
     @property
     def headings(self) -> list[str]:
         return self.hit.get("headings") or []
@@ -56,13 +60,13 @@ class ContextBlock:
     def opens_section(self) -> bool:
         """Whether the block is its section's first chunk: its text opens with a heading line (a later chunk of a long
         section goes on from the one before, without it)."""
-        return markdown.is_heading(self.shown.lstrip("\n").split("\n", 1)[0])
+        return markdown.is_heading(self._first_line)
 
     @property
     def title(self) -> str:
         """The title of the heading line the block opens with, as written (its code spans, links and emphasis; not its
         id), the markup a quote reads through (`cues.plain`); "" for a block that opens with none (`opens_section`)."""
-        return markdown.heading_title(self.shown.lstrip("\n").split("\n", 1)[0]) or ""
+        return markdown.heading_title(self._first_line) or ""
 
     def quotes(self, unwrap: bool = True) -> list[Piece]:
         """`pieces` of this block, made once: the refusal checks and the generator read the same."""
