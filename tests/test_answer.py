@@ -939,9 +939,11 @@ class TestAnswerChoice:
         long = dataclasses.replace(first, text="Capture a charge with `POST /v2/charges/{id}/capture` " + "and more words " * 4 + "here.")
         assert choice.with_first_step([rest], [long, rest], opens, 60) == [long, rest]
         assert choice.with_first_step([rest], [long, rest], opens, 5) == [rest]  # past the budget, too long a step to be one
+        framed = dataclasses.replace(first, text="In the general case, capture the charge.")  # a frame, then the order
+        assert choice.with_first_step([rest], [framed, rest], opens, 60) == [framed, rest]
         for text in (
             "Captures are refunded after a week.",  # a statement
-            "In the general case, capture the charge.",  # a preposition opens it
+            "In the general case, the charge is captured.",  # a preposition opens it, a statement follows
             "Capture it like so:",  # a lead-in
             "Security issues are managed by the security team.",  # a noun before its verb
         ):
@@ -990,6 +992,13 @@ class TestAnswerChoice:
             ("Merged changes go out on Monday.", False),  # a participle
             ("Almost all version control systems are oriented around one author.", False),
             ("Even the biggest task can be split.", False),
+            ("Based on user journeys, create test cases per scenario you would like to test.", True),  # a frame, then the order
+            ("In production, use the read replica.", True),
+            ("Using the runbook, check `kubectl get pods` first.", True),
+            ("In particular, code that is hard to read slows review.", False),  # a noun before its verb
+            ("In most cases, feature flags are removed after launch.", False),
+            ("Based on the survey, reviewers prefer small changes.", False),  # a plural noun
+            ("With the new pipeline, deploys happen hourly.", False),
         ],
     )
     def test_a_sentence_opening_with_an_order(self, text, order):

@@ -451,9 +451,23 @@ _ORDER = re.compile(
 )
 
 
+# An order after the frame it holds in: a phrase of what to go by or where ("Based on user journeys, create test cases per
+# scenario", "In production, use the replica", "Using the runbook, check ..."), its comma, then the imperative. Not a
+# condition ("If the code is hard to read, ask the author": advice for a situation, `_ADVICE`), nor a statement after the
+# comma ("From the customer's point of view, an unknown charge is neither", "Given these questions, we documented ..."),
+# nor a noun there before its verb ("In particular, code that is hard to read ...", "In most cases, feature flags are
+# ...": a verb such as "is" within three words; an order so followed, "check that it is set", is missed).
+_FRAMED = re.compile(
+    r"^\W*(?:based on|according to|using|with|in|on|for|from|at|during|per|via|given)\s(?>[^.;:,]{1,100}),\s*"
+    + _IMPERATIVE
+    + r"(?!(?:\s+[^\s.;:,]+){0,2}?\s+(?:is|are|was|were|has|have|had|can|could|should|must|will|would|may|might|do|does|did)\b)",
+    re.I,
+)
+
+
 def orders(text: str) -> bool:
-    """Whether a sentence opens with an order (`_ORDER`, `_INSTRUCTION`): what to do, not what is."""
-    return bool((_ORDER.match(text) and not STATES.match(text)) or _INSTRUCTION.match(text))
+    """Whether a sentence opens with an order (`_ORDER`, `_INSTRUCTION`, `_FRAMED`): what to do, not what is."""
+    return bool((_ORDER.match(text) and not STATES.match(text)) or _INSTRUCTION.match(text) or _FRAMED.match(text))
 
 
 def cue_match(cue: str | None, cand: Any, question: str = "") -> float:
