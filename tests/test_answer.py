@@ -1067,6 +1067,37 @@ class TestAnswerChoice:
         plain_text = "Terraform static analysis tools are in use.\n\n- checkov\n- tfsec"  # it announces nothing
         assert "checkov" not in answer(hits_record(q, hit("a#x", plain_text)), Extractive(self.FEATURES), 0.0)["answer"]
 
+    def test_a_sentence_naming_what_is_asked_brings_the_list_after_it(self):
+        text = (
+            "These pages hold our advice. Together they are one document, broken up into separate sections.\n\n"
+            "- The Standard of Review\n- Speed of Reviews\n- Handling Pushback\n\nRead them all."
+        )
+        lines = self.quoted("what sections make up the reviewer's guide?", text)
+        assert lines[:4] == [
+            "Together they are one document, broken up into separate sections [1].", "- The Standard of Review [1]",
+            "- Speed of Reviews [1]", "- Handling Pushback [1]",
+        ]  # fmt: skip
+        # asked after something else, the sentence announces nothing: no list
+        assert "Pushback" not in "\n".join(self.quoted("How is the reviewer's guide broken up into sections?", text))
+
+    @pytest.mark.parametrize(
+        ("question", "asked"),
+        [
+            ("what sections make up the reviewer's half of the guide?", "sections"),
+            ("Which tools should I use?", "tools"),
+            ("What are the steps to get a subdomain?", "steps"),
+            ("What kinds of checks run on a CL?", "checks"),
+            ("What does LGTM stand for?", None),  # a verb, no noun
+            ("What happens if I charge the test card?", None),
+            ("What counts as a leading organization?", None),
+            ("What qualifies as an emergency?", None),
+            ("What process do we follow?", None),  # -ss: no plural
+            ("How many sections are there?", None),  # no "what" or "which"
+        ],
+    )
+    def test_the_plural_a_question_asks_after(self, question, asked):
+        assert choice.asked_plural(question) == asked
+
     def test_link_reference_definitions_are_never_quoted(self):
         text = "Read about scale before you start.\n\n[scale]: https://example.org/scale\n[breaking down work]: https://example.org/b"
         cands = answer_context.pieces(answer_context.ContextBlock(1, hit("a#x", text)))

@@ -280,7 +280,9 @@ def choose(ranked: list[Scored], pieces: Sequence[Piece], question: str, cue: st
     return [lead.piece, *sorted((s.piece for s in chosen if s is not lead), key=lambda p: (p.block, p.position))]
 
 
-def continued(chosen: list[Piece], every: Sequence[Piece], weights: ChoiceWeights | None = None, as_list: bool = False) -> list[Piece]:
+def continued(
+    chosen: list[Piece], every: Sequence[Piece], weights: ChoiceWeights | None = None, as_list: bool = False, asked: str | None = None
+) -> list[Piece]:
     """`chosen`, each sentence that leads in to what follows it, followed by that.
 
     "Our core languages for backend development are:" says nothing without the list
@@ -289,7 +291,9 @@ def continued(chosen: list[Piece], every: Sequence[Piece], weights: ChoiceWeight
     it leads in to: "check the migration number:", "Without namespace:", the command). A sentence
     without the colon leads in too when a list or table follows its paragraph at once
     and it announces one ("There are a number of tools in use." then more words, then
-    the list; "the following", "several", "these"). A sentence whose paragraph ends in a colon
+    the list; "the following", "several", "these") or names what the question asks a list of
+    (`asked`, from `asked_plural`: "what sections make up ..." and "... broken up into many
+    separate sections", then the sections). A sentence whose paragraph ends in a colon
     lead-in pointing back at it ("This should be done when at least one of the following
     applies:") brings that lead-in and what it introduces (`bridges`).
 
@@ -315,7 +319,8 @@ def continued(chosen: list[Piece], every: Sequence[Piece], weights: ChoiceWeight
             after = after[1:]
         if not leads_in(c.text):
             after = [x for x in after if x.group != c.group]  # what follows its paragraph
-            if not (c.kind == "sentence" and after and after[0].kind in ("item", "row") and ANNOUNCES.search(c.text)):
+            announced = ANNOUNCES.search(c.text) or (asked is not None and re.search(rf"\b{re.escape(asked)}\b", c.text, re.I))
+            if not (c.kind == "sentence" and after and after[0].kind in ("item", "row") and announced):
                 continue
         if not after:
             continue
@@ -356,6 +361,23 @@ def bridges(c: Piece, after: Sequence[Piece]) -> bool:
 
 
 ANAPHOR = re.compile(r"\W*(?:this|these|that|those|it|they|such)\b", re.I)  # a sentence going on from the one before
+
+
+# "what sections make up ...", "which tools ...", "what are the steps to ...", "what kinds of checks ...": the plural
+# noun asked after. A verb in its place is none ("what does X mean", "what happens if", "what counts as", "what
+# qualifies as": followed by an article, a pronoun, a condition or "as"), nor a noun ending in -ss ("what process ...").
+ASKED_PLURAL = re.compile(
+    r"^\W*(?:what|which)\s+(?:are\s+the\s+|(?:kinds?|types?|sorts?)\s+of\s+)?(?!(?:does|goes)\b)([a-z]{2,}[^s\W]s)\b"
+    r"(?!\s+(?:as|if|when|whether|the|a|an|my|our|your|their|this|that|these|those|it|we|i|you|he|she|they)\b)",
+    re.I,
+)
+
+
+def asked_plural(question: str) -> str | None:
+    """The plural noun a "what / which ..." question asks after (`ASKED_PLURAL`), or None: a sentence naming it that a
+    list follows announces that list (`continued`): "... broken up into many separate sections", then the sections."""
+    m = ASKED_PLURAL.match(question)
+    return m.group(1) if m else None
 
 
 def new_to(pieces: Sequence[Piece], chosen: Sequence[Piece]) -> list[Piece]:
@@ -539,9 +561,10 @@ def select(
     context's pieces, `pieces` those that may be chosen."""
     chosen = choose(ranked, pieces, question, cue, weights)
     listed = quotes_list(ranked, cue)  # `choose` quoted the list itself (`fit_list`)
-    if not listed and len(continued(chosen[:1], every)) > 1:  # the lead brings its list, table or code: that is the answer
+    asked = asked_plural(question)
+    if not listed and len(continued(chosen[:1], every, asked=asked)) > 1:  # the lead brings its list, table or code: that is the answer
         chosen = chosen[:1]
-    quoted = with_claims(with_leads(continued(chosen, every, weights, listed), every, question), every)
+    quoted = with_claims(with_leads(continued(chosen, every, weights, listed, asked), every, question), every)
     return [fit_row(p, question, weights.budget) for p in with_remedy(quoted, every, weights.budget)]
 
 
