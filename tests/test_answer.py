@@ -830,6 +830,47 @@ class TestAnswerChoice:
         q = "a database outage wrecked our numbers, does our group just have to eat that?"
         assert cue_match("advice", answer_context.Piece(1, 0, text, kind, 1), q) == match
 
+    @pytest.mark.parametrize(
+        ("text", "match"),
+        [
+            ("Custom Targets introduce the ability to set tailored durations on individual endpoints.", 1.0),
+            ("You may use subdomains of the internal domain for staging.", 1.0),
+            ("Teams are allowed to set their own threshold.", 1.0),
+            ("It is usually possible to raise it.", 1.0),
+            ("There is a legacy threshold used for every endpoint, set to 5 seconds.", 0.0),  # states, grants nothing
+            ("The execution may be deferred to accommodate release management.", 0.0),  # what might happen
+            ("Restore operations as quickly and with as little disruption as possible.", 0.0),
+        ],
+    )
+    def test_what_grants_the_ability_answers_an_ask_for_leave(self, text, match):
+        q = "Our export endpoint takes about 8 seconds and eats into our error budget. Can we get a different threshold for it?"
+        assert cue_match("advice", answer_context.Piece(1, 0, text, "sentence", 1), q) == match
+        # asked what to do, not whether it may be had: the ability is no advice
+        other = "Our export endpoint takes about 8 seconds and eats into our error budget. What should we do about it?"
+        assert cue_match("advice", answer_context.Piece(1, 0, text, "sentence", 1), other) == 0.0
+
+    def test_an_ask_for_leave_is_answered_by_what_grants_it(self):
+        text = (
+            "Custom Targets introduce the ability to set tailored durations on individual endpoints and jobs.\n\n"
+            "There is a legacy apdex threshold used for every endpoint which is set to 5 seconds. When a request"
+            " exceeds 5 seconds, it counts against the error budget."
+        )
+        q = "Our export endpoint takes about 8 seconds and keeps eating into our error budget. Can we get a different threshold for it?"
+        assert self.quoted(q, text)[0].startswith("Custom Targets introduce the ability")
+
+    @pytest.mark.parametrize(
+        ("question", "cue"),
+        [
+            ("Our export endpoint takes about 8 seconds and eats into our budget. Can we get a different threshold for it?", "advice"),
+            ("The export takes 8 seconds, am I allowed to raise the limit for it?", "advice"),
+            ("What is the rate limit of the API?", "number"),  # asks for the number
+            ("Can we tell how many requests the rate limit lets through?", "number"),  # "how many" asks for it
+            ("What threshold counts against the budget?", "number"),
+        ],
+    )
+    def test_a_limit_a_question_asks_leave_to_change_is_no_number_asked(self, question, cue):
+        assert question_cue(question) == cue
+
     def test_an_advice_question_is_answered_by_the_advice_not_the_situation_restated(self):
         q = "a database outage last week wrecked every team's numbers, does our group just have to eat that?"
         text = (

@@ -99,16 +99,20 @@ def asks_advice(question: str) -> bool:
     The situation is what comes before it: four words at least, not itself a question ("Do you screen for fraud, and
     can that stop a payment?" asks two things). Its answer is the handbook's advice for a situation, not the
     sentences that restate the situation."""
-    q = " ".join(question.split()).rstrip()
-    if not q.endswith("?"):
+    situation, ask = _situation_and_ask(question)
+    if not question.rstrip().endswith("?") or not situation:
         return False
+    return len(situation.split()) >= _SITUATION_WORDS and _OPENS_QUESTION.match(situation) is None and _ASKS_ADVICE.match(ask) is not None
+
+
+def _situation_and_ask(question: str) -> tuple[str, str]:
+    """A question's situation and its ask (`asks_advice`): the ask is its last sentence, or in a one-sentence question
+    its last clause; the situation what comes before ("" for a question of one clause, which is all ask)."""
+    q = " ".join(question.split()).rstrip()
     cut = max(q.rfind(". "), q.rfind("! "), q.rfind("? "), q.rfind(" - "), q.rfind(" — "))
     if cut < 0:
         cut = q.rfind(", ")
-    if cut < 0:
-        return False
-    situation, ask = q[:cut].strip(" -—"), q[cut + 1 :].strip(" -—")
-    return len(situation.split()) >= _SITUATION_WORDS and _OPENS_QUESTION.match(situation) is None and _ASKS_ADVICE.match(ask) is not None
+    return (q[:cut].strip(" -—"), q[cut + 1 :].strip(" -—")) if cut >= 0 else ("", q)
 
 
 # A name in a question: a word (as `ragline.text.tokenize` splits them) that is capitalised without
@@ -154,12 +158,35 @@ def unknown_names(question: str, idf_source: Any) -> list[str]:
     return unknown
 
 
+# An ask for leave or for whether something can be had ("Can we get a different threshold just for it?", "am I allowed
+# to ...?", "is it possible to ...?"): a sentence granting or stating the ability answers it ("Custom Targets introduce
+# the ability to set tailored Error Budget durations on individual endpoints", "You may use ..."), advice or not; and a
+# limit or threshold it names is what it asks to change, not a number asked for.
+_ASKS_LEAVE = re.compile(
+    r"^\W*(?:(?:so|and|but|then)\s+)?(?:can|could|may|(?:am|are|is) (?:i|we|they|it) (?:allowed|permitted)|is it (?:possible|ok|okay|fine))\b",
+    re.I,
+)
+# what grants or states an ability: not "may be deferred", "may have" (what might happen), nor "as soon as possible"
+_PERMITS = re.compile(
+    r"\b(?:ability to|able to|allow(?:s|ed|ing)?|permitted|(?:is|are|it's|it’s) (?:\w+ )?possible|possible to|free to|option to"
+    r"|may(?!\s+(?:also\s+|well\s+)?(?:be|have)\b))\b",
+    re.I,
+)
+
+
+def asks_leave(question: str) -> bool:
+    """Whether a question's ask (its last sentence, or a one-sentence question's last clause) asks whether something
+    may or can be done or had (`_ASKS_LEAVE`)."""
+    return _ASKS_LEAVE.match(_situation_and_ask(question)[1]) is not None
+
+
 def question_cue(question: str) -> str | None:
     """The kind of answer a question asks for.
 
     code (a command, payload or config), steps ("how do I", "recovery steps"),
     duration ("how long", "how quickly", "deadline", "what time window"), time ("when", "what time"),
-    number ("how many", "limit"), name ("which tool", "what service"), definition
+    number ("how many", "limit"; not a limit a question asks leave to change, `asks_leave`: "Can we get a
+    different threshold?"), name ("which tool", "what service"), definition
     ("what does X mean", "what is X", a bare identifier), or None. The first that
     matches, in that order; then advice (`asks_advice`: a situation, then whether or what to do in it).
     """
@@ -173,8 +200,10 @@ def question_cue(question: str) -> str | None:
         ("name", _NAME_Q),
         ("definition", _DEFINITION_Q),
     ):
-        if pattern.search(q) and not (
-            cue == "time" and _CONDITION_WHEN.search(q) and not re.search(r"\b(?:what time|schedule|how often)\b", q, re.I)
+        if (
+            pattern.search(q)
+            and not (cue == "time" and _CONDITION_WHEN.search(q) and not re.search(r"\b(?:what time|schedule|how often)\b", q, re.I))
+            and not (cue == "number" and asks_leave(q) and not re.search(r"\bhow (?:many|much)\b", q, re.I))
         ):
             return cue
     return "advice" if asks_advice(q) else None
@@ -502,10 +531,14 @@ def cue_match(cue: str | None, cand: Any, question: str = "") -> float:
             if cand.kind == "sentence" and (_ADVICE.search(text) or ragline.text.leads_in(text))
             else 0.0
         )
-    if cue == "advice":  # advice for a situation, a recommendation or a rule laid down, in prose; a question is none
+    # advice for a situation, a recommendation or a rule laid down, in prose (a question is none); to an ask for leave,
+    # also what grants or states the ability (`asks_leave`, `_PERMITS`)
+    if cue == "advice":
         if cand.kind != "sentence" or text.rstrip().endswith("?"):
             return 0.0
-        return 1.0 if any(p.search(text) for p in (_ADVICE, _RECOMMENDS, _LAYS_DOWN)) else 0.0
+        if any(p.search(text) for p in (_ADVICE, _RECOMMENDS, _LAYS_DOWN)):
+            return 1.0
+        return 1.0 if asks_leave(question) and _PERMITS.search(text) else 0.0
     if cue == "code":
         return 1.0 if cand.kind == "code" else 0.0
     if cue == "name":
