@@ -840,6 +840,9 @@ class TestAnswerChoice:
             ("There is a legacy threshold used for every endpoint, set to 5 seconds.", 0.0),  # states, grants nothing
             ("The execution may be deferred to accommodate release management.", 0.0),  # what might happen
             ("Restore operations as quickly and with as little disruption as possible.", 0.0),
+            ("Latency may vary between regions.", 0.0),  # "may" of what might happen
+            ("It is possible that the job times out.", 0.0),
+            ("In May, the threshold was lowered.", 0.0),
         ],
     )
     def test_what_grants_the_ability_answers_an_ask_for_leave(self, text, match):
@@ -864,7 +867,11 @@ class TestAnswerChoice:
             ("Our export endpoint takes about 8 seconds and eats into our budget. Can we get a different threshold for it?", "advice"),
             ("The export takes 8 seconds, am I allowed to raise the limit for it?", "advice"),
             ("What is the rate limit of the API?", "number"),  # asks for the number
-            ("Can we tell how many requests the rate limit lets through?", "number"),  # "how many" asks for it
+            ("Can we get past the limit of how many builds run at once?", "number"),  # "how many" asks for it
+            ("Can you tell me the rate limit for the API?", "number"),  # a request to be told, no leave asked
+            ("Could someone tell me the maximum upload size?", "number"),
+            ("May I ask what the threshold for paging is?", "number"),
+            ("What is the maximum upload size, can I raise it?", "number"),  # it asks for the size too
             ("What threshold counts against the budget?", "number"),
         ],
     )
@@ -980,11 +987,11 @@ class TestAnswerChoice:
         long = dataclasses.replace(first, text="Capture a charge with `POST /v2/charges/{id}/capture` " + "and more words " * 4 + "here.")
         assert choice.with_first_step([rest], [long, rest], opens, 60) == [long, rest]
         assert choice.with_first_step([rest], [long, rest], opens, 5) == [rest]  # past the budget, too long a step to be one
-        framed = dataclasses.replace(first, text="In the general case, capture the charge.")  # a frame, then the order
+        framed = dataclasses.replace(first, text="Based on the order, capture the charge.")  # a frame, then the order
         assert choice.with_first_step([rest], [framed, rest], opens, 60) == [framed, rest]
         for text in (
             "Captures are refunded after a week.",  # a statement
-            "In the general case, the charge is captured.",  # a preposition opens it, a statement follows
+            "In the general case, capture the charge.",  # a preposition opens it
             "Capture it like so:",  # a lead-in
             "Security issues are managed by the security team.",  # a noun before its verb
         ):
@@ -1034,12 +1041,16 @@ class TestAnswerChoice:
             ("Almost all version control systems are oriented around one author.", False),
             ("Even the biggest task can be split.", False),
             ("Based on user journeys, create test cases per scenario you would like to test.", True),  # a frame, then the order
-            ("In production, use the read replica.", True),
             ("Using the runbook, check `kubectl get pods` first.", True),
-            ("In particular, code that is hard to read slows review.", False),  # a noun before its verb
-            ("In most cases, feature flags are removed after launch.", False),
+            ("According to the plan, deploy on Monday.", True),
+            ("In production, use the read replica.", False),  # a place is no frame: a noun after it reads as a verb
+            ("In production, latency matters more than throughput.", False),
+            ("For example, code review catches most bugs.", False),
+            ("Based on that, code that is hard to read slows review.", False),  # a noun before its verb
             ("Based on the survey, reviewers prefer small changes.", False),  # a plural noun
-            ("With the new pipeline, deploys happen hourly.", False),
+            ("Based on the survey, management prefers small changes.", False),
+            ("Based on the survey, deployment time grew.", False),  # a noun's ending
+            ("Using the new pipeline, code ships hourly.", False),  # a verb's -s form next
         ],
     )
     def test_a_sentence_opening_with_an_order(self, text, order):
@@ -1133,6 +1144,13 @@ class TestAnswerChoice:
             ("What counts as a leading organization?", None),
             ("What qualifies as an emergency?", None),
             ("What process do we follow?", None),  # -ss: no plural
+            ("What status does the pipeline show?", None),  # -us
+            ("What analysis is needed?", None),  # -is
+            ("What happens after I merge?", None),  # a verb, then a preposition
+            ("What needs to be done before a release?", None),
+            ("What matters most in a review?", None),
+            ("What are the steps to request access?", "steps"),
+            ("Which teams own the service?", "teams"),
             ("How many sections are there?", None),  # no "what" or "which"
         ],
     )

@@ -364,11 +364,20 @@ ANAPHOR = re.compile(r"\W*(?:this|these|that|those|it|they|such)\b", re.I)  # a 
 
 
 # "what sections make up ...", "which tools ...", "what are the steps to ...", "what kinds of checks ...": the plural
-# noun asked after. A verb in its place is none ("what does X mean", "what happens if", "what counts as", "what
-# qualifies as": followed by an article, a pronoun, a condition or "as"), nor a noun ending in -ss ("what process ...").
+# noun asked after. A verb in its place is none: what follows it reads as a verb's object or complement, not as the
+# noun's verb ("what does X mean", "what happens after I merge", "what counts as", "what belongs in", "what needs to be
+# done", "what matters most": an article, a pronoun, a preposition, a condition, "to" or an adverb next; after "what
+# are the" or "what kinds of" a noun it is); nor a word ending in -ss, -us or -is ("what process", "what status",
+# "what analysis"; "alias" or "bias" passes). A verb followed by a bare noun ("what causes outages") is read as a noun
+# asked after, and a sentence naming it seldom has a list after it.
+_PLURAL = r"([a-z]{2,}(?<![sui])s)\b"  # not -ss, -us, -is
 ASKED_PLURAL = re.compile(
-    r"^\W*(?:what|which)\s+(?:are\s+the\s+|(?:kinds?|types?|sorts?)\s+of\s+)?(?!(?:does|goes)\b)([a-z]{2,}[^s\W]s)\b"
-    r"(?!\s+(?:as|if|when|whether|the|a|an|my|our|your|their|this|that|these|those|it|we|i|you|he|she|they)\b)",
+    r"^\W*(?:what|which)\s+(?:(?:are\s+the|(?:kinds?|types?|sorts?)\s+of)\s+"
+    + _PLURAL
+    + r"|(?!(?:does|goes)\b)"
+    + _PLURAL
+    + r"(?!\s+(?:as|if|when|whether|where|the|a|an|my|our|your|their|this|that|these|those|it|we|i|you|he|she|they|to|in|on|at"
+    r"|after|before|for|from|with|into|onto|next|most|more|least|here|there|now|then|once|during|until|up|out|off|down|over)\b))",
     re.I,
 )
 
@@ -377,7 +386,7 @@ def asked_plural(question: str) -> str | None:
     """The plural noun a "what / which ..." question asks after (`ASKED_PLURAL`), or None: a sentence naming it that a
     list follows announces that list (`continued`): "... broken up into many separate sections", then the sections."""
     m = ASKED_PLURAL.match(question)
-    return m.group(1) if m else None
+    return (m.group(1) or m.group(2)) if m else None
 
 
 def new_to(pieces: Sequence[Piece], chosen: Sequence[Piece]) -> list[Piece]:

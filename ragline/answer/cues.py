@@ -100,7 +100,7 @@ def asks_advice(question: str) -> bool:
     can that stop a payment?" asks two things). Its answer is the handbook's advice for a situation, not the
     sentences that restate the situation."""
     situation, ask = _situation_and_ask(question)
-    if not question.rstrip().endswith("?") or not situation:
+    if not question.rstrip().endswith("?"):
         return False
     return len(situation.split()) >= _SITUATION_WORDS and _OPENS_QUESTION.match(situation) is None and _ASKS_ADVICE.match(ask) is not None
 
@@ -161,23 +161,25 @@ def unknown_names(question: str, idf_source: Any) -> list[str]:
 # An ask for leave or for whether something can be had ("Can we get a different threshold just for it?", "am I allowed
 # to ...?", "is it possible to ...?"): a sentence granting or stating the ability answers it ("Custom Targets introduce
 # the ability to set tailored Error Budget durations on individual endpoints", "You may use ..."), advice or not; and a
-# limit or threshold it names is what it asks to change, not a number asked for.
+# limit or threshold it names is what it asks to change, not a number asked for. A request for something to be told is
+# none ("Can you tell me the rate limit?", "Could someone tell me ...", "May I ask what the threshold is?").
 _ASKS_LEAVE = re.compile(
-    r"^\W*(?:(?:so|and|but|then)\s+)?(?:can|could|may|(?:am|are|is) (?:i|we|they|it) (?:allowed|permitted)|is it (?:possible|ok|okay|fine))\b",
+    r"^\W*(?:(?:so|and|but|then)\s+)?(?:"
+    r"(?:can|could|may) (?:i|we|they|my team|our team|our group)\b(?!\s+(?:please\s+)?(?:ask|know|see|find|learn|check|tell|hear)\b)"
+    r"|(?:am|are|is) (?:i|we|they|it) (?:allowed|permitted)\b|is it (?:possible|ok|okay|fine|allowed)\b)",
     re.I,
 )
-# what grants or states an ability: not "may be deferred", "may have" (what might happen), nor "as soon as possible"
-_PERMITS = re.compile(
-    r"\b(?:ability to|able to|allow(?:s|ed|ing)?|permitted|(?:is|are|it's|it’s) (?:\w+ )?possible|possible to|free to|option to"
-    r"|may(?!\s+(?:also\s+|well\s+)?(?:be|have)\b))\b",
-    re.I,
-)
+# what grants or states an ability: "the ability to", "allowed", "you may"; not what might happen ("Latency may vary",
+# "It is possible that the job times out"), nor "as soon as possible"
+_PERMITS = re.compile(r"\b(?:ability to|able to|allow(?:s|ed|ing)?|permitted|possible to|free to|option to|you may)\b", re.I)
 
 
 def asks_leave(question: str) -> bool:
-    """Whether a question's ask (its last sentence, or a one-sentence question's last clause) asks whether something
-    may or can be done or had (`_ASKS_LEAVE`)."""
-    return _ASKS_LEAVE.match(_situation_and_ask(question)[1]) is not None
+    """Whether a question's ask (its last sentence, or a one-sentence question's last clause) asks whether the asker may
+    do or have something (`_ASKS_LEAVE`), and what comes before it is no question of its own ("What is the maximum upload
+    size, can I raise it?" asks for the size too)."""
+    situation, ask = _situation_and_ask(question)
+    return _ASKS_LEAVE.match(ask) is not None and _OPENS_QUESTION.match(situation) is None
 
 
 def question_cue(question: str) -> str | None:
@@ -480,15 +482,20 @@ _ORDER = re.compile(
 )
 
 
-# An order after the frame it holds in: a phrase of what to go by or where ("Based on user journeys, create test cases per
-# scenario", "In production, use the replica", "Using the runbook, check ..."), its comma, then the imperative. Not a
-# condition ("If the code is hard to read, ask the author": advice for a situation, `_ADVICE`), nor a statement after the
-# comma ("From the customer's point of view, an unknown charge is neither", "Given these questions, we documented ..."),
-# nor a noun there before its verb ("In particular, code that is hard to read ...", "In most cases, feature flags are
-# ...": a verb such as "is" within three words; an order so followed, "check that it is set", is missed).
+# An order after the frame it holds in: a phrase of what to go by ("Based on user journeys, create test cases per
+# scenario", "Using the runbook, check ...", "According to the plan, ..."), its comma, then the imperative. Not a
+# condition ("If the code is hard to read, ask the author": advice for a situation, `_ADVICE`), nor a place, a time or
+# an example ("In production, latency matters ...", "In the past, deployment took hours", "For example, code review
+# catches ...": a noun there reads as the verb, and no parser here tells them apart), nor a statement after the comma
+# ("Given these questions, we documented ..."), nor a noun there before its verb: a noun's ending, as `_ORDER` reads it
+# ("Based on the survey, management prefers ..."), a verb's -s or -ed form next ("Using the new pipeline, code
+# ships hourly"), or a verb such as "is" within three words ("Based on that, code that is hard to read ..."; an order so
+# followed, "check that it is set", is missed).
 _FRAMED = re.compile(
-    r"^\W*(?:based on|according to|using|with|in|on|for|from|at|during|per|via|given)\s(?>[^.;:,]{1,100}),\s*"
+    r"^\W*(?:based on|according to|using|depending on|following)\s(?>[^.;:,]{1,100}),\s*"
     + _IMPERATIVE
+    + r"(?<!dom)(?<!ion)(?<!ment)(?<!ness)(?<!ity)(?<!ery)(?<!ship)(?<!cy)(?<!ance)(?<!ence)"
+    + r"(?!\s+[a-z]+(?:[^s\W]s|ed)\b)"
     + r"(?!(?:\s+[^\s.;:,]+){0,2}?\s+(?:is|are|was|were|has|have|had|can|could|should|must|will|would|may|might|do|does|did)\b)",
     re.I,
 )
