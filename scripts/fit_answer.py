@@ -14,7 +14,9 @@ ten <= P90_WORDS words). The chosen point is the feasible one with the best mean
 over the corpora (ties: the earlier point of the grid).
 
 Leave-one-corpus-out: for each corpus, the point chosen on the other four, scored on it, beside
-the hand-set weights the fit replaced (HAND). results/answer-fit.json holds all of it;
+the hand-set weights the fit replaced (HAND). Each row also counts, of the answerable questions
+whose gold block the default retrieval ranked first, those answered wrong (the failure report's
+"gold first, answer wrong", here without the refusals). results/answer-fit.json holds all of it;
 ragline.answer.choice.FITTED must equal its `chosen` (tests/test_golden.py checks).
 
 The refusals (`missing_evidence`, the abstain threshold) do not depend on these weights: every
@@ -40,10 +42,11 @@ sys.path.insert(0, str(ROOT))
 import rag_answer  # noqa: E402
 import rag_embed  # noqa: E402
 import rag_index  # noqa: E402
+import ragline.records  # noqa: E402
 from ragline.answer import choice  # noqa: E402
 from ragline.answer import context as answer_context  # noqa: E402
 from ragline.eval import metrics  # noqa: E402
-from ragline.eval.golden import load_golden  # noqa: E402
+from ragline.eval.golden import load_golden, read_chunking, resolve_gold  # noqa: E402
 from ragline.eval.metrics import answer_ok  # noqa: E402
 
 OUT = ROOT / "results" / "answer-fit.json"
@@ -92,18 +95,38 @@ def answers(corpus: str, docs: str, golden: str, work: Path) -> tuple[list[tuple
     generator = rag_answer.Extractive(
         rag_answer.FEATURES, index.bm25, rag_answer.embed_with(rag_embed.load_embedder(index.manifest["model"]))
     )
-    questions = load_golden(str(ROOT / golden)).by_id()
-    asked = [(questions[r["id"]], answer_context.context(r["hits"], rag_answer.CONTEXT)) for r in records if questions[r["id"]].answerable]
+    loaded = load_golden(str(ROOT / golden))
+    questions = loaded.by_id()
+    # gold under this chunking, as rag-eval score resolves it for the failure report
+    chunks = idx.parent / "chunks.jsonl"
+    chunking = read_chunking(ragline.records.read_records([str(chunks)]), str(chunks))
+    asked = [
+        (q, answer_context.context(r["hits"], rag_answer.CONTEXT), gold_first(r["hits"], resolve_gold(q, chunking, loaded.where(q))[0]))
+        for r in records
+        if (q := questions[r["id"]]).answerable
+    ]
     scores = {}
     for point in [HAND, *GRID]:
         generator.choice = point
         ok, words = [], []
-        for q, blocks in asked:
+        for q, blocks, _ in asked:
             text = generator.generate(q.question, blocks)
             words.append(len(text.split()))
             ok.append(answer_ok(text, False, q.answer_contains, True, words[-1]))
-        scores[point] = (float(np.mean(ok)), float(np.median(words)), float(np.percentile(words, 90)))
+        first_wrong = sum(1 for (_, _, first), right in zip(asked, ok, strict=True) if first and not right)
+        scores[point] = (
+            float(np.mean(ok)),
+            float(np.median(words)),
+            float(np.percentile(words, 90)),
+            first_wrong,
+            sum(a[2] for a in asked),
+        )
     return scores
+
+
+def gold_first(hits: list[dict], gold: tuple[str, ...]) -> bool:
+    """Whether the block ranked first is one of the question's gold blocks (the failure report's "gold first")."""
+    return bool(hits) and hits[0]["chunk_id"] in set(gold)
 
 
 def choose(table: dict[str, dict], corpora: list[str]) -> choice.ChoiceWeights:
@@ -111,12 +134,16 @@ def choose(table: dict[str, dict], corpora: list[str]) -> choice.ChoiceWeights:
     return max(feasible, key=lambda p: (np.mean([table[c][p][0] for c in corpora]), -GRID.index(p)))
 
 
-def row(point: choice.ChoiceWeights, figures: tuple[float, float, float]) -> dict:
+def row(point: choice.ChoiceWeights, figures: tuple[float, ...]) -> dict:
+    """A point's figures on one corpus: answer-ok, the answers' words at the median and p90, and of the answerable
+    questions whose gold block was ranked first, how many are answered wrong (and how many there are)."""
     return {
         "weights": dataclasses.asdict(point),
         "answer_ok": round(figures[0], 4),
         "words_p50": figures[1],
         "words_p90": round(figures[2], 1),
+        "gold_first_wrong": figures[3],
+        "gold_first": figures[4],
     }
 
 
@@ -143,12 +170,11 @@ def main() -> None:
         "objective": f"mean answer-ok (and at most {LONG_WORDS} words) of answerable questions over the corpora; answers' median <= {MEDIAN_WORDS} and p90 <= {P90_WORDS} words on each",
         "corpora": corpora,
         "grid_points": len(GRID),
-        "chosen": row(chosen, (np.mean([table[c][chosen][0] for c in corpora]), 0, 0))
+        "chosen": {"weights": dataclasses.asdict(chosen), "answer_ok": round(float(np.mean([table[c][chosen][0] for c in corpora])), 4)}
         | {"per_corpus": {c: row(chosen, table[c][chosen]) for c in corpora}},
         "hand": {c: row(HAND, table[c][HAND]) for c in corpora},
         "leave_one_corpus_out": loco,
     }
-    del result["chosen"]["words_p50"], result["chosen"]["words_p90"]
     OUT.write_text(json.dumps(result, indent=1) + "\n")
     print(
         json.dumps(

@@ -232,6 +232,10 @@ def test_the_answer_choice_ships_the_fitted_weights():
         assert other["corpora"] == pmi["corpora"], path.name
     assert set(fit["leave_one_corpus_out"]) == set(fit["corpora"]) == {c.name for c in evalruns.CORPORA}  # all five
     assert fit["objective"].startswith("mean answer-ok (and at most 100 words)")  # the answer among filler is no answer
+    # each corpus, fitted and left out, counts its gold-first questions answered wrong (issue 36's measure)
+    for corpus in fit["corpora"]:
+        for scored in (fit["chosen"]["per_corpus"][corpus], fit["leave_one_corpus_out"][corpus]["chosen_on_the_others"]):
+            assert 0 <= scored["gold_first_wrong"] <= scored["gold_first"], corpus
 
 
 def test_rerank_fit_of_some_kinds_claims_nothing_of_the_others():
