@@ -1229,6 +1229,18 @@ class TestAnswerChoice:
         assert cues.plain("`" * 40_000) == "`" * 40_000  # one pass: a lazy span between free runs took 765 s here
         assert cues.plain("match [^a-z] chars, note[^2]: see") == "match ^a-z chars, note: see"  # a class is no footnote
 
+    def test_links_and_emphasis_read_in_one_pass(self):
+        # a link's text may hold brackets, and an image in a link (a badge) reads as its alt text
+        assert cues.plain("see [Migration errors in 16.[012]](https://x/1). Done") == "see Migration errors in 16.[012]. Done"
+        assert cues.plain("[![Build status](https://b/x.svg)](https://b/pipeline) is green") == "Build status is green"
+        assert cues.plain("[a [b](u)") == "[a b"  # an unclosed bracket opens no link
+        # emphasis around marks inside a word, strong around emphasis
+        assert cues.plain("_use snake_case here_ and *a*b* and **bold *and* more**") == "use snake_case here and a*b and bold and more"
+        assert cues.plain("a [shortcut link] and a task [ ] and [7]") == "a shortcut link and a task [ ] and [7]"
+        # marks that open nothing are scanned to the next mark only: each of these was quadratic (8,000 took 2-4 s)
+        for text in ("[" * 40_000, "[a" * 40_000, "[^" * 40_000, "*a " * 40_000, "**a " * 40_000, "__a " * 40_000, "_a " * 40_000):
+            assert cues.plain(text) == text
+
     def test_quotes_read_as_prose_not_markup(self):
         text = "Say **Delete** the *FizzBuzz* RPC, as [the guide](../x.md#a) asks. <%= partial 'x' %>Keep snake_case names."
         out = answer(hits_record("delete fizzbuzz rpc guide", hit("a#x", text)), Extractive(self.FEATURES), 0.0)
