@@ -1131,6 +1131,11 @@ class TestAnswerChoice:
         ]  # fmt: skip
         # asked after something else, the sentence announces nothing: no list
         assert "Pushback" not in "\n".join(self.quoted("How is the reviewer's guide broken up into sections?", text))
+        # the noun in any case: "Sections" opening the sentence names them too
+        capital = text.replace("Together they are one document, broken up into separate sections.", "Sections of one document follow.")
+        assert self.quoted("what sections make up the reviewer's guide?", capital)[1:4] == [
+            "- The Standard of Review [1]", "- Speed of Reviews [1]", "- Handling Pushback [1]",
+        ]  # fmt: skip
 
     @pytest.mark.parametrize(
         ("question", "asked"),
