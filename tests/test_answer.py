@@ -1234,6 +1234,11 @@ class TestAnswerChoice:
         assert cues.plain("`" * 40_000) == "`" * 40_000  # one pass: a lazy span between free runs took 765 s here
         assert cues.plain("match [^a-z] chars, note[^2]: see") == "match ^a-z chars, note: see"  # a class is no footnote
 
+    def test_a_picture_is_not_quoted_as_an_answer(self):
+        text = "![Deployment process overview](/img/deploy.png)\n\nIn the deployment process, deploys run every hour."
+        lines = self.quoted("give me an overview of the deployment process", text)
+        assert lines == ["In the deployment process, deploys run every hour [1]."]  # not "Deployment process overview [1]"
+
     def test_links_and_emphasis_read_in_one_pass(self):
         # a link's text may hold brackets, and an image in a link (a badge) reads as its alt text
         assert cues.plain("see [Migration errors in 16.[012]](https://x/1). Done") == "see Migration errors in 16.[012]. Done"

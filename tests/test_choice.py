@@ -123,6 +123,34 @@ def test_choose_keeps_pieces_within_keep_most_and_budget():
     assert choose(ranked, [best, long, short], "q", None, most) == [best]
 
 
+def test_an_item_over_the_budget_is_quoted_as_its_first_sentence():
+    best = sentence(1, 0, "We have the pick label for urgent code.")  # 8 words
+    long = item(2, 0, "- Labelled requests are cherry-picked into the branch. Every hour a task runs again to pick the rest.")
+    tight = dataclasses.replace(WIDE, budget=16)
+    out = choose(scored((1.0, best), (0.9, long)), [best, long], "q", None, tight)
+    assert out == [best, dataclasses.replace(long, text="- Labelled requests are cherry-picked into the branch.")]  # the step
+    assert choose(scored((1.0, best), (0.9, long)), [best, long], "q", None, WIDE) == [best, long]  # within the budget: whole
+    # a first sentence that asks, or holds code fenced or a link cut open, is no step: the item is left out, as before
+    for text in (
+        "- Is a rollback available? Ask the release managers first, then roll back.",
+        "- Run ```make all```. Then wait for the build to finish before you go on.",
+        "- Read [the guide. It](https://x/y) says how, in many more words than fit here.",
+    ):
+        asked = dataclasses.replace(long, text=text)
+        assert len(first_sentence(text).split()) <= 6  # the first sentence alone would fit
+        assert choose(scored((1.0, best), (0.9, asked)), [best, asked], "q", None, dataclasses.replace(WIDE, budget=14)) == [best], text
+    # a sentence over the budget is not cut
+    prose = sentence(2, 0, "Labelled requests are cherry-picked into the branch. Every hour a task runs again to pick the rest.")
+    assert choose(scored((1.0, best), (0.9, prose)), [best, prose], "q", None, tight) == [best]
+
+
+def test_a_picture_is_no_piece_to_quote():
+    assert choice.pictures(sentence(1, 0, "![GitLab.com deployment process](/images/deploy.png)"))
+    assert choice.pictures(sentence(1, 0, "[![Build status](https://b/x.svg)](https://b/pipeline)"))
+    assert not choice.pictures(sentence(1, 0, "See ![the diagram](/d.png) for the flow."))  # words of its own
+    assert not choice.pictures(item(1, 0, "- ![logo](/l.png)"))  # an item is a list's content
+
+
 def test_choose_puts_the_lead_first_and_the_rest_in_handbook_order():
     best, later, earlier = sentence(1, 0, "lead piece"), sentence(2, 0, "from block two"), sentence(1, 5, "later in one")
     ranked = scored((1.0, best), (0.9, later), (0.8, earlier))

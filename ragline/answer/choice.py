@@ -11,8 +11,8 @@ The whole rule, in the order it runs:
    local model as a judge, the `JudgeWeights.pieces` best then get its judgement relative to
    the best judged piece's (`relative`), weighted.
 3. `select`: `choose` picks the pieces, the one that answers first: a steps question whose best
-   piece is a list item gets that list within `listed` words (`fit_list`); a code block is the
-   answer alone and never a further piece; a question after a
+   piece is a list item gets that list within `listed` words (`fit_list`); a further list item over the word budget
+   is quoted as its first sentence; a code block is the answer alone and never a further piece; a question after a
    time, a duration, a number or a name gets a piece holding it (`holds_asked`), and once the best
    piece holds it nothing comes from a lower block (but for a frequency: `HOW_OFTEN`); a lead
    that brings its list, table or code (`continued`) is the answer alone; each piece that
@@ -225,6 +225,16 @@ def asks(piece: Piece) -> bool:
     return piece.kind == "sentence" and piece.text.rstrip(" *_`)\"'\u201d\u2019").endswith("?")
 
 
+# a paragraph that is only a picture, linked or not: `![GitLab.com deployment process](/images/....png)`
+_PICTURE = re.compile(r"\[?!\[[^\]\n]{0,500}\]\([^)\n]{0,2048}\)(?:\]\([^)\n]{0,2048}\))?[.\s]*")
+
+
+def pictures(piece: Piece) -> bool:
+    """Whether a piece is a sentence that is only an image (or an image in a link, a badge): its alt text says what the
+    picture shows, not what the handbook states, and is no answer."""
+    return piece.kind == "sentence" and _PICTURE.fullmatch(piece.text.strip()) is not None
+
+
 def holds_asked(cue: str | None, piece: Piece, question: str) -> bool:
     """Whether a piece holds what the question asks for: the cue's kind fully
     (`cue_match`), and the precise quantity where the question names one (`asked_quantity`:
@@ -247,7 +257,9 @@ def choose(ranked: list[Scored], pieces: Sequence[Piece], question: str, cue: st
     For a steps question whose best candidate is a list item: its list, in its order, within
     `listed` words (`fit_list`).
     A code block: alone. Otherwise the best candidate, then up to `most - 1` more scoring at
-    least `keep` of it while the answer stays within `budget` words. A question after a
+    least `keep` of it while the answer stays within `budget` words; a list item over what is left
+    of them is quoted as its first sentence (the step, not its detail, as `fit_list` cuts a list),
+    where that asks nothing and cuts no code or link open. A question after a
     time, a duration, a number or a name must get a piece holding it (`holds_asked`): when
     none of those chosen does, the best one that does and scores half the best's joins,
     from whichever block holds it, and the piece holding it leads; the rest follow in
@@ -268,7 +280,13 @@ def choose(ranked: list[Scored], pieces: Sequence[Piece], question: str, cue: st
             break
         if settled and s.piece.block > best.piece.block:
             continue
-        if s.piece.kind != "code" and words + len(s.piece.text.split()) <= weights.budget:
+        if s.piece.kind == "code":
+            continue
+        if words + len(s.piece.text.split()) > weights.budget and s.piece.kind == "item":
+            first = first_sentence(s.piece.text)
+            if "```" not in first and balanced(first) and not first.rstrip(" *_)\"'").endswith("?"):
+                s = Scored(s.score, dataclasses.replace(s.piece, text=first))  # the step, not its detail
+        if words + len(s.piece.text.split()) <= weights.budget:
             chosen.append(s)
             words += len(s.piece.text.split())
     if cue and not any(holds_asked(cue, s.piece, question) for s in chosen):

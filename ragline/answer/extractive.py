@@ -86,9 +86,10 @@ class Extractive:
         every = [c for b in blocks for c in b.quotes("unwrap" in self.features)]
         # code is a candidate for a question asking for code, or where it holds what is asked (a sample config's value)
         cands = every if cue == "code" else [c for c in every if c.kind != "code" or rule.holds_asked(cue, c, question)]
-        # a question the handbook asks ("Does this change even make sense?") answers nothing: it comes only
-        # along with what it leads in to (`continued`), or where the blocks hold nothing else
-        cands = [c for c in cands if not rule.asks(c)] or cands
+        # a question the handbook asks ("Does this change even make sense?") answers nothing, nor a picture's alt text:
+        # each comes only along with what leads in to it or what it leads in to (`continued`), or where the blocks
+        # hold nothing else
+        cands = [c for c in cands if not rule.asks(c) and not rule.pictures(c)] or cands
         if not cands:
             return ""
         heads = {b.n: ragline.text.term_set(" ".join(b.headings)) for b in blocks} if "headings" in self.features else None
