@@ -144,11 +144,37 @@ def test_an_item_over_the_budget_is_quoted_as_its_first_sentence():
     assert choose(scored((1.0, best), (0.9, prose)), [best, prose], "q", None, tight) == [best]
 
 
+def test_an_items_step_names_more_than_a_number_or_a_picture():
+    assert choice.item_step(item(1, 0, "- Step 1. Tag the release branch and sign the tag with the release key.")) is None
+    assert choice.item_step(item(1, 0, "- ![Release flow of the billing service](/r.png). The tag is made from the branch.")) is None
+    assert choice.item_step(item(1, 0, "- Tag it.")) is None  # one sentence: the whole item
+    step = choice.item_step(item(1, 0, "- Tag the branch. Then sign it."))
+    assert step is not None and step.text == "- Tag the branch."
+
+
+def test_a_place_of_a_block_is_quoted_once():
+    whole = item(1, 2, "- Retention is set per store. It is 30 days for each store.")
+    step = dataclasses.replace(whole, text="- Retention is set per store.")
+    other = sentence(1, 0, "Backups are kept in the vault.")
+    assert choice.once([whole, other, step]) == [whole, other]
+    assert choice.once([step, other, whole]) == [step, other]
+    # end to end: the piece holding the asked number is the whole item whose step was chosen first
+    best = sentence(1, 0, "Backups of the billing service are kept in the archive vault of the billing service.")
+    ranked = scored((0.9, best), (0.6, whole))
+    out = select(ranked, [best, whole], [best, whole], "How many days are backups kept?", "number", dataclasses.replace(WIDE, budget=24))
+    assert [(p.block, p.position) for p in out] == [(1, 2), (1, 0)] and out[0] == whole
+
+
 def test_a_picture_is_no_piece_to_quote():
     assert choice.pictures(sentence(1, 0, "![GitLab.com deployment process](/images/deploy.png)"))
     assert choice.pictures(sentence(1, 0, "[![Build status](https://b/x.svg)](https://b/pipeline)"))
     assert not choice.pictures(sentence(1, 0, "See ![the diagram](/d.png) for the flow."))  # words of its own
-    assert not choice.pictures(item(1, 0, "- ![logo](/l.png)"))  # an item is a list's content
+    assert choice.pictures(item(1, 0, "- ![logo](/l.png)"))  # an item that is only a picture too
+    assert choice.pictures(sentence(1, 0, '![a](u "A (draft)")'))  # a title with parentheses
+    assert choice.pictures(sentence(1, 0, "![Deployment process overview][deploy]"))  # by reference
+    assert choice.pictures(sentence(1, 0, "![a](/x.png){: .shadow}"))  # a kramdown attribute list
+    assert choice.pictures(sentence(1, 0, "[![a](/x.svg)](/p) [![b](/y.svg)](/q)"))  # a line of badges
+    assert not choice.pictures(sentence(1, 0, "![a](/x.png) shows the flow."))
 
 
 def test_choose_puts_the_lead_first_and_the_rest_in_handbook_order():

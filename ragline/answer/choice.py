@@ -222,17 +222,28 @@ def asks(piece: Piece) -> bool:
     """Whether a piece is a sentence that is itself a question: its text, closing emphasis and quotes
     aside, ends in a question mark. A list's items are not asked: a list of questions is content
     (the four questions a threat-modelling session answers)."""
-    return piece.kind == "sentence" and piece.text.rstrip(" *_`)\"'\u201d\u2019").endswith("?")
+    return piece.kind == "sentence" and asking(piece.text)
 
 
-# a paragraph that is only a picture, linked or not: `![GitLab.com deployment process](/images/....png)`
-_PICTURE = re.compile(r"\[?!\[[^\]\n]{0,500}\]\([^)\n]{0,2048}\)(?:\]\([^)\n]{0,2048}\))?[.\s]*")
+def asking(text: str) -> bool:
+    """Whether a text, closing emphasis, code and quotes aside, ends in a question mark."""
+    return text.rstrip(" *_`)\"'\u201d\u2019").endswith("?")
+
+
+# a paragraph that is only pictures, linked or not: `![GitLab.com deployment process](/images/....png)`, a badge
+# `[![Build status](x.svg)](pipeline)` or a line of them, `![a][ref]`, a title or URL with parentheses, a kramdown
+# attribute list after it (`{: .shadow}`)
+_TARGET = r"(?:\((?:[^()\n]|\([^()\n]{0,500}\)){0,2048}\)|\[[^\]\n]{0,500}\])"
+_IMAGE = r"!\[(?:[^\[\]\n]|\[[^\[\]\n]{0,200}\]){0,500}\]" + _TARGET
+_PICTURE = re.compile(rf"(?:(?:{_IMAGE}|\[\s*{_IMAGE}\s*\]{_TARGET})(?:\{{:?[^}}\n]{{0,200}}\}})?[\s.]*)+")
+_LIST_MARK = re.compile(r"\s*(?:[-*+]|\d{1,9}[.)])\s+")
 
 
 def pictures(piece: Piece) -> bool:
-    """Whether a piece is a sentence that is only an image (or an image in a link, a badge): its alt text says what the
-    picture shows, not what the handbook states, and is no answer."""
-    return piece.kind == "sentence" and _PICTURE.fullmatch(piece.text.strip()) is not None
+    """Whether a piece is a sentence (or a list item, its marker aside) that is only pictures (images, or images in
+    links: badges): an alt text says what a picture shows, not what the handbook states, and is no answer."""
+    text = _LIST_MARK.sub("", piece.text, count=1) if piece.kind == "item" else piece.text
+    return piece.kind in ("sentence", "item") and _PICTURE.fullmatch(text.strip()) is not None
 
 
 def holds_asked(cue: str | None, piece: Piece, question: str) -> bool:
@@ -282,10 +293,8 @@ def choose(ranked: list[Scored], pieces: Sequence[Piece], question: str, cue: st
             continue
         if s.piece.kind == "code":
             continue
-        if words + len(s.piece.text.split()) > weights.budget and s.piece.kind == "item":
-            first = first_sentence(s.piece.text)
-            if "```" not in first and balanced(first) and not first.rstrip(" *_)\"'").endswith("?"):
-                s = Scored(s.score, dataclasses.replace(s.piece, text=first))  # the step, not its detail
+        if words + len(s.piece.text.split()) > weights.budget and s.piece.kind == "item" and (step := item_step(s.piece)):
+            s = Scored(s.score, step)
         if words + len(s.piece.text.split()) <= weights.budget:
             chosen.append(s)
             words += len(s.piece.text.split())
@@ -296,6 +305,20 @@ def choose(ranked: list[Scored], pieces: Sequence[Piece], question: str, cue: st
     fits = [s for s in chosen if holds_asked(cue, s.piece, question)]
     lead = max(fits, key=lambda s: s.score) if fits else best
     return [lead.piece, *sorted((s.piece for s in chosen if s is not lead), key=lambda p: (p.block, p.position))]
+
+
+STEP_WORDS_LEAST = 3  # the fewest words of prose an item's first sentence needs to stand for it (`item_step`)
+
+
+def item_step(item: Piece) -> Piece | None:
+    """A list item quoted as its first sentence, the step and not its detail (`choose`, for an item over the words
+    left): None where that is the whole item, or asks, holds fenced code or a link or span cut open, has fewer than
+    STEP_WORDS_LEAST words of prose ("- Step 1."), or is only a picture."""
+    first = first_sentence(item.text)
+    step = dataclasses.replace(item, text=first)
+    if first == item.text or "```" in first or not balanced(first) or asking(first) or pictures(step):
+        return None
+    return step if prose_words(_LIST_MARK.sub("", first, count=1)) >= STEP_WORDS_LEAST else None
 
 
 def continued(
@@ -592,7 +615,19 @@ def select(
     if not listed and len(continued(chosen[:1], every, asked=asked)) > 1:  # the lead brings its list, table or code: that is the answer
         chosen = chosen[:1]
     quoted = with_claims(with_leads(continued(chosen, every, weights, listed, asked), every, question), every)
-    return [fit_row(p, question, weights.budget) for p in with_remedy(quoted, every, weights.budget)]
+    return [fit_row(p, question, weights.budget) for p in once(with_remedy(quoted, every, weights.budget))]
+
+
+def once(quoted: list[Piece]) -> list[Piece]:
+    """`quoted`, each place of a block (block, position) once, where it first comes: an item `choose` quoted as its step
+    (`item_step`) is the same item as the whole one a lead-in, a list or a quantity asked for brings again."""
+    seen: set[tuple[int, int]] = set()
+    out = []
+    for p in quoted:
+        if (p.block, p.position) not in seen:
+            seen.add((p.block, p.position))
+            out.append(p)
+    return out
 
 
 # a sentence that says what to do, or what may or must happen: a modal, or a condition or purpose and its comma
