@@ -1250,6 +1250,11 @@ class TestAnswerChoice:
         # marks that open nothing are scanned to the next mark only: each of these was quadratic (8,000 took 2-4 s)
         for text in ("[" * 40_000, "[a" * 40_000, "[^" * 40_000, "*a " * 40_000, "**a " * 40_000, "__a " * 40_000, "_a " * 40_000):
             assert cues.plain(text) == text
+        # the other mark inside words, in emphasis that a sentence cut left open: read one way (two ways took 2^n; 25 took 49 s)
+        opened = "*Before a deploy, set " + ", ".join(["SHOP_API_RATE_LIMIT"] * 40) + "."
+        assert cues.plain(opened) == opened
+        assert cues.plain("*" + "a_" * 20_000) == "*" + "a_" * 20_000
+        assert cues.plain("*pass **kwargs on*") == "*pass **kwargs on*"  # a lone mark of its own inside: left as it is
 
     def test_quotes_read_as_prose_not_markup(self):
         text = "Say **Delete** the *FizzBuzz* RPC, as [the guide](../x.md#a) asks. <%= partial 'x' %>Keep snake_case names."
