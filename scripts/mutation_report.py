@@ -295,6 +295,45 @@ LEFT: dict[tuple[str, str], tuple[str, str]] = {
         "only items have a lead >= 0 (context.pieces), so the two conditions agree on every piece",
     ),
     (
+        "ragline/answer/choice.py:asking",
+        'return text.rstrip(" *_`)\\"\'\\u201d\\u2019").endswith("?")  ->  return text.rstrip("XX *_`)\\"\'\\u201d\\u2019XX").endswith("?")',
+    ): (
+        "harmless",
+        "the strip set gains 'X': only a text ending in a question mark and then capital X's reads otherwise, and no sentence ends so",
+    ),
+    (
+        "ragline/answer/choice.py:item_step",
+        'return step if prose_words(_LIST_MARK.sub("", first, count=1)) >= STEP_WORDS_LEAST else None  ->  return step if prose_words(_LIST_MARK.sub("", first, )) >= STEP_WORDS_LEAST else None',
+    ): ("equivalent", "_LIST_MARK is anchored at the text's start: it matches once at most, whatever the count"),
+    (
+        "ragline/answer/choice.py:item_step",
+        'return step if prose_words(_LIST_MARK.sub("", first, count=1)) >= STEP_WORDS_LEAST else None  ->  return step if prose_words(_LIST_MARK.sub("", first, count=2)) >= STEP_WORDS_LEAST else None',
+    ): ("equivalent", "_LIST_MARK is anchored at the text's start: it matches once at most, whatever the count"),
+    (
+        "ragline/answer/choice.py:item_step",
+        'return step if prose_words(_LIST_MARK.sub("", first, count=1)) >= STEP_WORDS_LEAST else None  ->  return step if prose_words(_LIST_MARK.sub("XXXX", first, count=1)) >= STEP_WORDS_LEAST else None',
+    ): (
+        "equivalent",
+        "the marker's trailing blanks go with it, so XXXX joins the first word of the step and the words are as many; a "
+        "step of nothing but its marker has 0 or 1 words, under STEP_WORDS_LEAST either way",
+    ),
+    (
+        "ragline/answer/choice.py:pictures",
+        'text = _LIST_MARK.sub("", piece.text, count=1) if piece.kind == "item" else piece.text  ->  text = _LIST_MARK.sub("", piece.text, ) if piece.kind == "item" else piece.text',
+    ): ("equivalent", "_LIST_MARK is anchored at the text's start: it matches once at most, whatever the count"),
+    (
+        "ragline/answer/choice.py:pictures",
+        'text = _LIST_MARK.sub("", piece.text, count=1) if piece.kind == "item" else piece.text  ->  text = _LIST_MARK.sub("", piece.text, count=2) if piece.kind == "item" else piece.text',
+    ): ("equivalent", "_LIST_MARK is anchored at the text's start: it matches once at most, whatever the count"),
+    (
+        "ragline/answer/choice.py:pictures",
+        'text = _LIST_MARK.sub("", piece.text, count=1) if piece.kind == "item" else piece.text  ->  text = _LIST_MARK.sub("", piece.text, count=1) if (piece.kind == "item") or True else piece.text',
+    ): (
+        "harmless",
+        "a sentence that opens with a list marker is an item (context.pieces); only a paragraph opening with a number and "
+        'a dot before a picture ("2019. ![a](b)") reads otherwise',
+    ),
+    (
         "ragline/answer/choice.py:asks",
         'return piece.kind == "sentence" and piece.text.rstrip(" *_`)\\"\'\\u201d\\u2019").endswith("?")  ->  return piece.kind == "sentence" and piece.text.rstrip("XX *_`)\\"\'\\u201d\\u2019XX").endswith("?")',
     ): (

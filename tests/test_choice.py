@@ -130,6 +130,18 @@ def test_an_item_over_the_budget_is_quoted_as_its_first_sentence():
     out = choose(scored((1.0, best), (0.9, long)), [best, long], "q", None, tight)
     assert out == [best, dataclasses.replace(long, text="- Labelled requests are cherry-picked into the branch.")]  # the step
     assert choose(scored((1.0, best), (0.9, long)), [best, long], "q", None, WIDE) == [best, long]  # within the budget: whole
+    exact = dataclasses.replace(WIDE, budget=len(best.text.split()) + len(long.text.split()))
+    assert choose(scored((1.0, best), (0.9, long)), [best, long], "q", None, exact) == [best, long]  # exactly the budget: whole
+    # a code block ranked between is passed over, not the end of the choice
+    code = Piece(1, 1, "```\nmake all\n```", "code", 3)
+    after = sentence(1, 2, "Then wait.")
+    assert choose(scored((1.0, best), (0.9, code), (0.8, after)), [best, code, after], "q", None, WIDE) == [best, after]
+    # the step keeps the item's score: it can lead as the piece holding what is asked
+    days = item(2, 1, "- Backups are kept for 30 days. The cleanup job deletes older ones every night at two.")
+    other = sentence(3, 0, "Logs are kept for 7 days.")
+    roomy = dataclasses.replace(WIDE, budget=22)  # the step and the other fit beside the best, the whole item does not
+    out = choose(scored((1.0, best), (0.9, days), (0.8, other)), [best, days, other], "how many days are backups kept?", "number", roomy)
+    assert out == [dataclasses.replace(days, text="- Backups are kept for 30 days."), best, other]
     # a first sentence that asks, or holds code fenced or a link cut open, is no step: the item is left out, as before
     for text in (
         "- Is a rollback available? Ask the release managers first, then roll back.",
@@ -147,7 +159,8 @@ def test_an_item_over_the_budget_is_quoted_as_its_first_sentence():
 def test_an_items_step_names_more_than_a_number_or_a_picture():
     assert choice.item_step(item(1, 0, "- Step 1. Tag the release branch and sign the tag with the release key.")) is None
     assert choice.item_step(item(1, 0, "- ![Release flow of the billing service](/r.png). The tag is made from the branch.")) is None
-    assert choice.item_step(item(1, 0, "- Tag it.")) is None  # one sentence: the whole item
+    assert choice.item_step(item(1, 0, "- Tag the release branch with the version.")) is None  # one sentence: the whole item
+    assert choice.item_step(item(1, 0, "- Run the build with ```make all``` first. Then wait for it to finish.")) is None  # code
     step = choice.item_step(item(1, 0, "- Tag the branch. Then sign it."))
     assert step is not None and step.text == "- Tag the branch."
 

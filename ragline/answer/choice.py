@@ -236,7 +236,7 @@ def asking(text: str) -> bool:
 _TARGET = r"(?:\((?:[^()\n]|\([^()\n]{0,500}\)){0,2048}\)|\[[^\]\n]{0,500}\])"
 _IMAGE = r"!\[(?:[^\[\]\n]|\[[^\[\]\n]{0,200}\]){0,500}\]" + _TARGET
 _PICTURE = re.compile(rf"(?:(?:{_IMAGE}|\[\s*{_IMAGE}\s*\]{_TARGET})(?:\{{:?[^}}\n]{{0,200}}\}})?[\s.]*)+")
-_LIST_MARK = re.compile(r"\s*(?:[-*+]|\d{1,9}[.)])\s+")
+_LIST_MARK = re.compile(r"^\s*(?:[-*+]|\d{1,9}[.)])\s+")  # an item's marker, where it opens the item
 
 
 def pictures(piece: Piece) -> bool:
