@@ -270,7 +270,7 @@ def choose(ranked: list[Scored], pieces: Sequence[Piece], question: str, cue: st
     A code block: alone. Otherwise the best candidate, then up to `most - 1` more scoring at
     least `keep` of it while the answer stays within `budget` words; a list item over what is left
     of them is quoted as its first sentence (the step, not its detail, as `fit_list` cuts a list),
-    where that asks nothing and cuts no code or link open. A question after a
+    where that stands for it (`item_step`); each place of a block is quoted once (`once`). A question after a
     time, a duration, a number or a name must get a piece holding it (`holds_asked`): when
     none of those chosen does, the best one that does and scores half the best's joins,
     from whichever block holds it, and the piece holding it leads; the rest follow in
