@@ -434,10 +434,10 @@ _BARE_LINE = re.compile(rf"{_BARE_LIST}[ \t]*+")
 # and shows its opening tag. Matched from a line's start, or in a list item or a quote from past its lead (`_lead`).
 COMMENT_START = re.compile(r" {0,3}\{::comment[ \t]*+\}[ \t]*+")
 COMMENT_END = re.compile(r" {0,3}\{:/(?:comment)?\}[ \t]*+")
-_MARKER = r"[-*+]|\d{1,9}[.)]"
-LIST_ITEM = re.compile(rf"^( {{0,3}})({_MARKER})([ \t]+|$)")  # a list item's first line: its indent, marker, and the space after
+MARKER = r"[-*+]|\d{1,9}[.)]"  # a list item's marker: a bullet, or an ordinal and its dot or parenthesis
+LIST_ITEM = re.compile(rf"^( {{0,3}})({MARKER})([ \t]+|$)")  # a list item's first line: its indent, marker, and the space after
 # The list item that kramdown's table of contents replaces, when the next line is an attribute list naming `toc` (`names_toc`).
-TOC_ITEM = re.compile(rf" {{0,3}}(?:{_MARKER})[ \t]+TOC[ \t]*+")
+TOC_ITEM = re.compile(rf" {{0,3}}(?:{MARKER})[ \t]+TOC[ \t]*+")
 # An attribute list's items, each on its own: a value whole (`title="#x"` names no id), each class and id of a run (`.a#bc`).
 _ATTRIBUTE_ITEM = re.compile(rf"{_KEY_VALUE}|#(?P<id>[A-Za-z][\w:-]++)|(?P<cls>{_CLASS})|(?P<ref>(?:no_)?toc)")
 # After a span: a link or an image (`[Docs](x){ target=_blank }`), emphasis, code, an emoji shortcode

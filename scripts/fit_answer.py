@@ -45,7 +45,7 @@ import rag_index  # noqa: E402
 import ragline.records  # noqa: E402
 from ragline.answer import choice  # noqa: E402
 from ragline.answer import context as answer_context  # noqa: E402
-from ragline.eval import metrics  # noqa: E402
+from ragline.eval import failures, metrics  # noqa: E402
 from ragline.eval.golden import load_golden, read_chunking, resolve_gold  # noqa: E402
 from ragline.eval.metrics import answer_ok  # noqa: E402
 
@@ -125,8 +125,9 @@ def answers(corpus: str, docs: str, golden: str, work: Path) -> tuple[list[tuple
 
 
 def gold_first(hits: list[dict], gold: tuple[str, ...]) -> bool:
-    """Whether the block ranked first is one of the question's gold blocks (the failure report's "gold first")."""
-    return bool(hits) and hits[0]["chunk_id"] in set(gold)
+    """Whether the block ranked first is one of the question's gold blocks: the failure report's "gold first"
+    (`ragline.eval.failures.gold_first`), asked of an answerable question's hits."""
+    return failures.gold_first({"answerable": True, "ranked": [h["chunk_id"] for h in hits[:1]], "gold": gold})
 
 
 def choose(table: dict[str, dict], corpora: list[str]) -> choice.ChoiceWeights:

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 import ragline.text
+from ragline import markup
 from ragline.answer.citations import sentences
 from ragline.answer.context import Piece
 from ragline.answer.cues import ANNOUNCES, HOW_OFTEN, STATES, asked_quantity, cue_match, holds_quantity, orders
@@ -236,7 +237,7 @@ def asking(text: str) -> bool:
 _TARGET = r"(?:\((?:[^()\n]|\([^()\n]{0,500}\)){0,2048}\)|\[[^\]\n]{0,500}\])"
 _IMAGE = r"!\[(?:[^\[\]\n]|\[[^\[\]\n]{0,200}\]){0,500}\]" + _TARGET
 _PICTURE = re.compile(rf"(?:(?:{_IMAGE}|\[\s*{_IMAGE}\s*\]{_TARGET})(?:\{{:?[^}}\n]{{0,200}}\}})?[\s.]*)+")
-_LIST_MARK = re.compile(r"^\s*(?:[-*+]|\d{1,9}[.)])\s+")  # an item's marker, where it opens the item
+_LIST_MARK = re.compile(rf"^\s*(?:{markup.MARKER})\s+")  # an item's marker, where it opens the item
 
 
 def pictures(piece: Piece) -> bool:

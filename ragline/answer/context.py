@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import ragline.text
-from ragline import markdown
+from ragline import markdown, markup
 from ragline.answer.citations import sentences
 from ragline.answer.cues import FOOTNOTE, LINK_DEFINITION, SNIPPETS
 from ragline.records import StageError
@@ -134,7 +134,7 @@ def pieces(block: ContextBlock, unwrap: bool = True) -> list[Piece]:
     return out
 
 
-_NESTED_ITEM = re.compile(r"^\s+(?:[-*+]|\d{1,9}[.)])\s")
+_NESTED_ITEM = re.compile(rf"^\s+(?:{markup.MARKER})\s")
 _FRAGMENT = re.compile(
     r"^\W*(?:see (?:below|above|here|there|also)\b[^.]*|e\.g|i\.e|etc|note|tip)\W*$"
     r"|^(?:next|previous|prev|back|up|back to top)\s*:",  # a page's navigation line: "Next: Speed of Code Reviews"
